@@ -1,0 +1,161 @@
+# usbgw — GNU make build.  See README.md.
+#
+# Conventions (the build reads the tree; adding a file needs no edit here):
+#   gateway/*.c            library modules (libusbgw.a), except the daemon's main
+#   gateway/usbgwd.c       usbgwd's main()
+#   client/*.c             the usbgw CLI (one command per cmd-*.c file)
+#   contrib/sim/*.c        usbgw-sim, the USB/IP device simulator
+#   tests/tools/*.c        one test program per file (usbip-tc, ...)
+#   tests/unit/test_*.c    one TAP unit test per file
+#   tests/integration/*.t  TAP integration scripts (bash)
+#   tests/fuzz/fuzz_*.c    libFuzzer harnesses, corpus in tests/fuzz/corpus/NAME/
+#   tests/bench/*.c        benchmark programs, driven by tests/bench/run.sh
+
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+SBINDIR   ?= $(PREFIX)/sbin
+BINDIR    ?= $(PREFIX)/bin
+MANDIR    ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+
+CC        ?= cc
+PKGS      := libevent sqlite3 libusb-1.0 libcrypto jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN      := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+	     -Wwrite-strings -Wpointer-arith -Wformat=2 -Werror=format-security \
+	     -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN      += -Werror
+endif
+
+# SANITIZE=1 builds everything with ASan+UBSan into build-asan/.
+ifeq ($(SANITIZE),1)
+B         ?= build-asan
+SANFLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT       ?= -O1 -g
+else
+B         ?= build
+SANFLAGS  :=
+OPT       ?= -O2 -g
+endif
+
+CPPFLAGS  += -D_GNU_SOURCE -Igateway $(PKG_CFLAGS)
+CFLAGS    += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -fPIE -fstack-protector-strong -D_FORTIFY_SOURCE=2
+LDFLAGS   += $(SANFLAGS) -pie -Wl,-z,relro,-z,now
+LDLIBS    += $(PKG_LIBS) -lm
+
+LIB_SRCS  := $(filter-out gateway/usbgwd.c,$(wildcard gateway/*.c))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(B)/%.o)
+LIB       := $(B)/libusbgw.a
+
+GWD_SRCS  := gateway/usbgwd.c
+CLI_SRCS  := $(wildcard client/*.c)
+SIM_SRCS  := $(wildcard contrib/sim/*.c)
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+BENCH_SRCS := $(wildcard tests/bench/*.c)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+
+PROGS     := $(if $(wildcard $(GWD_SRCS)),$(B)/usbgwd) \
+	     $(if $(CLI_SRCS),$(B)/usbgw) \
+	     $(if $(SIM_SRCS),$(B)/usbgw-sim) \
+	     $(TOOL_SRCS:tests/tools/%.c=$(B)/%)
+UNITS     := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
+BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
+FUZZERS   := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
+
+.PHONY: all check unit integration asan fuzz fuzz-smoke bench e2e install clean deps demo ci
+.DEFAULT_GOAL := all
+
+all: $(PROGS) $(UNITS) $(BENCHES)
+
+$(B)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/usbgwd: $(B)/gateway/usbgwd.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/usbgw: $(CLI_SRCS:%.c=$(B)/%.o) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/usbgw-sim: $(SIM_SRCS:%.c=$(B)/%.o) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/%: $(B)/tests/tools/%.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/tests/test_%: $(B)/tests/unit/test_%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/bench/%: $(B)/tests/bench/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# --- tests -------------------------------------------------------------
+# `make check` runs the unit and integration suites on the normal build,
+# then again under ASan+UBSan, a short fuzz pass, and the qemu end-to-end
+# suite when it exists.  Output is TAP through prove.
+PROVE     ?= prove
+PROVEFLAGS ?= -f
+
+unit: all
+	$(PROVE) $(PROVEFLAGS) $(UNITS)
+
+integration: all
+	USBGW_BUILD=$(abspath $(B)) $(PROVE) $(PROVEFLAGS) $(sort $(wildcard tests/integration/*.t))
+
+check: all
+	USBGW_BUILD=$(abspath $(B)) $(PROVE) $(PROVEFLAGS) $(UNITS) $(sort $(wildcard tests/integration/*.t))
+
+asan:
+	$(MAKE) SANITIZE=1 all
+
+# --- fuzzing (clang libFuzzer) ----------------------------------------
+FUZZ_CC     ?= clang
+FUZZ_FLAGS  := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Igateway $(PKG_CFLAGS)
+FUZZ_LIBSRC := $(LIB_SRCS)
+FUZZ_TIME   ?= 60
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIBSRC) $(wildcard gateway/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIBSRC) $(PKG_LIBS) -lm
+
+fuzz: $(FUZZERS)
+	@set -e; for f in $(FUZZERS); do n=$${f#build-fuzz/fuzz_}; \
+	  mkdir -p build-fuzz/corpus/$$n; \
+	  echo "== $$f ($(FUZZ_TIME) s)"; \
+	  $$f -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	      build-fuzz/corpus/$$n tests/fuzz/corpus/$$n; \
+	done
+
+fuzz-build: $(FUZZERS)
+
+bench: all
+	USBGW_BUILD=$(abspath $(B)) tests/bench/run.sh
+
+e2e: all
+	USBGW_BUILD=$(abspath $(B)) $(PROVE) $(PROVEFLAGS) tests/e2e/run.t
+
+deps:
+	tests/deps.sh
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	$(if $(wildcard $(B)/usbgwd),install -m 0755 $(B)/usbgwd $(DESTDIR)$(SBINDIR)/usbgwd)
+	$(if $(wildcard $(B)/usbgw),install -m 0755 $(B)/usbgw $(DESTDIR)$(BINDIR)/usbgw)
+	$(if $(wildcard $(B)/usbgw-sim),install -m 0755 $(B)/usbgw-sim $(DESTDIR)$(BINDIR)/usbgw-sim)
+	for m in $(wildcard contrib/man/*.[1-8]); do s=$${m##*.}; install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,159 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+
+void *
+xmalloc(size_t n)
+{
+	void *p;
+
+	if (n == 0)
+		fatalx("xmalloc: zero size");
+	if ((p = malloc(n)) == NULL)
+		fatal("xmalloc: allocating %zu bytes", n);
+	return p;
+}
+
+void *
+xcalloc(size_t nmemb, size_t size)
+{
+	void *p;
+
+	if (nmemb == 0 || size == 0)
+		fatalx("xcalloc: zero size");
+	if ((p = calloc(nmemb, size)) == NULL)
+		fatal("xcalloc: allocating %zu * %zu bytes", nmemb, size);
+	return p;
+}
+
+void *
+xreallocarray(void *ptr, size_t nmemb, size_t size)
+{
+	void *p;
+
+	if (nmemb == 0 || size == 0)
+		fatalx("xreallocarray: zero size");
+	if (size && nmemb > SIZE_MAX / size)
+		fatalx("xreallocarray: %zu * %zu overflows", nmemb, size);
+	if ((p = realloc(ptr, nmemb * size)) == NULL)
+		fatal("xreallocarray: allocating %zu * %zu bytes", nmemb, size);
+	return p;
+}
+
+char *
+xstrdup(const char *s)
+{
+	char *p;
+
+	if ((p = strdup(s)) == NULL)
+		fatal("xstrdup");
+	return p;
+}
+
+char *
+xstrndup(const char *s, size_t n)
+{
+	char *p;
+
+	if ((p = strndup(s, n)) == NULL)
+		fatal("xstrndup");
+	return p;
+}
+
+int
+xasprintf(char **ret, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(ret, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		fatal("xasprintf");
+	return n;
+}
+
+size_t
+usbgw_strlcpy(char *dst, const char *src, size_t dsize)
+{
+	size_t len = strlen(src);
+
+	if (dsize != 0) {
+		size_t n = len < dsize - 1 ? len : dsize - 1;
+		memcpy(dst, src, n);
+		dst[n] = '\0';
+	}
+	return len;
+}
+
+size_t
+usbgw_strlcat(char *dst, const char *src, size_t dsize)
+{
+	size_t dlen = strnlen(dst, dsize);
+
+	if (dlen == dsize)
+		return dlen + strlen(src);
+	return dlen + usbgw_strlcpy(dst + dlen, src, dsize - dlen);
+}
+
+int
+parse_num(const char *s, long long min, long long max, long long *out,
+    const char **errstr)
+{
+	char *end;
+	long long v;
+
+	*errstr = NULL;
+	if (s == NULL || *s == '\0') {
+		*errstr = "invalid";
+		return -1;
+	}
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*end != '\0' || end == s) {
+		*errstr = "invalid";
+		return -1;
+	}
+	if ((v == LLONG_MIN && errno == ERANGE) || v < min) {
+		*errstr = "too small";
+		return -1;
+	}
+	if ((v == LLONG_MAX && errno == ERANGE) || v > max) {
+		*errstr = "too large";
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+uint64_t
+now_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int
+fd_nonblock_cloexec(int fd)
+{
+	int fl;
+
+	if ((fl = fcntl(fd, F_GETFL)) == -1 ||
+	    fcntl(fd, F_SETFL, fl | O_NONBLOCK) == -1)
+		return -1;
+	if ((fl = fcntl(fd, F_GETFD)) == -1 ||
+	    fcntl(fd, F_SETFD, fl | FD_CLOEXEC) == -1)
+		return -1;
+	return 0;
+}

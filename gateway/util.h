@@ -1,0 +1,38 @@
+/*
+ * Small helpers shared by every program: allocation that aborts on
+ * failure (and checks multiplication overflow), bounded string copies,
+ * bounded number parsing.
+ */
+#ifndef USBGW_UTIL_H
+#define USBGW_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define nitems(a)	(sizeof(a) / sizeof((a)[0]))
+
+void	*xmalloc(size_t);
+void	*xcalloc(size_t, size_t);
+void	*xreallocarray(void *, size_t, size_t);
+char	*xstrdup(const char *);
+char	*xstrndup(const char *, size_t);
+int	 xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
+
+/* strlcpy/strlcat semantics (glibc 2.36 has neither). */
+size_t	 usbgw_strlcpy(char *, const char *, size_t);
+size_t	 usbgw_strlcat(char *, const char *, size_t);
+
+/*
+ * Parse a decimal integer in [min, max].  Returns 0, or -1 with *errstr
+ * set to "invalid", "too small" or "too large" (strtonum semantics).
+ */
+int	 parse_num(const char *s, long long min, long long max, long long *out,
+	    const char **errstr);
+
+/* Monotonic clock in microseconds. */
+uint64_t now_usec(void);
+
+/* Set O_NONBLOCK and FD_CLOEXEC. */
+int	 fd_nonblock_cloexec(int fd);
+
+#endif
