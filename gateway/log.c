@@ -49,6 +49,9 @@ log_level_parse(const char *s)
 	return -1;
 }
 
+static void vlog(int, const char *, va_list, int)
+    __attribute__((format(printf, 2, 0)));
+
 static void
 vlog(int lvl, const char *fmt, va_list ap, int err)
 {
