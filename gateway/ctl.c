@@ -46,6 +46,10 @@ ctl_err_name(enum ctl_err e)
 	case CTL_E_NOTFOUND:	return "not_found";
 	case CTL_E_AMBIGUOUS:	return "ambiguous";
 	case CTL_E_INTERNAL:	return "internal";
+	case CTL_E_VERSION:	return "version";
+	case CTL_E_PROTOCOL:	return "protocol";
+	case CTL_E_LIMIT:	return "limit";
+	case CTL_E_NERR:	break;
 	}
 	return "invalid";
 }

@@ -70,6 +70,11 @@ enum ctl_err {
 	CTL_E_NOTFOUND,		/* no such device/exporter/rule */
 	CTL_E_AMBIGUOUS,	/* busid prefix matches several */
 	CTL_E_INTERNAL,
+	/* Protocol-level errors, sent by control.c itself (protocol.md part 2). */
+	CTL_E_VERSION,		/* request's protocol version not supported */
+	CTL_E_PROTOCOL,		/* malformed frame, JSON or request */
+	CTL_E_LIMIT,		/* a connection cap or size limit refused it */
+	CTL_E_NERR
 };
 const char	*ctl_err_name(enum ctl_err);
 

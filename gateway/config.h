@@ -1,0 +1,161 @@
+/*
+ * usbgwd's configuration: defaults, the config file (usbgwd.conf(5)) and
+ * single-key overrides from the command line.
+ *
+ * Usage in the daemon:
+ *
+ *	struct config *cfg = config_new();		(defaults)
+ *	char *errs = NULL;
+ *	if (config_load(cfg, path, must_exist, &errs) != 0)
+ *		fatalx("%s", errs);			(every error, one a line)
+ *	config_set(cfg, "database", optarg, err, sizeof(err));   (a -d flag)
+ *
+ * On SIGHUP the daemon loads into a fresh config, re-applies its flags with
+ * config_set(), and swaps on success; the old config stays in use when the
+ * file has errors.  Every string field is NUL-terminated and bounded.
+ */
+#ifndef USBGW_CONFIG_H
+#define USBGW_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ctl.h"
+
+#define CONFIG_DEFAULT_PATH	"/etc/usbgw/usbgwd.conf"
+#define CONFIG_DEFAULT_DB	"/var/lib/usbgw/usbgw.db"
+#define CONFIG_DEFAULT_SOCKET	"/run/usbgw/control.sock"
+#define CONFIG_DEFAULT_PIDFILE	"/run/usbgwd.pid"
+#define CONFIG_DEFAULT_PORT	"3240"
+
+#define CONFIG_MAX_FILE		(1024 * 1024)	/* bytes in a config file */
+#define CONFIG_MAX_LINE		4096
+#define CONFIG_MAX_ERRORS	50		/* reported; then "too many errors" */
+#define CONFIG_MAX_LISTEN	16
+#define CONFIG_MAX_EXPORTERS	256
+#define CONFIG_MAX_PRINCIPALS	64		/* per privilege class */
+#define CONFIG_MAX_HOOKS	16
+#define CONFIG_NAME_MAX		64		/* exporter, user, group names */
+#define CONFIG_HOST_MAX		256
+#define CONFIG_PATH_MAX		1024
+
+enum config_mode {
+	CONFIG_MODE_PROXY = 0,	/* vhci hosts attach through the gateway */
+	CONFIG_MODE_LOCAL,	/* the gateway attaches through local vhci */
+};
+
+/* "HOST:PORT"; host "" means every address (wildcard). */
+struct config_addr {
+	char		host[CONFIG_HOST_MAX];
+	char		port[8];
+};
+
+struct config_exporter {
+	char		name[CONFIG_NAME_MAX];
+	struct config_addr addr;
+	int		line;		/* where it was declared */
+};
+
+/* A user ("alice", or a numeric uid) or a group ("@ops", "@1001"). */
+struct config_principal {
+	int		is_group;
+	int		is_numeric;
+	unsigned long	id;		/* when is_numeric */
+	char		name[CONFIG_NAME_MAX];
+};
+
+struct config_privlist {
+	struct config_principal	p[CONFIG_MAX_PRINCIPALS];
+	size_t			n;
+};
+
+/* Events a hook runs on: a bit per name in hooks.h's hook_event list. */
+struct config_hook {
+	uint32_t	events;		/* 1u << enum hook_event */
+	char		command[CONFIG_PATH_MAX];	/* run with /bin/sh -c */
+	int		line;
+};
+
+struct config {
+	char		path[CONFIG_PATH_MAX];		/* file read, "" if none */
+
+	char		database[CONFIG_PATH_MAX];
+	char		pidfile[CONFIG_PATH_MAX];
+	int		log_level;			/* enum log_level */
+	int		log_stderr;			/* 1 stderr, 0 syslog */
+
+	/* Control socket (control.c). */
+	char		control_socket[CONFIG_PATH_MAX];
+	char		control_group[CONFIG_NAME_MAX];	/* "" = leave gid */
+	mode_t		control_mode;			/* 0600, 0660 or 0666 */
+	unsigned	max_connections;
+	unsigned	max_connections_per_uid;
+	size_t		control_max_message;		/* request bytes */
+	size_t		control_max_output;		/* queued bytes/conn */
+	unsigned	control_timeout_ms;
+	struct config_privlist	priv[PRIV_ADMIN + 1];	/* [PRIV_READ..ADMIN] */
+
+	/* USB/IP side. */
+	struct config_addr	listen[CONFIG_MAX_LISTEN];
+	size_t		nlisten;
+	struct config_exporter	exporters[CONFIG_MAX_EXPORTERS];
+	size_t		nexporters;
+	unsigned	poll_interval_ms;
+	unsigned	probe_timeout_ms;
+	unsigned	attach_pending_wait_ms;		/* 0 = ST_NA at once */
+	int		show_pending;			/* in DEVLIST */
+	unsigned	max_sessions;			/* downstream TCP */
+
+	/* Hooks (hooks.c). */
+	struct config_hook	hooks[CONFIG_MAX_HOOKS];
+	size_t		nhooks;
+	unsigned	hook_timeout_ms;
+	unsigned	hook_max_running;
+
+	/* Local mode (vhci on this host); placeholder for the local-mode issue. */
+	enum config_mode mode;
+	int		vhci_controller;		/* -1 = any */
+};
+
+struct config	*config_new(void);		/* every default set */
+void		 config_free(struct config *);
+
+/*
+ * Read a config file into cfg (on top of what is there).  A missing file
+ * is an error only when must_exist.  Returns 0, or -1 with *errs set to a
+ * malloc'd text of "FILE:LINE: message" lines (all errors, at most
+ * CONFIG_MAX_ERRORS) that the caller frees.  On error cfg may be half
+ * updated: load into a fresh config when that matters.
+ */
+int		 config_load(struct config *cfg, const char *path, int must_exist,
+		    char **errs);
+
+/* Same over a buffer in memory (name is used in messages).  Pure: fuzzable. */
+int		 config_parse_buf(struct config *cfg, const char *name,
+		    const char *buf, size_t len, char **errs);
+
+/*
+ * Set one scalar key as if "key = value" appeared in the file (for
+ * command-line overrides).  "listen" given here replaces every listen
+ * address of the file.  Returns 0, or -1 with a message in err.
+ */
+int		 config_set(struct config *cfg, const char *key, const char *value,
+		    char *err, size_t errlen);
+
+/*
+ * Durations: an integer followed by ms, s, m, h or d ("1500ms", "30s",
+ * "10m", "2h", "1d"); a bare integer is seconds.  Result in milliseconds,
+ * at most max_ms.  Returns 0, or -1 with *errstr set to a short reason.
+ */
+int		 config_parse_duration(const char *s, uint64_t max_ms,
+		    uint64_t *ms, const char **errstr);
+
+/* "HOST:PORT", "[V6]:PORT", "*:PORT", ":PORT" or "HOST" (port dflt_port). */
+int		 config_parse_addr(const char *s, const char *dflt_port,
+		    struct config_addr *out, const char **errstr);
+
+/* Write the effective configuration, in file syntax, to a malloc'd text. */
+char		*config_dump(const struct config *);
+
+#endif
