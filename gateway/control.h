@@ -96,4 +96,7 @@ enum ctl_err	 ctl_arg_bool(json_t *args, const char *key, int *out,
 enum ctl_err	 ctl_args_approve(json_t *args, const char **busid,
 		    struct approve_opts *opts, char *err, size_t errlen);
 
+/* An actor as protocol.md 2.5 shows it (new reference). */
+json_t		*ctl_actor_json(const struct actor *);
+
 #endif
