@@ -71,9 +71,16 @@ FUZZERS   := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 
 all: $(PROGS) $(UNITS) $(BENCHES)
 
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
 $(B)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(@D)

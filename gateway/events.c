@@ -1,0 +1,183 @@
+/*
+ * Events: every transition the operator may care about goes to the
+ * control socket's event stream (usbgw watch) and to the configured
+ * hooks, with the same data.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "control.h"
+#include "gw.h"
+#include "hooks.h"
+#include "log.h"
+#include "util.h"
+
+json_t *
+device_json(const struct device *dev)
+{
+	char vid[5], pid[5], ifs[USBIP_MAX_INTERFACES * 9 + 1] = "";
+	json_t *o, *a;
+	int i;
+
+	snprintf(vid, sizeof(vid), "%04x", dev->ident.vid);
+	snprintf(pid, sizeof(pid), "%04x", dev->ident.pid);
+	a = json_array();
+	for (i = 0; i < dev->nintf; i++) {
+		char one[16];
+
+		snprintf(one, sizeof(one), "%02x:%02x:%02x",
+		    dev->intf[i].bInterfaceClass,
+		    dev->intf[i].bInterfaceSubClass,
+		    dev->intf[i].bInterfaceProtocol);
+		json_array_append_new(a, json_string(one));
+		if (i > 0)
+			usbgw_strlcat(ifs, " ", sizeof(ifs));
+		usbgw_strlcat(ifs, one, sizeof(ifs));
+	}
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s,"
+	    " s:o, s:I, s:I}",
+	    "busid", dev->busid,
+	    "exporter", dev->exp->name,
+	    "exporter_busid", dev->up_busid,
+	    "state", dev_state_name(dev->state),
+	    "vid", vid,
+	    "pid", pid,
+	    "manufacturer", dev->ident.manufacturer,
+	    "product", dev->ident.product,
+	    "serial", dev->ident.serial,
+	    "hash", dev->ident.hash,
+	    "speed", usbip_speed_name(dev->up ? dev->up->rec.speed :
+		dev->listed.speed),
+	    "interfaces", a,
+	    "rule_id", (json_int_t)dev->rule_id,
+	    "id", (json_int_t)dev->id);
+	if (o == NULL)
+		return json_object();
+	if (dev->ds != NULL) {
+		json_object_set_new(o, "attached_to", json_string(dev->ds->peer));
+		json_object_set_new(o, "bytes_to_host",
+		    json_integer((json_int_t)dev->bytes_down));
+		json_object_set_new(o, "bytes_to_device",
+		    json_integer((json_int_t)dev->bytes_up));
+		json_object_set_new(o, "urbs", json_integer((json_int_t)dev->urbs));
+	}
+	if (dev->approval.active) {
+		json_t *g = json_pack("{s:s, s:s, s:I, s:s}",
+		    "kind", dev->approval.deny ? "deny" : "approve",
+		    "by", dev->approval.by.name,
+		    "expires_at", (json_int_t)dev->approval.expires_at,
+		    "to_host", dev->approval.to_host);
+		if (g != NULL)
+			json_object_set_new(o, "grant", g);
+	}
+	return o;
+}
+
+/* Announce to watchers and hooks; data is stolen. */
+static void
+gw_emit(const char *type, json_t *data)
+{
+	hooks_run_json(type, data);
+	control_event(type, data);
+}
+
+void
+gw_device_event(struct device *dev, enum dev_state old,
+    const struct actor *who, const char *reason)
+{
+	const char *type = NULL;
+	json_t *d;
+
+	switch (dev->state) {
+	case DEV_PENDING:
+		type = "pending";
+		break;
+	case DEV_AUTHORIZED:
+		type = old == DEV_ATTACHED ? "detach" : "approve";
+		break;
+	case DEV_ATTACHED:
+		type = "attach";
+		break;
+	case DEV_BLOCKED:
+		type = (old == DEV_AUTHORIZED || old == DEV_ATTACHED) ?
+		    "revoke" : "deny";
+		break;
+	case DEV_GONE:
+		type = "gone";
+		break;
+	case DEV_PROBING:
+	default:
+		type = NULL;
+		break;
+	}
+	if (dev->state == DEV_PENDING &&
+	    (old == DEV_AUTHORIZED || old == DEV_ATTACHED))
+		type = "revoke";
+	d = device_json(dev);
+	json_object_set_new(d, "old_state", json_string(dev_state_name(old)));
+	json_object_set_new(d, "actor", json_string(who->name));
+	if (who->kind == ACTOR_RULE)
+		json_object_set_new(d, "rule", json_integer(who->rule_id));
+	json_object_set_new(d, "reason", json_string(reason ? reason : ""));
+	if (type != NULL)
+		gw_emit(type, d);
+	else
+		json_decref(d);
+	json_t *s = device_json(dev);
+	json_object_set_new(s, "old_state", json_string(dev_state_name(old)));
+	control_event("state", s);
+}
+
+void
+gw_exporter_event(struct exporter *exp, const char *why)
+{
+	json_t *d = json_pack("{s:s, s:s, s:i, s:s, s:s}", "exporter", exp->name,
+	    "host", exp->host, "port", (int)exp->port,
+	    "state", exp_state_name(exp->state), "reason", why ? why : "");
+
+	store_audit(exp->state == EXP_UP ? "exporter-up" : "exporter-down",
+	    NULL, exp->name, why);
+	gw_emit(exp->state == EXP_UP ? "exporter-up" : "exporter-down", d);
+}
+
+void
+gw_audit_exporter(struct exporter *exp, const char *action, const char *detail)
+{
+	store_audit(action, NULL, exp->name, detail);
+}
+
+void
+gw_access_event(struct device *dev, struct dsession *ds)
+{
+	json_t *d = device_json(dev);
+
+	json_object_set_new(d, "host", json_string(ds->host));
+	gw_emit("access-request", d);
+}
+
+void
+device_audit_malformed(struct device *dev, struct dsession *ds, const char *msg)
+{
+	store_audit_device(dev, "malformed", NULL, msg);
+}
+
+/*
+ * The vhci host selected another configuration: the interface set the
+ * policy decided on may have changed, so decide again (this may tear
+ * the attachment down).
+ */
+void
+device_config_changed(struct device *dev)
+{
+	char msg[64];
+	json_t *d;
+
+	device_load_interfaces(dev, dev->cur_config);
+	d = device_json(dev);
+	json_object_set_new(d, "configuration", json_integer(dev->cur_config));
+	snprintf(msg, sizeof(msg), "configuration %u selected", dev->cur_config);
+	store_audit_device(dev, "set-configuration", NULL, msg);
+	control_event("configuration", d);
+	device_eval(dev, NULL, msg);
+}

@@ -1,0 +1,268 @@
+/*
+ * Exporters: the gateway polls each one's device list (OP_REQ_DEVLIST)
+ * every poll interval and detects arrivals and removals.  While an
+ * exporter is unreachable the interval grows exponentially (up to
+ * EXP_BACKOFF_MAX_MS) and its devices are gone.
+ *
+ * Current usbipd leaves imported devices out of its list, so a device
+ * the gateway holds is present while its claim is open, whether or not
+ * the list shows it; its unplugging shows as the claim closing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "gw.h"
+#include "log.h"
+#include "util.h"
+
+#define EXP_BACKOFF_MAX_MS	60000
+
+static void	exp_poll_cb(evutil_socket_t, short, void *);
+static void	exp_read(struct bufferevent *, void *);
+static void	exp_event(struct bufferevent *, short, void *);
+
+struct exporter *
+exporter_new(const char *name, const char *host, uint16_t port)
+{
+	struct exporter *exp;
+
+	exp = xcalloc(1, sizeof(*exp));
+	exp->gw = gw;
+	usbgw_strlcpy(exp->name, name, sizeof(exp->name));
+	usbgw_strlcpy(exp->host, host, sizeof(exp->host));
+	exp->port = port;
+	exp->state = EXP_UNKNOWN;
+	TAILQ_INIT(&exp->devices);
+	exp->poll_ev = evtimer_new(gw->base, exp_poll_cb, exp);
+	TAILQ_INSERT_TAIL(&gw->exporters, exp, entry);
+	exporter_poll_now(exp);
+	return exp;
+}
+
+static void
+exp_poll_close(struct exporter *exp)
+{
+	if (exp->poll_bev != NULL) {
+		bufferevent_free(exp->poll_bev);
+		exp->poll_bev = NULL;
+	}
+}
+
+static void
+exporter_destroy(void *arg)
+{
+	struct exporter *exp = arg;
+	struct device *dev;
+
+	while ((dev = TAILQ_FIRST(&exp->devices)) != NULL) {
+		TAILQ_REMOVE(&exp->devices, dev, entry);
+		device_free(dev);
+	}
+	free(exp);
+}
+
+/* Tear down every device of the exporter and remove it. */
+void
+exporter_free(struct exporter *exp)
+{
+	struct device *dev;
+
+	exp->dead = true;
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		exporter_device_gone(dev, "exporter removed");
+	exp_poll_close(exp);
+	event_free(exp->poll_ev);
+	exp->poll_ev = NULL;
+	TAILQ_REMOVE(&gw->exporters, exp, entry);
+	gw_defer(exporter_destroy, exp);
+}
+
+static void
+exp_schedule(struct exporter *exp, unsigned ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (exp->poll_ev != NULL)
+		evtimer_add(exp->poll_ev, &tv);
+}
+
+void
+exporter_poll_now(struct exporter *exp)
+{
+	exp_schedule(exp, 0);
+}
+
+static void
+exp_set_state(struct exporter *exp, enum exp_state st, const char *why)
+{
+	if (exp->state == st)
+		return;
+	log_info("exporter %s (%s:%u) %s%s%s", exp->name, exp->host, exp->port,
+	    exp_state_name(st), why ? ": " : "", why ? why : "");
+	exp->state = st;
+	gw_exporter_event(exp, why);
+}
+
+/* The poll failed: the exporter is down and its devices are gone. */
+static void
+exp_poll_failed(struct exporter *exp, const char *why)
+{
+	struct device *dev;
+	unsigned ms;
+
+	exp_poll_close(exp);
+	exp->fails++;
+	exp_set_state(exp, EXP_DOWN, why);
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		if (dev->state != DEV_GONE)
+			exporter_device_gone(dev, "exporter unreachable");
+	ms = gw->poll_ms;
+	for (int i = 1; i < exp->fails && ms < EXP_BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	if (ms > EXP_BACKOFF_MAX_MS)
+		ms = EXP_BACKOFF_MAX_MS;
+	exp_schedule(exp, ms);
+}
+
+static void
+exp_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct exporter *exp = arg;
+	struct timeval tv;
+	unsigned ms = gw->probe_timeout_ms;
+
+	if (exp->poll_bev != NULL)
+		return;		/* one poll at a time */
+	if (gw_connect(exp->host, exp->port, &exp->poll_bev, exp_read,
+	    exp_event, exp) == -1) {
+		exp_poll_failed(exp, "cannot start connection");
+		return;
+	}
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	bufferevent_set_timeouts(exp->poll_bev, &tv, &tv);
+	bufferevent_setwatermark(exp->poll_bev, EV_READ, 0,
+	    USBIP_MAX_DEVLIST_REP);
+}
+
+static void
+exp_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct exporter *exp = arg;
+	uint8_t req[USBIP_OP_HDR_LEN];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		usbip_op_hdr_encode(req, OP_REQ_DEVLIST, ST_OK);
+		bufferevent_write(bev, req, sizeof(req));
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		exp_poll_failed(exp, "device list timed out");
+	else if (what & BEV_EVENT_EOF)
+		exp_poll_failed(exp, "exporter closed the connection");
+	else
+		exp_poll_failed(exp, evutil_socket_error_to_string(
+		    EVUTIL_SOCKET_ERROR()));
+}
+
+static struct device *
+exp_device_by_upbusid(struct exporter *exp, const char *busid)
+{
+	struct device *dev;
+
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		if (!dev->dead && strcmp(dev->up_busid, busid) == 0)
+			return dev;
+	return NULL;
+}
+
+/* A complete device list arrived: reconcile. */
+static void
+exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
+{
+	struct usbip_dev rec;
+	struct usbip_intf intf[USBIP_MAX_INTERFACES];
+	struct device *dev;
+	size_t off = 0;
+	char esc[64];
+
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		dev->seen = false;
+	while (usbip_devlist_next(buf, len, &off, &rec, intf)) {
+		if (!usbip_busid_valid(rec.busid)) {
+			log_warnx("exporter %s lists an unusable busid \"%s\"",
+			    exp->name, log_escape(esc, sizeof(esc), rec.busid,
+			    sizeof(rec.busid)));
+			continue;
+		}
+		dev = exp_device_by_upbusid(exp, rec.busid);
+		if (dev == NULL)
+			dev = device_new(exp, &rec, intf);
+		else {
+			dev->listed = rec;
+			dev->nintf = rec.bNumInterfaces;
+			memcpy(dev->intf, intf, sizeof(intf[0]) * dev->nintf);
+		}
+		dev->seen = true;
+		if (dev->up == NULL && dev->ds == NULL)
+			device_claim(dev);
+	}
+	TAILQ_FOREACH(dev, &exp->devices, entry) {
+		if (dev->seen || dev->state == DEV_GONE)
+			continue;
+		if (dev->up != NULL && dev->up->state != UP_CLOSED &&
+		    dev->up->state != UP_CONNECTING)
+			continue;	/* we hold it: usbipd hides it */
+		if (dev->reclaim_ev != NULL &&
+		    evtimer_pending(dev->reclaim_ev, NULL))
+			continue;	/* between release and reclaim */
+		exporter_device_gone(dev, "no longer in the exporter's list");
+	}
+}
+
+static void
+exp_read(struct bufferevent *bev, void *arg)
+{
+	struct exporter *exp = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct usbip_op op;
+	const char *why = NULL;
+	size_t len = evbuffer_get_length(in);
+	uint8_t *p;
+	int r;
+
+	p = evbuffer_pullup(in, -1);
+	r = usbip_op_decode(p, len, USBIP_FROM_SERVER, &op, &why);
+	if (r == USBIP_NEED_MORE)
+		return;
+	if (r < 0 || op.hdr.code != OP_REP_DEVLIST || op.hdr.status != ST_OK) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "bad device list: %s",
+		    r < 0 ? why : op.hdr.code != OP_REP_DEVLIST ?
+		    "unexpected op code" : usbip_st_name(op.hdr.status));
+		gw_audit_exporter(exp, "malformed", msg);
+		exp_poll_failed(exp, msg);
+		return;
+	}
+	exp->fails = 0;
+	exp->last_ok = now_usec();
+	exp_set_state(exp, EXP_UP, NULL);
+	exp_devlist(exp, p, (size_t)r);
+	exp_poll_close(exp);
+	exp_schedule(exp, gw->poll_ms);
+}
+
+/* The device left: tear down its sessions and mark it gone. */
+void
+exporter_device_gone(struct device *dev, const char *why)
+{
+	device_release(dev, why);
+	if (dev->state != DEV_GONE)
+		device_set_state(dev, DEV_GONE, NULL, why);
+}

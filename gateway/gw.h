@@ -1,0 +1,361 @@
+/*
+ * usbgwd's core objects: the gateway, exporters, devices, upstream
+ * claims and downstream sessions.  One libevent loop, one thread.
+ *
+ * Ownership: the gateway owns exporters; an exporter owns its devices; a
+ * device owns at most one upstream session (its claim at the exporter)
+ * and is bound to at most one downstream session (the vhci host that
+ * imported it).  Every object has one teardown function that tolerates
+ * half-built objects; objects that a callback may still reference are
+ * marked dead and freed from the loop (see gw_defer_free).
+ */
+#ifndef USBGW_GW_H
+#define USBGW_GW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include <jansson.h>
+
+#include <event2/event.h>
+#include <event2/bufferevent.h>
+
+#include "ctl.h"
+#include "usbip.h"
+
+#define GW_NAME_MAX		32	/* exporter names */
+#define GW_STR_MAX		128	/* descriptor strings, sanitized */
+#define GW_MAX_CONFIG_LEN	4096	/* one configuration descriptor */
+#define GW_MAX_CONFIGS		8
+#define GW_MAX_INFLIGHT		1024	/* URBs in flight per attachment */
+#define GW_RELAY_HIWAT		(4u << 20) /* output bytes before backpressure */
+#define GW_MAX_DOWNSTREAM	1024	/* downstream connections */
+#define GW_OP_TIMEOUT_MS	10000	/* op phase of a downstream peer */
+
+struct gw;
+struct exporter;
+struct device;
+struct upstream;
+struct dsession;
+
+/* One endpoint of the device's active configuration. */
+struct gw_ep {
+	uint8_t		present;
+	uint8_t		type;		/* USB_ENDPOINT_XFER_* (0..3) */
+	uint16_t	maxp;
+};
+
+/* What the probe read from the device. */
+struct gw_ident {
+	uint16_t	vid, pid, bcd;
+	uint8_t		dclass, dsubclass, dprotocol;
+	uint8_t		nconfigs;
+	uint32_t	speed;
+	uint8_t		dev_desc[18];
+	uint8_t		*config[GW_MAX_CONFIGS];	/* full descriptors */
+	uint16_t	config_len[GW_MAX_CONFIGS];
+	char		manufacturer[GW_STR_MAX];
+	char		product[GW_STR_MAX];
+	char		serial[GW_STR_MAX];
+	char		hash[65];	/* hex SHA-256 over dev_desc + configs */
+};
+
+enum up_state {
+	UP_CONNECTING,
+	UP_IMPORTING,
+	UP_PROBING,
+	UP_IDLE,		/* claimed, probed, nobody attached */
+	UP_RELAYING,		/* bound to a downstream session */
+	UP_CLOSED,
+};
+
+/* The gateway's own import of a device at its exporter: the claim. */
+struct upstream {
+	struct device		*dev;
+	struct bufferevent	*bev;
+	enum up_state		 state;
+	uint32_t		 devid;		/* exporter's busnum<<16|devnum */
+	struct usbip_dev	 rec;		/* exporter's import reply */
+	/* probe */
+	int			 probe_step;
+	int			 probe_cfg;
+	uint16_t		 langid;
+	uint32_t		 seqnum;
+	uint32_t		 req_len;
+	uint16_t		 cfg_total;
+};
+
+/* An operator's approval or denial of one device, short of a rule. */
+struct dev_grant {
+	bool			 active;
+	bool			 deny;
+	enum approve_scope	 scope;		/* SCOPE_ONCE, _FOR, _UNTIL */
+	int64_t			 expires_at;	/* unix seconds, 0 = never */
+	int64_t			 id;		/* approvals row */
+	char			 to_host[256];	/* "" = any vhci host */
+	struct actor		 by;
+};
+
+enum decide_target {
+	DECIDE_ASK = 0,
+	DECIDE_ALLOW,
+	DECIDE_BLOCK,
+	DECIDE_REJECT,
+};
+
+struct decision {
+	enum decide_target	 target;
+	int64_t			 rule_id;	/* 0: not a rule */
+	struct actor		 actor;
+	char			 why[160];
+};
+
+struct device {
+	TAILQ_ENTRY(device)	 entry;		/* in exporter->devices */
+	struct exporter		*exp;
+	int64_t			 id;		/* database id */
+	char			 busid[USBIP_BUSID_SIZE];	/* gateway's */
+	char			 up_busid[USBIP_BUSID_SIZE];	/* exporter's */
+	enum dev_state		 state;
+	bool			 seen;		/* in the last devlist */
+	bool			 dead;
+	struct usbip_dev	 listed;	/* exporter's devlist record */
+	struct usbip_intf	 intf[USBIP_MAX_INTERFACES];
+	uint8_t			 nintf;
+	struct gw_ident		 ident;
+	bool			 probed;
+	struct upstream		*up;
+	struct dsession		*ds;		/* attached session */
+	struct event		*reclaim_ev;
+	int			 reclaim_tries;
+	uint32_t		 gw_devid;	/* what vhci hosts see */
+	struct gw_ep		 ep_in[16], ep_out[16];
+	uint8_t			 cur_config;
+	uint8_t			 alt[32];	/* alt setting per interface */
+	/* decision */
+	int64_t			 rule_id;	/* rule that decided, 0 none */
+	struct dev_grant	 approval;
+	bool			 revoked;	/* operator revoked: pending */
+	bool			 rejected;	/* reject rule released it */
+	bool			 identity_changed;
+	struct event		*expire_ev;
+	int64_t			 presence_id;
+	/* counters of the current attachment */
+	int64_t			 attach_id;
+	uint64_t		 bytes_down, bytes_up, urbs;
+};
+
+enum exp_state {
+	EXP_UNKNOWN,
+	EXP_UP,
+	EXP_DOWN,
+};
+
+struct exporter {
+	TAILQ_ENTRY(exporter)	 entry;
+	struct gw		*gw;
+	int64_t			 id;
+	char			 name[GW_NAME_MAX];
+	char			 host[256];
+	uint16_t		 port;
+	enum exp_state		 state;
+	bool			 dead;
+	TAILQ_HEAD(, device)	 devices;
+	struct event		*poll_ev;
+	struct bufferevent	*poll_bev;
+	unsigned		 backoff_ms;
+	uint64_t		 last_ok;
+	int			 fails;
+};
+
+enum ds_state {
+	DS_OP,			/* waiting for an op request */
+	DS_WAIT_APPROVAL,	/* attach-pending: import held */
+	DS_RELAY,		/* URB phase */
+	DS_CLOSING,
+};
+
+/* One in-flight URB, remembered by seqnum. */
+struct inflight {
+	uint32_t	seqnum;
+	uint32_t	length;
+	uint32_t	npackets;
+	uint8_t		used;		/* 0 free, 1 used, 2 tombstone */
+	uint8_t		direction;
+	uint8_t		iso;
+	uint8_t		kind;		/* IF_SUBMIT / IF_UNLINK */
+	uint32_t	target;		/* IF_UNLINK: the seqnum unlinked */
+	uint8_t		setup[8];	/* control requests, for SET_CONFIG */
+	uint8_t		ep;
+};
+
+struct inflight_tab {
+	struct inflight	*slot;
+	uint32_t	 cap;		/* power of two */
+	uint32_t	 count;
+	uint32_t	 tombs;
+};
+
+/* A downstream (vhci host side) connection to the gateway's server. */
+struct dsession {
+	TAILQ_ENTRY(dsession)	 entry;
+	struct gw		*gw;
+	struct bufferevent	*bev;
+	enum ds_state		 state;
+	bool			 dead;
+	char			 peer[INET6_ADDRSTRLEN + 8];
+	char			 host[INET6_ADDRSTRLEN];
+	struct sockaddr_storage	 ss;
+	struct device		*dev;
+	struct event		*wait_ev;	/* attach-pending timeout */
+	int64_t			 request_id;
+	struct inflight_tab	 inflight;
+	uint64_t		 started;
+};
+
+struct config;
+struct evdns_base;
+
+struct gw {
+	struct event_base	*base;
+	struct config		*cfg;
+	struct evdns_base	*dns;
+	unsigned		 max_sessions;
+	TAILQ_HEAD(, exporter)	 exporters;
+	TAILQ_HEAD(, dsession)	 sessions;
+	unsigned		 nsessions;
+	struct evconnlistener	*listeners[8];
+	int			 nlisteners;
+	struct event		*sigev[4];
+	struct event		*gc_ev;
+	uint64_t		 started;
+	/* settings (from config, flags) */
+	unsigned		 poll_ms;
+	unsigned		 probe_timeout_ms;
+	unsigned		 attach_wait_ms;
+	bool			 show_pending;
+	uint64_t		 rate_at, rate_urbs;
+};
+
+extern struct gw *gw;
+
+/* gw.c */
+void		 gw_init(struct event_base *);
+void		 gw_shutdown(void);
+struct device	*gw_device_find(const char *busid, int *nmatch);
+void		 gw_defer(void (*)(void *), void *);
+const char	*exp_state_name(enum exp_state);
+
+void		 gw_free(void);
+void		 gw_restore(void);
+void		 gw_sync_exporters(const struct config *);
+bool		 gw_exporter_name_valid(const char *);
+double		 gw_urb_rate(void);
+
+/* handlers.c */
+extern const struct ctl_cmd gw_ctl_cmds[];
+extern const size_t gw_nctl_cmds;
+void		 gw_audit_refusal(const struct actor *, const char *cmd,
+		    const char *why);
+
+/* exporter.c */
+struct exporter	*exporter_new(const char *name, const char *host, uint16_t port);
+void		 exporter_free(struct exporter *);
+struct exporter	*exporter_find(const char *name);
+void		 exporter_poll_now(struct exporter *);
+void		 exporter_device_gone(struct device *, const char *why);
+int		 gw_connect(const char *host, uint16_t port, struct bufferevent **,
+		    bufferevent_data_cb, bufferevent_event_cb, void *arg);
+
+/* device.c */
+struct device	*device_new(struct exporter *, const struct usbip_dev *,
+		    const struct usbip_intf *);
+void		 device_free(struct device *);
+void		 device_set_state(struct device *, enum dev_state,
+		    const struct actor *, const char *reason);
+void		 device_claim(struct device *);
+void		 device_claimed(struct device *);
+void		 device_claim_failed(struct device *, int status, const char *why);
+void		 device_up_closed(struct device *, const char *why);
+void		 device_release(struct device *, const char *why);
+void		 device_eval(struct device *, const struct actor *,
+		    const char *reason);
+void		 device_detached(struct device *, const char *why);
+void		 device_arm_expiry(struct device *);
+void		 device_make_busid(const char *exporter, const char *up_busid,
+		    char *out);
+
+/* decide.c */
+void		 device_decide(struct device *, const struct dsession *,
+		    struct decision *);
+bool		 device_allowed_for(struct device *, const struct dsession *);
+
+/* gwpolicy.c: the rule set, as the daemon holds it */
+int		 policy_decide_device(struct device *, const struct dsession *,
+		    struct decision *);	/* 0 if a rule matched */
+int		 gwpolicy_load(void);
+int		 gwpolicy_add_device_rule(struct device *, bool deny,
+		    const char *to_host, const struct actor *, const char *comment,
+		    char *err, size_t errlen);
+
+/* store.c: persistence and audit (SQLite) */
+int		 store_open(const char *path);
+void		 store_close(void);
+void		 store_device_load(struct device *);
+void		 store_device_state(struct device *, enum dev_state old,
+		    const struct actor *, const char *reason);
+void		 store_device_identity(struct device *);
+void		 store_attachment_begin(struct device *, struct dsession *);
+void		 store_attachment_end(struct device *, const char *why);
+void		 store_approval_begin(struct device *);
+void		 store_approval_end(struct device *, const char *why);
+void		 store_audit_device(struct device *, const char *action,
+		    const struct actor *, const char *detail);
+void		 store_audit(const char *action, const struct actor *,
+		    const char *object, const char *detail);
+json_t		*store_device_history(struct device *, int limit);
+void		 store_exporter_save(struct exporter *, const struct actor *);
+void		 store_exporter_delete(struct exporter *, const struct actor *);
+void		 store_restore_exporters(void);
+int64_t		 store_access_request(struct device *, struct dsession *);
+void		 store_access_outcome(int64_t request_id, const char *outcome);
+
+/* events.c: the event stream and hooks */
+void		 gw_device_event(struct device *, enum dev_state old,
+		    const struct actor *, const char *reason);
+void		 gw_exporter_event(struct exporter *, const char *why);
+void		 gw_audit_exporter(struct exporter *, const char *action,
+		    const char *detail);
+void		 gw_access_event(struct device *, struct dsession *);
+json_t		*device_json(const struct device *);
+void		 device_load_endpoints(struct device *, uint8_t config_value);
+void		 device_load_interfaces(struct device *, uint8_t config_value);
+void		 device_config_changed(struct device *);
+void		 device_audit_malformed(struct device *, struct dsession *,
+		    const char *msg);
+bool		 device_visible_to(const struct device *, const struct dsession *);
+
+/* upstream.c */
+struct upstream	*upstream_new(struct device *);
+void		 upstream_close(struct upstream *);
+
+/* server.c */
+int		 server_listen(const char *host, const char *port);
+int		 server_port(void);
+void		 server_shutdown(void);
+void		 dsession_close(struct dsession *, const char *why);
+void		 server_device_decided(struct device *);
+
+/* relay.c */
+void		 relay_start(struct dsession *, struct device *);
+void		 relay_stop(struct dsession *);
+void		 inflight_init(struct inflight_tab *, uint32_t cap);
+void		 inflight_free(struct inflight_tab *);
+struct inflight	*inflight_get(struct inflight_tab *, uint32_t seqnum);
+struct inflight	*inflight_put(struct inflight_tab *, uint32_t seqnum);
+void		 inflight_del(struct inflight_tab *, struct inflight *);
+
+#endif

@@ -1,0 +1,334 @@
+/*
+ * The daemon's control commands (protocol.md part 2, 2.6): the table
+ * control.c dispatches to.  Handlers check their arguments, act through
+ * the device and exporter modules, and return JSON.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "control.h"
+#include "gw.h"
+#include "hooks.h"
+#include "log.h"
+#include "util.h"
+
+#define ERR(code, ...) do { snprintf(err, errlen, __VA_ARGS__); return code; } while (0)
+
+static enum ctl_err
+find_device(json_t *args, struct device **devp, char *err, size_t errlen)
+{
+	const char *busid;
+	enum ctl_err e;
+	int n;
+
+	if ((e = ctl_arg_str(args, "busid", 1, &busid, err, errlen)) != CTL_OK)
+		return e;
+	*devp = gw_device_find(busid, &n);
+	if (*devp == NULL && n > 1)
+		ERR(CTL_E_AMBIGUOUS, "busid %s matches %d devices", busid, n);
+	if (*devp == NULL)
+		ERR(CTL_E_NOTFOUND, "no device matches busid %s", busid);
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_list(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	const char *state = NULL, *exporter = NULL;
+	struct exporter *exp;
+	struct device *dev;
+	enum ctl_err e;
+	json_t *a;
+
+	if ((e = ctl_arg_str(args, "state", 0, &state, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "exporter", 0, &exporter, err, errlen)) !=
+	    CTL_OK)
+		return e;
+	if (state != NULL && dev_state_parse(state) == -1)
+		ERR(CTL_E_USAGE, "argument state: expected one of probing, "
+		    "pending, authorized, attached, blocked, gone, got \"%.32s\"",
+		    state);
+	if (exporter != NULL && exporter_find(exporter) == NULL)
+		ERR(CTL_E_NOTFOUND, "no exporter named %.64s", exporter);
+	a = json_array();
+	TAILQ_FOREACH(exp, &gw->exporters, entry) {
+		if (exporter != NULL && strcmp(exp->name, exporter) != 0)
+			continue;
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead)
+				continue;
+			if (state != NULL &&
+			    strcmp(dev_state_name(dev->state), state) != 0)
+				continue;
+			json_array_append_new(a, device_json(dev));
+		}
+	}
+	*res = a;
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_show(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	struct device *dev;
+	enum ctl_err e;
+	json_t *o;
+
+	if ((e = find_device(args, &dev, err, errlen)) != CTL_OK)
+		return e;
+	o = device_json(dev);
+	json_object_set_new(o, "history", store_device_history(dev, 20));
+	*res = o;
+	return CTL_OK;
+}
+
+/* approve and deny: a grant for this presence, or a rule. */
+static enum ctl_err
+grant(json_t *args, const struct actor *who, bool deny, json_t **res,
+    char *err, size_t errlen)
+{
+	struct approve_opts opts;
+	struct device *dev;
+	const char *busid;
+	enum ctl_err e;
+	int n, perm = 0;
+	char msg[600];
+
+	memset(&opts, 0, sizeof(opts));
+	if (!deny) {
+		if ((e = ctl_args_approve(args, &busid, &opts, err, errlen)) !=
+		    CTL_OK)
+			return e;
+	} else {
+		const char *m = NULL;
+
+		if ((e = ctl_arg_str(args, "busid", 1, &busid, err, errlen)) !=
+		    CTL_OK ||
+		    (e = ctl_arg_bool(args, "permanent", &perm, err, errlen)) !=
+		    CTL_OK ||
+		    (e = ctl_arg_str(args, "message", 0, &m, err, errlen)) !=
+		    CTL_OK)
+			return e;
+		if (m != NULL)
+			usbgw_strlcpy(opts.message, m, sizeof(opts.message));
+		opts.scope = perm ? SCOPE_PERMANENT : SCOPE_ONCE;
+	}
+	dev = gw_device_find(busid, &n);
+	if (dev == NULL && n > 1)
+		ERR(CTL_E_AMBIGUOUS, "busid %s matches %d devices", busid, n);
+	if (dev == NULL)
+		ERR(CTL_E_NOTFOUND, "no device matches busid %s", busid);
+	if (dev->state == DEV_GONE)
+		ERR(CTL_E_REFUSED, "%s is gone", dev->busid);
+	if (!dev->probed)
+		ERR(CTL_E_REFUSED, "%s is still being probed", dev->busid);
+
+	if (opts.scope == SCOPE_PERMANENT) {
+		if (gwpolicy_add_device_rule(dev, deny, opts.to_host, who,
+		    opts.message, err, errlen) == -1)
+			return CTL_E_INTERNAL;
+	}
+	dev->approval.active = true;
+	dev->approval.deny = deny;
+	dev->approval.scope = opts.scope == SCOPE_PERMANENT ? SCOPE_ONCE :
+	    opts.scope;
+	dev->approval.expires_at = opts.expires_at;
+	usbgw_strlcpy(dev->approval.to_host, opts.to_host,
+	    sizeof(dev->approval.to_host));
+	dev->approval.by = *who;
+	dev->revoked = false;
+	dev->rejected = false;
+	store_approval_begin(dev);
+	device_arm_expiry(dev);
+	snprintf(msg, sizeof(msg), "%s%s%s", deny ? "denied" : "approved",
+	    opts.message[0] ? ": " : "", opts.message);
+	if (dev->up == NULL)
+		device_claim(dev);	/* a rejected device is claimed again */
+	device_eval(dev, who, msg);
+	*res = device_json(dev);
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_approve(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	return grant(args, who, false, res, err, errlen);
+}
+
+static enum ctl_err
+h_deny(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	return grant(args, who, true, res, err, errlen);
+}
+
+static enum ctl_err
+h_revoke(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	struct device *dev;
+	const char *m = NULL;
+	enum ctl_err e;
+	char msg[600];
+
+	if ((e = find_device(args, &dev, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "message", 0, &m, err, errlen)) != CTL_OK)
+		return e;
+	if (dev->state != DEV_AUTHORIZED && dev->state != DEV_ATTACHED)
+		ERR(CTL_E_REFUSED, "%s is %s, not authorized", dev->busid,
+		    dev_state_name(dev->state));
+	if (dev->approval.active) {
+		dev->approval.active = false;
+		store_approval_end(dev, "revoked");
+		evtimer_del(dev->expire_ev);
+	}
+	dev->revoked = true;
+	snprintf(msg, sizeof(msg), "revoked%s%s", m ? ": " : "", m ? m : "");
+	device_eval(dev, who, msg);
+	*res = device_json(dev);
+	return CTL_OK;
+}
+
+static json_t *
+exporter_json(const struct exporter *exp)
+{
+	const struct device *dev;
+	int n = 0;
+
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		if (dev->state != DEV_GONE)
+			n++;
+	return json_pack("{s:s, s:s, s:i, s:s, s:i}", "name", exp->name,
+	    "host", exp->host, "port", (int)exp->port,
+	    "status", exp->state == EXP_UP ? "up" : exp->state == EXP_DOWN ?
+	    "down" : "connecting", "devices", n);
+}
+
+static enum ctl_err
+h_exporter_list(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	struct exporter *exp;
+	json_t *a = json_array();
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		json_array_append_new(a, exporter_json(exp));
+	*res = a;
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_exporter_add(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	const char *name, *host;
+	json_int_t port = USBIP_PORT;
+	struct exporter *exp;
+	enum ctl_err e;
+
+	if ((e = ctl_arg_str(args, "name", 1, &name, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "host", 1, &host, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_int(args, "port", 0, 1, 65535, &port, err, errlen)) !=
+	    CTL_OK)
+		return e;
+	if (!gw_exporter_name_valid(name))
+		ERR(CTL_E_USAGE, "argument name: expected 1-%d letters, digits, "
+		    "'.', '-' or '_', got \"%.40s\"", GW_NAME_MAX - 1, name);
+	if (strlen(host) == 0 || strlen(host) >= sizeof(exp->host) ||
+	    strpbrk(host, " \t\r\n/") != NULL)
+		ERR(CTL_E_USAGE, "argument host: expected a host name or "
+		    "address, got \"%.64s\"", host);
+	if (exporter_find(name) != NULL)
+		ERR(CTL_E_REFUSED, "exporter %s exists", name);
+	exp = exporter_new(name, host, (uint16_t)port);
+	store_exporter_save(exp, who);
+	*res = exporter_json(exp);
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_exporter_remove(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	const char *name;
+	struct exporter *exp;
+	enum ctl_err e;
+
+	if ((e = ctl_arg_str(args, "name", 1, &name, err, errlen)) != CTL_OK)
+		return e;
+	if ((exp = exporter_find(name)) == NULL)
+		ERR(CTL_E_NOTFOUND, "no exporter named %.64s", name);
+	store_exporter_delete(exp, who);
+	exporter_free(exp);
+	*res = json_object();
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_status(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	struct exporter *exp;
+	struct device *dev;
+	int counts[DEV_NSTATES] = { 0 }, up = 0, down = 0, total = 0, i;
+	json_t *o, *d;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry) {
+		total++;
+		if (exp->state == EXP_UP)
+			up++;
+		else if (exp->state == EXP_DOWN)
+			down++;
+		TAILQ_FOREACH(dev, &exp->devices, entry)
+			counts[dev->state]++;
+	}
+	d = json_object();
+	for (i = 0; i < DEV_NSTATES; i++)
+		json_object_set_new(d, dev_state_name(i), json_integer(counts[i]));
+	o = json_pack("{s:s, s:I, s:I, s:s, s:{s:i, s:i, s:i}, s:o, s:i, "
+	    "s:f, s:i, s:i, s:i}",
+	    "version", "0.1",
+	    "pid", (json_int_t)getpid(),
+	    "uptime", (json_int_t)((now_usec() - gw->started) / 1000000),
+	    "mode", gw->cfg->mode == CONFIG_MODE_LOCAL ? "local" : "proxy",
+	    "exporters", "total", total, "up", up, "down", down,
+	    "devices", d,
+	    "attachments", counts[DEV_ATTACHED],
+	    "urb_rate", gw_urb_rate(),
+	    "connections", (int)control_nconns(),
+	    "watchers", (int)control_nwatchers(),
+	    "hooks_running", (int)hooks_running());
+	*res = o;
+	return CTL_OK;
+}
+
+const struct ctl_cmd gw_ctl_cmds[] = {
+	{ "status",		PRIV_READ,	h_status },
+	{ "list",		PRIV_READ,	h_list },
+	{ "show",		PRIV_READ,	h_show },
+	{ "exporter.list",	PRIV_READ,	h_exporter_list },
+	{ "approve",		PRIV_APPROVE,	h_approve },
+	{ "deny",		PRIV_APPROVE,	h_deny },
+	{ "revoke",		PRIV_APPROVE,	h_revoke },
+	{ "exporter.add",	PRIV_ADMIN,	h_exporter_add },
+	{ "exporter.remove",	PRIV_ADMIN,	h_exporter_remove },
+};
+const size_t gw_nctl_cmds = nitems(gw_ctl_cmds);
+
+void
+gw_audit_refusal(const struct actor *who, const char *cmd, const char *why)
+{
+	char detail[256];
+
+	snprintf(detail, sizeof(detail), "%s: %s", cmd, why);
+	store_audit("refused", who, "control", detail);
+}

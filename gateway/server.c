@@ -1,0 +1,502 @@
+/*
+ * The downstream USB/IP server: what `usbip list -r` and `usbip attach
+ * -r GATEWAY` talk to.  Op phase only here; after a successful import
+ * the connection becomes a relay (relay.c).
+ *
+ *  - OP_REQ_DEVLIST: the devices authorized for the asking host
+ *    (pending ones too when show-pending is set); closed after the reply.
+ *  - OP_REQ_IMPORT of an authorized device: ST_OK with the gateway's own
+ *    device record, then URB phase.  Of a pending device: an access
+ *    request (audited, announced), answered ST_NA at once or held up to
+ *    attach-pending-wait for an operator.  Attached elsewhere:
+ *    ST_DEV_BUSY.  Blocked: ST_NA.  Unknown busid: ST_NODEV.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/tcp.h>
+#include <netdb.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "config.h"
+#include "gw.h"
+#include "log.h"
+#include "util.h"
+
+static void	ds_read(struct bufferevent *, void *);
+static void	ds_event(struct bufferevent *, short, void *);
+
+static void
+ds_free(void *arg)
+{
+	struct dsession *ds = arg;
+
+	if (ds->bev != NULL)
+		bufferevent_free(ds->bev);
+	if (ds->wait_ev != NULL)
+		event_free(ds->wait_ev);
+	free(ds);
+}
+
+/*
+ * Close a downstream session.  A relay is stopped and its device
+ * detached (released and reclaimed fresh).  Freed from the loop.
+ */
+void
+dsession_close(struct dsession *ds, const char *why)
+{
+	struct device *dev = ds->dev;
+
+	if (ds->dead)
+		return;
+	ds->dead = true;
+	log_info("session %s%s%s closed: %s", ds->peer, dev ? " " : "",
+	    dev ? dev->busid : "", why);
+	if (ds->wait_ev != NULL)
+		event_del(ds->wait_ev);
+	if (ds->request_id != 0)
+		store_access_outcome(ds->request_id, "abandoned");
+	if (ds->state == DS_RELAY && dev != NULL) {
+		relay_stop(ds);
+		dev->ds = NULL;
+		/* the relay borrowed the claim's bufferevent */
+		if (dev->up != NULL && dev->up->bev != NULL)
+			bufferevent_setcb(dev->up->bev, NULL, NULL, NULL, NULL);
+		device_detached(dev, why);
+	} else if (dev != NULL && dev->ds == ds)
+		dev->ds = NULL;
+	ds->dev = NULL;
+	ds->state = DS_CLOSING;
+	TAILQ_REMOVE(&gw->sessions, ds, entry);
+	gw->nsessions--;
+	bufferevent_setcb(ds->bev, NULL, NULL, NULL, NULL);
+	bufferevent_disable(ds->bev, EV_READ | EV_WRITE);
+	gw_defer(ds_free, ds);
+}
+
+/* Close once the reply has been written (DEVLIST, refused imports). */
+static void
+ds_close_after_write(struct bufferevent *bev, void *arg)
+{
+	struct dsession *ds = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		dsession_close(ds, "reply sent");
+}
+
+static void
+ds_reply_and_close(struct dsession *ds, const void *buf, size_t len)
+{
+	bufferevent_write(ds->bev, buf, len);
+	bufferevent_setcb(ds->bev, NULL, ds_close_after_write, ds_event, ds);
+	bufferevent_disable(ds->bev, EV_READ);
+	bufferevent_setwatermark(ds->bev, EV_WRITE, 0, 0);
+}
+
+/* The device record the gateway shows: its own busid, path and devid. */
+static void
+ds_dev_record(const struct device *dev, struct usbip_dev *rec)
+{
+	const struct usbip_dev *src = dev->up != NULL && dev->probed ?
+	    &dev->up->rec : &dev->listed;
+
+	*rec = *src;
+	snprintf(rec->path, sizeof(rec->path), "/usbgw/%s/%s", dev->exp->name,
+	    dev->up_busid);
+	usbgw_strlcpy(rec->busid, dev->busid, sizeof(rec->busid));
+	rec->busnum = dev->gw_devid >> 16;
+	rec->devnum = dev->gw_devid & 0xffff;
+	rec->idVendor = dev->ident.vid;
+	rec->idProduct = dev->ident.pid;
+	rec->bcdDevice = dev->ident.bcd;
+	rec->bDeviceClass = dev->ident.dclass;
+	rec->bDeviceSubClass = dev->ident.dsubclass;
+	rec->bDeviceProtocol = dev->ident.dprotocol;
+	rec->bNumConfigurations = dev->ident.nconfigs;
+}
+
+bool
+device_visible_to(const struct device *dev, const struct dsession *ds)
+{
+	if (!dev->probed || dev->up == NULL || dev->dead)
+		return false;
+	switch (dev->state) {
+	case DEV_AUTHORIZED:
+	case DEV_ATTACHED:
+		return device_allowed_for((struct device *)dev, ds);
+	case DEV_PENDING:
+		return gw->show_pending;
+	default:
+		return false;
+	}
+}
+
+static void
+ds_devlist(struct dsession *ds)
+{
+	struct evbuffer *out = evbuffer_new();
+	struct exporter *exp;
+	struct device *dev;
+	struct usbip_dev rec;
+	uint8_t hdr[USBIP_OP_HDR_LEN + 4], buf[USBIP_DEV_LEN];
+	uint32_t n = 0;
+	int i;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (!device_visible_to(dev, ds))
+				continue;
+			if (n == USBIP_MAX_NDEV)
+				break;
+			ds_dev_record(dev, &rec);
+			usbip_dev_encode(buf, &rec);
+			evbuffer_add(out, buf, USBIP_DEV_LEN);
+			for (i = 0; i < rec.bNumInterfaces; i++) {
+				uint8_t ib[USBIP_INTF_LEN];
+
+				usbip_intf_encode(ib, &dev->intf[i]);
+				evbuffer_add(out, ib, sizeof(ib));
+			}
+			n++;
+		}
+	usbip_devlist_rep_hdr_encode(hdr, n);
+	evbuffer_prepend(out, hdr, sizeof(hdr));
+	bufferevent_write_buffer(ds->bev, out);
+	evbuffer_free(out);
+	ds_reply_and_close(ds, NULL, 0);
+}
+
+static void
+ds_import_refuse(struct dsession *ds, uint32_t status, const char *why)
+{
+	uint8_t rep[USBIP_OP_HDR_LEN];
+
+	log_info("session %s: import refused (%s): %s", ds->peer,
+	    usbip_st_name(status), why);
+	usbip_op_hdr_encode(rep, OP_REP_IMPORT, status);
+	ds_reply_and_close(ds, rep, sizeof(rep));
+}
+
+static void
+ds_import_accept(struct dsession *ds, struct device *dev)
+{
+	struct usbip_dev rec;
+	uint8_t rep[USBIP_IMPORT_REP_LEN];
+	size_t n;
+
+	ds_dev_record(dev, &rec);
+	n = usbip_import_rep_encode(rep, ST_OK, &rec);
+	bufferevent_write(ds->bev, rep, n);
+	if (ds->request_id != 0) {
+		store_access_outcome(ds->request_id, "attached");
+		ds->request_id = 0;
+	}
+	if (ds->wait_ev != NULL)
+		event_del(ds->wait_ev);
+	ds->dev = dev;
+	dev->ds = ds;
+	device_set_state(dev, DEV_ATTACHED, NULL, ds->peer);
+	store_attachment_begin(dev, ds);
+	relay_start(ds, dev);
+}
+
+/* Is the device free to be imported right now? */
+static bool
+ds_importable(const struct device *dev)
+{
+	return dev->up != NULL && dev->up->state == UP_IDLE && dev->ds == NULL;
+}
+
+static void
+ds_wait_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct dsession *ds = arg;
+
+	if (ds->request_id != 0) {
+		store_access_outcome(ds->request_id, "timed out");
+		ds->request_id = 0;
+	}
+	ds->dev = NULL;
+	ds_import_refuse(ds, ST_NA, "no approval in time");
+}
+
+/*
+ * A device's decision changed: answer the imports held for it.
+ */
+void
+server_device_decided(struct device *dev)
+{
+	struct dsession *ds, *next;
+
+	for (ds = TAILQ_FIRST(&gw->sessions); ds != NULL; ds = next) {
+		next = TAILQ_NEXT(ds, entry);
+		if (ds->state != DS_WAIT_APPROVAL || ds->dev != dev)
+			continue;
+		if (dev->state == DEV_PENDING || dev->state == DEV_PROBING)
+			continue;
+		ds->state = DS_OP;
+		if (dev->state == DEV_AUTHORIZED && device_allowed_for(dev, ds) &&
+		    ds_importable(dev)) {
+			ds_import_accept(ds, dev);
+		} else {
+			if (ds->request_id != 0) {
+				store_access_outcome(ds->request_id, "denied");
+				ds->request_id = 0;
+			}
+			ds->dev = NULL;
+			ds_import_refuse(ds, ST_NA, "access request denied");
+		}
+	}
+}
+
+static void
+ds_import(struct dsession *ds, const char *busid)
+{
+	struct device *dev;
+	char esc[64];
+	struct timeval tv;
+
+	dev = gw_device_find(busid, NULL);
+	if (dev == NULL || strcmp(dev->busid, busid) != 0) {
+		/* the stock client compares busids: no prefixes here */
+		store_audit("import-unknown", NULL, ds->peer,
+		    log_escape(esc, sizeof(esc), busid, USBIP_BUSID_SIZE));
+		return ds_import_refuse(ds, ST_NODEV, "unknown busid");
+	}
+	switch (dev->state) {
+	case DEV_AUTHORIZED:
+		if (!device_allowed_for(dev, ds)) {
+			store_audit_device(dev, "import-refused", NULL, ds->peer);
+			return ds_import_refuse(ds, ST_NA,
+			    "not authorized for this host");
+		}
+		if (!ds_importable(dev))
+			return ds_import_refuse(ds, ST_NA, "device not ready");
+		return ds_import_accept(ds, dev);
+	case DEV_ATTACHED:
+		return ds_import_refuse(ds, ST_DEV_BUSY, "already attached");
+	case DEV_PENDING:
+	case DEV_PROBING:
+		ds->dev = dev;
+		ds->request_id = store_access_request(dev, ds);
+		gw_access_event(dev, ds);
+		if (gw->attach_wait_ms == 0) {
+			store_access_outcome(ds->request_id, "refused: pending");
+			ds->request_id = 0;
+			ds->dev = NULL;
+			return ds_import_refuse(ds, ST_NA, "device pending");
+		}
+		/* attach-pending: hold the import until decided or timeout */
+		ds->state = DS_WAIT_APPROVAL;
+		bufferevent_disable(ds->bev, EV_READ);
+		bufferevent_set_timeouts(ds->bev, NULL, NULL);
+		ds->wait_ev = evtimer_new(gw->base, ds_wait_timeout, ds);
+		tv.tv_sec = gw->attach_wait_ms / 1000;
+		tv.tv_usec = (gw->attach_wait_ms % 1000) * 1000;
+		evtimer_add(ds->wait_ev, &tv);
+		return;
+	case DEV_BLOCKED:
+		store_audit_device(dev, "import-refused", NULL, ds->peer);
+		return ds_import_refuse(ds, ST_NA, "device blocked");
+	default:
+		return ds_import_refuse(ds, ST_NODEV, "device gone");
+	}
+}
+
+static void
+ds_read(struct bufferevent *bev, void *arg)
+{
+	struct dsession *ds = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct usbip_op op;
+	const char *why = NULL;
+	size_t len = evbuffer_get_length(in);
+	uint8_t *p;
+	int r;
+
+	if (ds->state != DS_OP)
+		return;
+	p = evbuffer_pullup(in, len < USBIP_IMPORT_REQ_LEN ? -1 :
+	    USBIP_IMPORT_REQ_LEN);
+	r = usbip_op_decode(p, len, USBIP_FROM_CLIENT, &op, &why);
+	if (r == USBIP_NEED_MORE)
+		return;
+	if (r < 0) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "malformed op request: %s", why);
+		store_audit("malformed", NULL, ds->peer, msg);
+		dsession_close(ds, msg);
+		return;
+	}
+	evbuffer_drain(in, (size_t)r);
+	bufferevent_set_timeouts(bev, NULL, NULL);
+	if (op.hdr.code == OP_REQ_DEVLIST)
+		ds_devlist(ds);
+	else
+		ds_import(ds, op.busid);
+}
+
+static void
+ds_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct dsession *ds = arg;
+
+	if (what & BEV_EVENT_TIMEOUT)
+		dsession_close(ds, "op phase timed out");
+	else if (what & BEV_EVENT_EOF)
+		dsession_close(ds, "peer closed");
+	else
+		dsession_close(ds, "connection error");
+}
+
+static void
+server_accept(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct dsession *ds;
+	struct timeval tv = { GW_OP_TIMEOUT_MS / 1000, 0 };
+	char host[INET6_ADDRSTRLEN];
+	int one = 1;
+
+	if (gw->nsessions >= gw->max_sessions) {
+		log_warnx("downstream connection refused: %u sessions",
+		    gw->nsessions);
+		evutil_closesocket(fd);
+		return;
+	}
+	ds = xcalloc(1, sizeof(*ds));
+	ds->gw = gw;
+	ds->state = DS_OP;
+	ds->started = now_usec();
+	memcpy(&ds->ss, sa, (size_t)salen < sizeof(ds->ss) ? (size_t)salen :
+	    sizeof(ds->ss));
+	if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr,
+		    host, sizeof(host));
+	else
+		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr,
+		    host, sizeof(host));
+	usbgw_strlcpy(ds->host, host, sizeof(ds->host));
+	snprintf(ds->peer, sizeof(ds->peer), "%s", host);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ds->bev = bufferevent_socket_new(gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (ds->bev == NULL) {
+		evutil_closesocket(fd);
+		free(ds);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&gw->sessions, ds, entry);
+	gw->nsessions++;
+	bufferevent_setcb(ds->bev, ds_read, NULL, ds_event, ds);
+	bufferevent_setwatermark(ds->bev, EV_READ, 0, 4096);
+	bufferevent_set_timeouts(ds->bev, &tv, &tv);
+	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
+	log_debug("session %s: connected", ds->peer);
+}
+
+static void
+server_resume(evutil_socket_t fd, short what, void *arg)
+{
+	evconnlistener_enable(arg);
+}
+
+static void
+server_accept_error(struct evconnlistener *l, void *arg)
+{
+	struct timeval tv = { 1, 0 };
+	int err = EVUTIL_SOCKET_ERROR();
+
+	log_warnx("accept: %s", evutil_socket_error_to_string(err));
+	if (err == EMFILE || err == ENFILE) {
+		/* pause accepting for a second instead of spinning */
+		evconnlistener_disable(l);
+		event_base_once(gw->base, -1, EV_TIMEOUT, server_resume, l, &tv);
+	}
+}
+
+/* Listen on "HOST:PORT" (host may be empty for every address). */
+int
+server_listen(const char *host, const char *port)
+{
+	struct addrinfo hints, *res, *ai;
+	struct evconnlistener *l;
+	int r, n = 0;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+	if ((r = getaddrinfo(host[0] ? host : NULL, port, &hints, &res)) != 0) {
+		log_warnx("listen %s:%s: %s", host, port, gai_strerror(r));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		evutil_socket_t fd;
+		int one = 1;
+
+		if (gw->nlisteners >= (int)nitems(gw->listeners))
+			break;
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0);
+		if (fd == -1)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
+			    sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == -1) {
+			log_warn("bind %s:%s", host, port);
+			close(fd);
+			continue;
+		}
+		l = evconnlistener_new(gw->base, server_accept, NULL,
+		    LEV_OPT_CLOSE_ON_FREE, 128, fd);
+		if (l == NULL) {
+			close(fd);
+			continue;
+		}
+		evconnlistener_set_error_cb(l, server_accept_error);
+		gw->listeners[gw->nlisteners++] = l;
+		n++;
+	}
+	freeaddrinfo(res);
+	return n > 0 ? 0 : -1;
+}
+
+/* The port the first listener got (tests listen on port 0). */
+int
+server_port(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	evutil_socket_t fd;
+
+	if (gw->nlisteners == 0)
+		return -1;
+	fd = evconnlistener_get_fd(gw->listeners[0]);
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == -1)
+		return -1;
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+void
+server_shutdown(void)
+{
+	struct dsession *ds;
+	int i;
+
+	for (i = 0; i < gw->nlisteners; i++)
+		evconnlistener_free(gw->listeners[i]);
+	gw->nlisteners = 0;
+	while ((ds = TAILQ_FIRST(&gw->sessions)) != NULL)
+		dsession_close(ds, "gateway shutting down");
+}

@@ -1,0 +1,391 @@
+/*
+ * The claim: the gateway imports a device at its exporter itself, so
+ * that the exporter reports it busy to anybody else, then reads its
+ * descriptors with its own control URBs (device, every configuration in
+ * full, the language table, manufacturer/product/serial strings) under
+ * a timeout per step.  What it read becomes the device's identity.
+ *
+ * After the probe the connection stays open and idle (UP_IDLE) until a
+ * vhci host attaches; the relay then takes the bufferevent over.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <openssl/evp.h>
+
+#include "desc.h"
+#include "gw.h"
+#include "log.h"
+#include "util.h"
+
+enum probe_step {
+	PROBE_DEVICE,
+	PROBE_CONFIG_HDR,
+	PROBE_CONFIG,
+	PROBE_LANGS,
+	PROBE_MANUFACTURER,
+	PROBE_PRODUCT,
+	PROBE_SERIAL,
+	PROBE_DONE,
+};
+
+#define PROBE_SEQ_BASE	0x10000000u	/* the gateway's own seqnums */
+
+static void	up_read(struct bufferevent *, void *);
+static void	up_event(struct bufferevent *, short, void *);
+static void	up_probe_next(struct upstream *);
+
+/* The claim failed: the device decides what next; up is closed. */
+static void
+up_fail(struct upstream *up, int status, const char *why)
+{
+	struct device *dev = up->dev;
+
+	up->state = UP_CLOSED;
+	device_claim_failed(dev, status, why);
+}
+
+static void
+up_set_timeout(struct upstream *up, unsigned ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	bufferevent_set_timeouts(up->bev, ms ? &tv : NULL, ms ? &tv : NULL);
+}
+
+struct upstream *
+upstream_new(struct device *dev)
+{
+	struct upstream *up;
+	struct exporter *exp = dev->exp;
+
+	up = xcalloc(1, sizeof(*up));
+	up->dev = dev;
+	up->state = UP_CONNECTING;
+	up->seqnum = PROBE_SEQ_BASE;
+	if (gw_connect(exp->host, exp->port, &up->bev, up_read, up_event,
+	    up) == -1) {
+		free(up);
+		return NULL;
+	}
+	up_set_timeout(up, gw->probe_timeout_ms);
+	return up;
+}
+
+static void
+upstream_free(void *arg)
+{
+	struct upstream *up = arg;
+
+	if (up->bev != NULL)
+		bufferevent_free(up->bev);
+	free(up);
+}
+
+/*
+ * Close the claim: the connection goes now (the exporter sees the
+ * session end and resets the device), the object is freed from the loop
+ * since a callback of its bufferevent may be on the stack.
+ */
+void
+upstream_close(struct upstream *up)
+{
+	if (up == NULL)
+		return;
+	up->state = UP_CLOSED;
+	up->dev = NULL;
+	if (up->bev != NULL) {
+		bufferevent_setcb(up->bev, NULL, NULL, NULL, NULL);
+		bufferevent_disable(up->bev, EV_READ | EV_WRITE);
+		bufferevent_free(up->bev);
+		up->bev = NULL;
+	}
+	gw_defer(upstream_free, up);
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct upstream *up = arg;
+	uint8_t req[USBIP_IMPORT_REQ_LEN];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		usbip_import_req_encode(req, up->dev->up_busid);
+		bufferevent_write(bev, req, sizeof(req));
+		up->state = UP_IMPORTING;
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		return up_fail(up, -1, up->state == UP_IDLE ?
+		    "exporter stalled" : "exporter timed out");
+	if (up->state == UP_IDLE) {
+		device_up_closed(up->dev, (what & BEV_EVENT_EOF) ?
+		    "exporter closed the device's session" :
+		    "exporter connection error");
+		return;
+	}
+	up_fail(up, -1, (what & BEV_EVENT_EOF) ? "exporter closed the connection" :
+	    "cannot reach exporter");
+}
+
+/* Send a control IN request on ep0 with the gateway's own seqnum. */
+static void
+up_control_in(struct upstream *up, uint8_t type, uint8_t req, uint16_t value,
+    uint16_t index, uint16_t length)
+{
+	struct usbip_urb_hdr h;
+	uint8_t buf[USBIP_URB_HDR_LEN];
+
+	memset(&h, 0, sizeof(h));
+	h.command = USBIP_CMD_SUBMIT;
+	h.seqnum = ++up->seqnum;
+	h.devid = up->devid;
+	h.direction = USBIP_DIR_IN;
+	h.ep = 0;
+	h.u.submit.transfer_flags = 0x0200;	/* URB_DIR_IN */
+	h.u.submit.transfer_buffer_length = length;
+	h.u.submit.setup[0] = type;
+	h.u.submit.setup[1] = req;
+	h.u.submit.setup[2] = (uint8_t)value;
+	h.u.submit.setup[3] = (uint8_t)(value >> 8);
+	h.u.submit.setup[4] = (uint8_t)index;
+	h.u.submit.setup[5] = (uint8_t)(index >> 8);
+	h.u.submit.setup[6] = (uint8_t)length;
+	h.u.submit.setup[7] = (uint8_t)(length >> 8);
+	up->req_len = length;
+	usbip_urb_hdr_encode(buf, &h);
+	bufferevent_write(up->bev, buf, sizeof(buf));
+}
+
+static void
+get_descriptor(struct upstream *up, uint8_t type, uint8_t index,
+    uint16_t langid, uint16_t length)
+{
+	up_control_in(up, 0x80, USB_REQ_GET_DESCRIPTOR,
+	    (uint16_t)(type << 8 | index), langid, length);
+}
+
+static void
+up_hash(struct device *dev)
+{
+	struct gw_ident *id = &dev->ident;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen, i;
+	EVP_MD_CTX *ctx;
+
+	if ((ctx = EVP_MD_CTX_new()) == NULL)
+		fatalx("EVP_MD_CTX_new");
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	EVP_DigestUpdate(ctx, id->dev_desc, sizeof(id->dev_desc));
+	for (i = 0; i < GW_MAX_CONFIGS; i++)
+		if (id->config[i] != NULL)
+			EVP_DigestUpdate(ctx, id->config[i], id->config_len[i]);
+	EVP_DigestFinal_ex(ctx, md, &mdlen);
+	EVP_MD_CTX_free(ctx);
+	for (i = 0; i < mdlen && i < 32; i++)
+		snprintf(id->hash + 2 * i, 3, "%02x", md[i]);
+}
+
+/* One control reply of the probe arrived (status, data). */
+static void
+up_probe_reply(struct upstream *up, int32_t status, const uint8_t *data,
+    uint32_t len)
+{
+	struct device *dev = up->dev;
+	struct gw_ident *id = &dev->ident;
+	struct desc_device dd;
+	const char *why;
+	uint16_t total;
+
+	switch (up->probe_step) {
+	case PROBE_DEVICE:
+		if (status != 0 || len < USB_DT_DEVICE_SIZE)
+			return up_fail(up, -1, "device descriptor unreadable");
+		if (desc_parse_device(data, len, &dd, &why) == -1)
+			return up_fail(up, -1, why);
+		memcpy(id->dev_desc, data, USB_DT_DEVICE_SIZE);
+		id->vid = dd.idVendor;
+		id->pid = dd.idProduct;
+		id->bcd = dd.bcdDevice;
+		id->dclass = dd.bDeviceClass;
+		id->dsubclass = dd.bDeviceSubClass;
+		id->dprotocol = dd.bDeviceProtocol;
+		id->nconfigs = dd.bNumConfigurations < GW_MAX_CONFIGS ?
+		    dd.bNumConfigurations : GW_MAX_CONFIGS;
+		up->probe_cfg = 0;
+		up->probe_step = id->nconfigs ? PROBE_CONFIG_HDR : PROBE_LANGS;
+		break;
+	case PROBE_CONFIG_HDR:
+		if (status != 0 || len < USB_DT_CONFIG_SIZE)
+			return up_fail(up, -1, "configuration descriptor unreadable");
+		total = (uint16_t)(data[2] | data[3] << 8);
+		if (total < USB_DT_CONFIG_SIZE || total > GW_MAX_CONFIG_LEN)
+			return up_fail(up, -1, "configuration wTotalLength out of range");
+		up->cfg_total = total;
+		up->probe_step = PROBE_CONFIG;
+		break;
+	case PROBE_CONFIG:
+		if (status != 0 || len != up->cfg_total)
+			return up_fail(up, -1, "configuration descriptor short");
+		{
+			struct desc_config c;
+
+			if (desc_parse_config(data, len, &c, &why) == -1)
+				return up_fail(up, -1, why);
+		}
+		free(id->config[up->probe_cfg]);
+		id->config[up->probe_cfg] = xmalloc(len);
+		memcpy(id->config[up->probe_cfg], data, len);
+		id->config_len[up->probe_cfg] = (uint16_t)len;
+		if (++up->probe_cfg < id->nconfigs)
+			up->probe_step = PROBE_CONFIG_HDR;
+		else
+			up->probe_step = PROBE_LANGS;
+		break;
+	case PROBE_LANGS:
+		up->langid = 0;
+		if (status == 0 && len >= 4 && data[1] == USB_DT_STRING)
+			up->langid = (uint16_t)(data[2] | data[3] << 8);
+		up->probe_step = up->langid ? PROBE_MANUFACTURER : PROBE_DONE;
+		break;
+	case PROBE_MANUFACTURER:
+	case PROBE_PRODUCT:
+	case PROBE_SERIAL: {
+		char *out = up->probe_step == PROBE_MANUFACTURER ?
+		    id->manufacturer : up->probe_step == PROBE_PRODUCT ?
+		    id->product : id->serial;
+
+		if (status == 0)
+			desc_string(data, len, out, GW_STR_MAX);
+		up->probe_step++;
+		break;
+	}
+	default:
+		return up_fail(up, -1, "probe out of step");
+	}
+	up_probe_next(up);
+}
+
+/* Issue the request for the current step, skipping empty ones. */
+static void
+up_probe_next(struct upstream *up)
+{
+	struct gw_ident *id = &up->dev->ident;
+	uint8_t idx;
+
+	for (;;) {
+		switch (up->probe_step) {
+		case PROBE_DEVICE:
+			return get_descriptor(up, USB_DT_DEVICE, 0, 0,
+			    USB_DT_DEVICE_SIZE);
+		case PROBE_CONFIG_HDR:
+			return get_descriptor(up, USB_DT_CONFIG,
+			    (uint8_t)up->probe_cfg, 0, USB_DT_CONFIG_SIZE);
+		case PROBE_CONFIG:
+			return get_descriptor(up, USB_DT_CONFIG,
+			    (uint8_t)up->probe_cfg, 0, up->cfg_total);
+		case PROBE_LANGS:
+			return get_descriptor(up, USB_DT_STRING, 0, 0, 255);
+		case PROBE_MANUFACTURER:
+		case PROBE_PRODUCT:
+		case PROBE_SERIAL:
+			idx = id->dev_desc[14 + up->probe_step -
+			    PROBE_MANUFACTURER];
+			if (idx != 0)
+				return get_descriptor(up, USB_DT_STRING, idx,
+				    up->langid, 255);
+			up->probe_step++;
+			break;
+		case PROBE_DONE:
+		default:
+			up_hash(up->dev);
+			up->state = UP_IDLE;
+			up_set_timeout(up, 0);
+			up->dev->probed = true;
+			device_claimed(up->dev);
+			return;
+		}
+	}
+}
+
+static int
+up_lookup(void *arg, uint32_t seqnum, struct usbip_req_info *req)
+{
+	struct upstream *up = arg;
+
+	if (seqnum != up->seqnum)
+		return -1;
+	req->direction = USBIP_DIR_IN;
+	req->length = up->req_len;
+	req->npackets = 0;
+	req->iso = false;
+	return 0;
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+	struct upstream *up = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct usbip_op op;
+	struct usbip_urb u;
+	const char *why = "";
+	uint8_t *p;
+	size_t len;
+	int r;
+
+	while (up->state != UP_CLOSED && (len = evbuffer_get_length(in)) > 0) {
+		switch (up->state) {
+		case UP_IMPORTING:
+			p = evbuffer_pullup(in, -1);
+			r = usbip_op_decode(p, len, USBIP_FROM_SERVER, &op, &why);
+			if (r == USBIP_NEED_MORE)
+				return;
+			if (r < 0)
+				return up_fail(up, -1, why);
+			if (op.hdr.code != OP_REP_IMPORT)
+				return up_fail(up, -1, "unexpected reply to import");
+			if (op.hdr.status != ST_OK)
+				return up_fail(up, (int)op.hdr.status,
+				    usbip_st_name(op.hdr.status));
+			if (strcmp(op.dev.busid, up->dev->up_busid) != 0)
+				return up_fail(up, -1,
+				    "import reply names another busid");
+			evbuffer_drain(in, (size_t)r);
+			up->rec = op.dev;
+			up->devid = op.dev.busnum << 16 | op.dev.devnum;
+			up->state = UP_PROBING;
+			up->probe_step = PROBE_DEVICE;
+			up_probe_next(up);
+			break;
+		case UP_PROBING:
+			p = evbuffer_pullup(in, -1);
+			r = usbip_urb_decode(p, len, USBIP_FROM_SERVER,
+			    up_lookup, up, -1, &u, &why);
+			if (r == USBIP_NEED_MORE)
+				return;
+			if (r < 0)
+				return up_fail(up, -1, why);
+			if (u.hdr.command != USBIP_RET_SUBMIT)
+				return up_fail(up, -1, "unexpected URB reply");
+			{
+				uint8_t data[GW_MAX_CONFIG_LEN];
+				uint32_t n = u.lay.data_len;
+
+				memcpy(data, u.data, n);
+				evbuffer_drain(in, (size_t)r);
+				up_probe_reply(up, u.hdr.u.ret_submit.status,
+				    data, n);
+			}
+			break;
+		case UP_IDLE:
+			return up_fail(up, -1,
+			    "exporter sent data on an idle claim");
+		default:
+			return up_fail(up, -1, "unexpected data");
+		}
+	}
+}

@@ -1,0 +1,302 @@
+/*
+ * usbgwd: the USB/IP authorization gateway daemon.  See usbgwd(8).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "control.h"
+#include "gw.h"
+#include "hooks.h"
+#include "log.h"
+#include "util.h"
+
+#define USBGWD_VERSION	"0.1"
+
+static const char *flag_keys[16], *flag_vals[16];
+static int nflags;
+static const char *conf_path;
+static int conf_must_exist;
+static const char *port_file;
+
+static __attribute__((noreturn)) void
+usage(int code)
+{
+	fprintf(code ? stderr : stdout,
+	    "usage: usbgwd [-fhnV] [-c FILE] [-d DATABASE] [-s SOCKET] "
+	    "[-l ADDRESS:PORT]\n"
+	    "              [-p PIDFILE] [-v LEVEL] [-P PORTFILE]\n"
+	    "  -f            stay in the foreground, log to stderr\n"
+	    "  -c FILE       configuration file (default %s)\n"
+	    "  -d DATABASE   SQLite database (default %s)\n"
+	    "  -s SOCKET     control socket (default %s)\n"
+	    "  -l ADDR:PORT  USB/IP listen address, may repeat (default *:%s)\n"
+	    "  -p PIDFILE    pid file\n"
+	    "  -v LEVEL      log level: error, warning, info, debug\n"
+	    "  -n            check the configuration and exit\n"
+	    "  -P FILE       write the first listening port to FILE (tests)\n"
+	    "  -V            print the version\n",
+	    CONFIG_DEFAULT_PATH, CONFIG_DEFAULT_DB, CONFIG_DEFAULT_SOCKET,
+	    CONFIG_DEFAULT_PORT);
+	exit(code);
+}
+
+static void
+add_flag(const char *key, const char *val)
+{
+	if (nflags >= (int)nitems(flag_keys))
+		fatalx("too many command-line options");
+	flag_keys[nflags] = key;
+	flag_vals[nflags] = val;
+	nflags++;
+}
+
+/* Read the file, then apply the flags over it.  NULL on error. */
+static struct config *
+load_config(void)
+{
+	struct config *cfg = config_new();
+	char *errs = NULL, err[256];
+	int i, nlisten = 0;
+
+	if (config_load(cfg, conf_path, conf_must_exist, &errs) != 0) {
+		fprintf(stderr, "%s", errs);
+		free(errs);
+		config_free(cfg);
+		return NULL;
+	}
+	for (i = 0; i < nflags; i++) {
+		if (strcmp(flag_keys[i], "listen") == 0 && nlisten++ > 0) {
+			/* further -l flags add addresses */
+			struct config_addr a;
+			const char *es;
+
+			if (cfg->nlisten >= CONFIG_MAX_LISTEN ||
+			    config_parse_addr(flag_vals[i], CONFIG_DEFAULT_PORT,
+			    &a, &es) == -1) {
+				fprintf(stderr, "usbgwd: -l %s: invalid address\n",
+				    flag_vals[i]);
+				config_free(cfg);
+				return NULL;
+			}
+			cfg->listen[cfg->nlisten++] = a;
+			continue;
+		}
+		if (config_set(cfg, flag_keys[i], flag_vals[i], err,
+		    sizeof(err)) == -1) {
+			fprintf(stderr, "usbgwd: %s\n", err);
+			config_free(cfg);
+			return NULL;
+		}
+	}
+	return cfg;
+}
+
+static void
+apply_settings(struct config *cfg)
+{
+	gw->cfg = cfg;
+	gw->poll_ms = cfg->poll_interval_ms;
+	gw->probe_timeout_ms = cfg->probe_timeout_ms;
+	gw->attach_wait_ms = cfg->attach_pending_wait_ms;
+	gw->show_pending = cfg->show_pending != 0;
+	gw->max_sessions = cfg->max_sessions;
+	log_setlevel(cfg->log_level);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct config *cfg, *old;
+
+	switch (sig) {
+	case SIGHUP:
+		log_info("SIGHUP: reloading configuration");
+		if ((cfg = load_config()) == NULL) {
+			log_warnx("configuration has errors; keeping the old one");
+			return;
+		}
+		old = gw->cfg;
+		apply_settings(cfg);
+		control_reconfigure(cfg);
+		hooks_reconfigure(cfg);
+		gw_sync_exporters(cfg);
+		gwpolicy_load();
+		config_free(old);
+		break;
+	case SIGTERM:
+	case SIGINT:
+		log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		event_base_loopexit(gw->base, NULL);
+		break;
+	}
+}
+
+static void
+write_pidfile(const char *path)
+{
+	FILE *f;
+
+	if (path == NULL || path[0] == '\0')
+		return;
+	if ((f = fopen(path, "w")) == NULL) {
+		log_warn("pid file %s", path);
+		return;
+	}
+	fprintf(f, "%ld\n", (long)getpid());
+	fclose(f);
+}
+
+static void
+write_portfile(void)
+{
+	char tmp[1024];
+	FILE *f;
+
+	if (port_file == NULL)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
+	if ((f = fopen(tmp, "w")) == NULL)
+		fatal("%s", tmp);
+	fprintf(f, "%d\n", server_port());
+	fclose(f);
+	if (rename(tmp, port_file) == -1)
+		fatal("rename %s", port_file);
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct event_base *base;
+	struct config *cfg;
+	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
+	size_t i;
+
+	log_init("usbgwd", 1, LOG_LVL_INFO);
+	while ((ch = getopt_long(argc, argv, "c:d:fhl:np:P:s:v:V", longopts,
+	    NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			conf_path = optarg;
+			conf_must_exist = 1;
+			break;
+		case 'd':
+			add_flag("database", optarg);
+			break;
+		case 'f':
+			foreground = 1;
+			break;
+		case 'h':
+			usage(0);
+		case 'l':
+			add_flag("listen", optarg);
+			break;
+		case 'n':
+			check_only = 1;
+			break;
+		case 'p':
+			add_flag("pid-file", optarg);
+			break;
+		case 'P':
+			port_file = optarg;
+			break;
+		case 's':
+			add_flag("control-socket", optarg);
+			break;
+		case 'v':
+			add_flag("log-level", optarg);
+			break;
+		case 'V':
+			printf("usbgwd %s\n", USBGWD_VERSION);
+			return 0;
+		default:
+			usage(2);
+		}
+	}
+	if (optind != argc)
+		usage(2);
+	if (conf_path == NULL) {
+		conf_path = CONFIG_DEFAULT_PATH;
+		conf_must_exist = 0;
+	}
+	if ((cfg = load_config()) == NULL)
+		return 2;
+	if (check_only) {
+		printf("configuration OK\n");
+		config_free(cfg);
+		return 0;
+	}
+	if (foreground)
+		cfg->log_stderr = 1;
+	log_init("usbgwd", cfg->log_stderr, cfg->log_level);
+
+	signal(SIGPIPE, SIG_IGN);
+	if (!foreground && daemon(0, 0) == -1)
+		fatal("daemon");
+
+	if ((base = event_base_new()) == NULL)
+		fatalx("event_base_new");
+	gw_init(base);
+	apply_settings(cfg);
+
+	if (store_open(cfg->database) == -1)
+		fatalx("cannot open database %s", cfg->database);
+	gwpolicy_load();
+	hooks_init(base, cfg);
+	if (control_init(base, cfg, gw_ctl_cmds, gw_nctl_cmds,
+	    gw_audit_refusal) == -1)
+		fatalx("cannot start the control socket %s", cfg->control_socket);
+	if (cfg->nlisten == 0) {
+		if (server_listen("", CONFIG_DEFAULT_PORT) == -1)
+			fatalx("cannot listen on port %s", CONFIG_DEFAULT_PORT);
+	}
+	for (i = 0; i < cfg->nlisten; i++)
+		if (server_listen(cfg->listen[i].host, cfg->listen[i].port) == -1)
+			fatalx("cannot listen on %s:%s", cfg->listen[i].host,
+			    cfg->listen[i].port);
+	write_portfile();
+	write_pidfile(cfg->pidfile);
+
+	for (i = 0; i < nitems(sigs); i++) {
+		gw->sigev[i] = evsignal_new(base, sigs[i], on_signal, NULL);
+		evsignal_add(gw->sigev[i], NULL);
+	}
+	gw_restore();			/* exporters and devices from the db */
+	gw_sync_exporters(cfg);		/* and from the config file */
+	log_info("usbgwd %s started (pid %ld)", USBGWD_VERSION, (long)getpid());
+	store_audit("daemon-start", NULL, "usbgwd", USBGWD_VERSION);
+
+	event_base_dispatch(base);
+
+	store_audit("daemon-stop", NULL, "usbgwd", "clean shutdown");
+	server_shutdown();
+	gw_shutdown();
+	control_shutdown();
+	hooks_shutdown();
+	/* let deferred frees and closes run */
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	store_close();
+	for (i = 0; i < nitems(sigs); i++)
+		event_free(gw->sigev[i]);
+	if (cfg->pidfile[0] != '\0')
+		unlink(cfg->pidfile);
+	config_free(gw->cfg);
+	gw_free();
+	event_base_free(base);
+	log_info("stopped");
+	return 0;
+}
