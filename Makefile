@@ -66,7 +66,7 @@ UNITS     := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 FUZZERS   := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 
-.PHONY: all check unit integration asan fuzz fuzz-smoke bench e2e install clean deps demo ci
+.PHONY: all check test unit integration asan fuzz fuzz-smoke bench e2e install clean deps demo ci
 .DEFAULT_GOAL := all
 
 all: $(PROGS) $(UNITS) $(BENCHES)
@@ -120,7 +120,12 @@ unit: all
 integration: all
 	USBGW_BUILD=$(abspath $(B)) $(PROVE) $(PROVEFLAGS) $(sort $(wildcard tests/integration/*.t))
 
-check: all
+# The whole suite as CI runs it: see tests/check.sh.
+check:
+	tests/check.sh
+
+# Unit and integration tests on this build only (quick).
+test: all
 	USBGW_BUILD=$(abspath $(B)) $(PROVE) $(PROVEFLAGS) $(UNITS) $(sort $(wildcard tests/integration/*.t))
 
 asan:
@@ -128,13 +133,26 @@ asan:
 
 # --- fuzzing (clang libFuzzer) ----------------------------------------
 FUZZ_CC     ?= clang
-FUZZ_FLAGS  := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Igateway $(PKG_CFLAGS)
-FUZZ_LIBSRC := $(LIB_SRCS)
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	       -D_GNU_SOURCE -Igateway $(PKG_CFLAGS)
+FUZZ_LIB    := build-fuzz/libusbgw.a
+FUZZ_OBJS   := $(LIB_SRCS:%.c=build-fuzz/%.o)
 FUZZ_TIME   ?= 60
 
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIBSRC) $(wildcard gateway/*.h)
+# The library is instrumented once (fuzzer-no-link); each harness links it.
+build-fuzz/%.o: %.c
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIBSRC) $(PKG_LIBS) -lm
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  FUZZLD  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB) $(PKG_LIBS) -lm
 
 fuzz: $(FUZZERS)
 	@set -e; for f in $(FUZZERS); do n=$${f#build-fuzz/fuzz_}; \
@@ -165,4 +183,4 @@ install: all
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(B) build-fuzz -name '*.d' 2>/dev/null)
