@@ -116,6 +116,9 @@ struct config {
 	/* Local mode (vhci on this host); placeholder for the local-mode issue. */
 	enum config_mode mode;
 	int		vhci_controller;		/* -1 = any */
+
+	/* Internal: the first "listen" from config_set() drops the file's. */
+	int		listen_overridden;
 };
 
 struct config	*config_new(void);		/* every default set */
@@ -136,9 +139,10 @@ int		 config_parse_buf(struct config *cfg, const char *name,
 		    const char *buf, size_t len, char **errs);
 
 /*
- * Set one scalar key as if "key = value" appeared in the file (for
- * command-line overrides).  "listen" given here replaces every listen
- * address of the file.  Returns 0, or -1 with a message in err.
+ * Set one key as if "key = value" appeared in the file (for command-line
+ * overrides).  The first "listen" set this way replaces every listen
+ * address of the file, later ones add to it; "allow-*" keys add.  Returns
+ * 0, or -1 with a message in err.
  */
 int		 config_set(struct config *cfg, const char *key, const char *value,
 		    char *err, size_t errlen);

@@ -1,0 +1,1062 @@
+/*
+ * usbgwd.conf(5): a line-oriented file.
+ *
+ *	# comment
+ *	key = value
+ *	exporter NAME HOST[:PORT]
+ *	hook EVENT[,EVENT...] COMMAND...
+ *
+ * The parser checks every line and reports every error as FILE:LINE, so an
+ * operator fixes a file in one pass; a file with any error changes nothing
+ * the daemon runs with (the caller loads into a fresh config).
+ */
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "hooks.h"
+#include "log.h"
+#include "util.h"
+
+#define SIZE_K		1024ULL
+#define MS_S		1000ULL
+#define MS_DAY		(86400ULL * MS_S)
+#define DURATION_MAX	(3650ULL * MS_DAY)	/* anything longer is a typo */
+
+enum ktype {
+	K_PATH,		/* char[CONFIG_PATH_MAX] */
+	K_PATH_NONE,	/* same, "none" -> "" */
+	K_SOCKET,	/* absolute, fits sun_path */
+	K_GROUP,	/* char[CONFIG_NAME_MAX], "none" -> "" */
+	K_BOOL,		/* int */
+	K_UINT,		/* unsigned */
+	K_SIZE,		/* size_t, bytes with k/m suffix */
+	K_DURATION,	/* unsigned, milliseconds */
+	K_LOGLEVEL,	/* int */
+	K_LOGTARGET,	/* int log_stderr */
+	K_SOCKMODE,	/* mode_t */
+	K_MODE,		/* enum config_mode */
+	K_VHCI,		/* int, -1 any */
+	K_PRIV,		/* struct config_privlist, min = class */
+	K_LISTEN,	/* listen[] */
+};
+
+struct key {
+	const char	*name;
+	enum ktype	 type;
+	size_t		 off;
+	uint64_t	 min, max;
+};
+
+#define F(x)	offsetof(struct config, x)
+
+static const struct key keys[] = {
+	{ "database",		K_PATH,		F(database), 0, 0 },
+	{ "pid-file",		K_PATH_NONE,	F(pidfile), 0, 0 },
+	{ "log-level",		K_LOGLEVEL,	F(log_level), 0, 0 },
+	{ "log-target",		K_LOGTARGET,	F(log_stderr), 0, 0 },
+	{ "control-socket",	K_SOCKET,	F(control_socket), 0, 0 },
+	{ "control-group",	K_GROUP,	F(control_group), 0, 0 },
+	{ "control-socket-mode", K_SOCKMODE,	F(control_mode), 0, 0 },
+	{ "max-connections",	K_UINT,		F(max_connections), 1, 4096 },
+	{ "max-connections-per-uid", K_UINT,	F(max_connections_per_uid), 1, 4096 },
+	{ "control-max-message", K_SIZE,	F(control_max_message),
+	    SIZE_K, 16 * SIZE_K * SIZE_K },
+	{ "control-max-output",	K_SIZE,		F(control_max_output),
+	    64 * SIZE_K, 256 * SIZE_K * SIZE_K },
+	{ "control-timeout",	K_DURATION,	F(control_timeout_ms),
+	    100, 3600 * MS_S },
+	{ "allow-read",		K_PRIV,		0, PRIV_READ, 0 },
+	{ "allow-approve",	K_PRIV,		0, PRIV_APPROVE, 0 },
+	{ "allow-admin",	K_PRIV,		0, PRIV_ADMIN, 0 },
+	{ "listen",		K_LISTEN,	0, 0, 0 },
+	{ "poll-interval",	K_DURATION,	F(poll_interval_ms), 100, 3600 * MS_S },
+	{ "probe-timeout",	K_DURATION,	F(probe_timeout_ms), 100, 300 * MS_S },
+	{ "attach-pending-wait", K_DURATION,	F(attach_pending_wait_ms),
+	    0, 3600 * MS_S },
+	{ "show-pending",	K_BOOL,		F(show_pending), 0, 0 },
+	{ "max-sessions",	K_UINT,		F(max_sessions), 1, 1024 },
+	{ "hook-timeout",	K_DURATION,	F(hook_timeout_ms), 100, 3600 * MS_S },
+	{ "hook-max-running",	K_UINT,		F(hook_max_running), 1, 64 },
+	{ "mode",		K_MODE,		F(mode), 0, 0 },
+	{ "vhci-controller",	K_VHCI,		F(vhci_controller), 0, 31 },
+};
+
+/* Parse state: error text, and where each key was first set. */
+struct parse {
+	const char	*name;
+	char		*errs;
+	size_t		 errlen;
+	int		 nerrs;
+	int		 key_line[nitems(keys)];
+	int		 listen_from_file;
+};
+
+static void perr(struct parse *, int, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+perr_append(struct parse *p, const char *s)
+{
+	size_t n = strlen(s);
+
+	p->errs = xreallocarray(p->errs, 1, p->errlen + n + 1);
+	memcpy(p->errs + p->errlen, s, n + 1);
+	p->errlen += n;
+}
+
+static void
+perr(struct parse *p, int line, const char *fmt, ...)
+{
+	char msg[512], out[768];
+	va_list ap;
+
+	if (++p->nerrs > CONFIG_MAX_ERRORS) {
+		if (p->nerrs == CONFIG_MAX_ERRORS + 1) {
+			snprintf(out, sizeof(out), "%s: too many errors, "
+			    "giving up\n", p->name);
+			perr_append(p, out);
+		}
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line > 0)
+		snprintf(out, sizeof(out), "%s:%d: %s\n", p->name, line, msg);
+	else
+		snprintf(out, sizeof(out), "%s: %s\n", p->name, msg);
+	perr_append(p, out);
+}
+
+struct config *
+config_new(void)
+{
+	struct config *c;
+
+	c = xcalloc(1, sizeof(*c));
+	usbgw_strlcpy(c->database, CONFIG_DEFAULT_DB, sizeof(c->database));
+	usbgw_strlcpy(c->pidfile, CONFIG_DEFAULT_PIDFILE, sizeof(c->pidfile));
+	c->log_level = LOG_LVL_INFO;
+	c->log_stderr = 0;
+	usbgw_strlcpy(c->control_socket, CONFIG_DEFAULT_SOCKET,
+	    sizeof(c->control_socket));
+	c->control_mode = 0660;
+	c->max_connections = 64;
+	c->max_connections_per_uid = 16;
+	c->control_max_message = 64 * SIZE_K;
+	c->control_max_output = 4 * SIZE_K * SIZE_K;
+	c->control_timeout_ms = 30 * MS_S;
+	c->nlisten = 1;
+	c->listen[0].host[0] = '\0';
+	usbgw_strlcpy(c->listen[0].port, CONFIG_DEFAULT_PORT,
+	    sizeof(c->listen[0].port));
+	c->poll_interval_ms = 3 * MS_S;
+	c->probe_timeout_ms = 5 * MS_S;
+	c->attach_pending_wait_ms = 0;
+	c->show_pending = 0;
+	c->max_sessions = 256;
+	c->hook_timeout_ms = 10 * MS_S;
+	c->hook_max_running = 4;
+	c->mode = CONFIG_MODE_PROXY;
+	c->vhci_controller = -1;
+	return c;
+}
+
+void
+config_free(struct config *c)
+{
+	free(c);
+}
+
+int
+config_parse_duration(const char *s, uint64_t max_ms, uint64_t *ms,
+    const char **errstr)
+{
+	unsigned long long v = 0, mult;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9') {
+		*errstr = "expected a number followed by ms, s, m, h or d";
+		return -1;
+	}
+	while (*p >= '0' && *p <= '9') {
+		if (v > (ULLONG_MAX - 9) / 10) {
+			*errstr = "too large";
+			return -1;
+		}
+		v = v * 10 + (unsigned)(*p++ - '0');
+	}
+	if (strcmp(p, "ms") == 0)
+		mult = 1;
+	else if (*p == '\0' || strcmp(p, "s") == 0)
+		mult = MS_S;
+	else if (strcmp(p, "m") == 0)
+		mult = 60 * MS_S;
+	else if (strcmp(p, "h") == 0)
+		mult = 3600 * MS_S;
+	else if (strcmp(p, "d") == 0)
+		mult = MS_DAY;
+	else {
+		*errstr = "unit must be ms, s, m, h or d";
+		return -1;
+	}
+	if (v > DURATION_MAX / mult || v * mult > max_ms) {
+		*errstr = "too large";
+		return -1;
+	}
+	*ms = v * mult;
+	*errstr = NULL;
+	return 0;
+}
+
+static int
+parse_size(const char *s, unsigned long long *out)
+{
+	unsigned long long v = 0, mult = 1;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return -1;
+	while (*p >= '0' && *p <= '9') {
+		if (v > (ULLONG_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (unsigned)(*p++ - '0');
+	}
+	if (*p == 'k' || *p == 'K')
+		mult = SIZE_K, p++;
+	else if (*p == 'm' || *p == 'M')
+		mult = SIZE_K * SIZE_K, p++;
+	if (*p != '\0' || v > ULLONG_MAX / mult)
+		return -1;
+	*out = v * mult;
+	return 0;
+}
+
+static int
+host_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+}
+
+int
+config_parse_addr(const char *s, const char *dflt_port, struct config_addr *out,
+    const char **errstr)
+{
+	const char *host, *port = NULL, *e;
+	size_t hlen, i;
+	long long pn;
+	const char *perrstr;
+	int v6 = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (*s == '[') {
+		host = s + 1;
+		if ((e = strchr(host, ']')) == NULL) {
+			*errstr = "expected ']' after an IPv6 address";
+			return -1;
+		}
+		hlen = (size_t)(e - host);
+		if (e[1] == ':')
+			port = e + 2;
+		else if (e[1] != '\0') {
+			*errstr = "expected ':PORT' after ']'";
+			return -1;
+		}
+		v6 = 1;
+	} else {
+		host = s;
+		e = strchr(s, ':');
+		if (e != NULL && strchr(e + 1, ':') != NULL) {
+			*errstr = "expected [ADDRESS]:PORT for an IPv6 address";
+			return -1;
+		}
+		hlen = e != NULL ? (size_t)(e - s) : strlen(s);
+		if (e != NULL)
+			port = e + 1;
+	}
+	if (hlen == 1 && host[0] == '*')
+		hlen = 0;
+	else {
+		if (hlen == 0 && v6) {
+			*errstr = "expected an address between [ and ]";
+			return -1;
+		}
+		if (hlen >= sizeof(out->host)) {
+			*errstr = "host name too long";
+			return -1;
+		}
+		for (i = 0; i < hlen; i++)
+			if (!host_char(host[i]) &&
+			    !(v6 && (host[i] == ':' || host[i] == '%'))) {
+				*errstr = "expected a host name or address";
+				return -1;
+			}
+		memcpy(out->host, host, hlen);
+		out->host[hlen] = '\0';
+	}
+	if (port == NULL)
+		port = dflt_port;
+	if (port == NULL || *port == '\0') {
+		*errstr = "expected a port number";
+		return -1;
+	}
+	if (parse_num(port, 1, 65535, &pn, &perrstr) != 0) {
+		*errstr = "expected a port number from 1 to 65535";
+		return -1;
+	}
+	snprintf(out->port, sizeof(out->port), "%lld", pn);
+	*errstr = NULL;
+	return 0;
+}
+
+static int
+name_valid(const char *s, size_t max)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n >= max || s[0] == '-')
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!host_char(s[i]) && !(s[i] == '$' && i == n - 1))
+			return 0;
+	return 1;
+}
+
+static int
+all_digits(const char *s)
+{
+	if (*s == '\0')
+		return 0;
+	for (; *s != '\0'; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+static int
+parse_principal(const char *s, struct config_principal *p)
+{
+	long long id;
+	const char *errstr;
+
+	memset(p, 0, sizeof(*p));
+	if (*s == '@') {
+		p->is_group = 1;
+		s++;
+	}
+	if (all_digits(s)) {
+		if (parse_num(s, 0, 0xfffffffeLL, &id, &errstr) != 0)
+			return -1;
+		p->is_numeric = 1;
+		p->id = (unsigned long)id;
+	} else if (!name_valid(s, 33))
+		return -1;
+	usbgw_strlcpy(p->name, s, sizeof(p->name));
+	return 0;
+}
+
+static const char *
+ktype_expect(enum ktype t)
+{
+	switch (t) {
+	case K_PATH:		return "a path";
+	case K_PATH_NONE:	return "a path or none";
+	case K_SOCKET:		return "an absolute socket path";
+	case K_GROUP:		return "a group name or none";
+	case K_BOOL:		return "yes or no";
+	case K_UINT:		return "a number";
+	case K_SIZE:		return "a size in bytes (suffix k or m allowed)";
+	case K_DURATION:	return "a duration like 1500ms, 30s, 10m, 2h or 1d";
+	case K_LOGLEVEL:	return "error, warning, info or debug";
+	case K_LOGTARGET:	return "stderr or syslog";
+	case K_SOCKMODE:	return "0600, 0660 or 0666";
+	case K_MODE:		return "proxy or local";
+	case K_VHCI:		return "a controller number or any";
+	case K_PRIV:		return "user names, uids, @groups or @gids";
+	case K_LISTEN:		return "ADDRESS:PORT, [IPV6]:PORT or *:PORT";
+	}
+	return "a value";
+}
+
+static void
+fmt_duration(char *buf, size_t len, uint64_t ms)
+{
+	if (ms % MS_DAY == 0 && ms != 0)
+		snprintf(buf, len, "%llud", (unsigned long long)(ms / MS_DAY));
+	else if (ms % (3600 * MS_S) == 0 && ms != 0)
+		snprintf(buf, len, "%lluh", (unsigned long long)(ms / 3600 / MS_S));
+	else if (ms % (60 * MS_S) == 0 && ms != 0)
+		snprintf(buf, len, "%llum", (unsigned long long)(ms / 60 / MS_S));
+	else if (ms % MS_S == 0)
+		snprintf(buf, len, "%llus", (unsigned long long)(ms / MS_S));
+	else
+		snprintf(buf, len, "%llums", (unsigned long long)ms);
+}
+
+/*
+ * Apply one key.  Returns 0, or -1 with a message (without the key name)
+ * in err.
+ */
+#define SHOWN_MAX	64
+
+/* A value as quoted in an error message: bounded, "..." when cut. */
+static void
+shorten(char *out, size_t len, const char *v)
+{
+	if (strlen(v) < len) {
+		usbgw_strlcpy(out, v, len);
+		return;
+	}
+	memcpy(out, v, len - 4);
+	memcpy(out + len - 4, "...", 4);
+}
+
+static int
+key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
+    int *listen_seen, char *err, size_t errlen)
+{
+	char *field = (char *)c + k->off;
+	const char *errstr, *tok;
+	unsigned long long u;
+	uint64_t ms;
+	long long n;
+	char lo[16], hi[16], buf[CONFIG_MAX_LINE + 1], shown[SHOWN_MAX];
+	char *save, *t;
+	struct config_privlist *pl;
+	struct config_addr a;
+	int lvl;
+
+	(void)from_flag;
+	shorten(shown, sizeof(shown), v);
+	if (*v == '\0' && k->type != K_PRIV) {
+		snprintf(err, errlen, "expected %s, got nothing",
+		    ktype_expect(k->type));
+		return -1;
+	}
+	switch (k->type) {
+	case K_PATH:
+	case K_PATH_NONE:
+	case K_SOCKET:
+		if (k->type == K_PATH_NONE && strcmp(v, "none") == 0)
+			v = "";
+		if (strlen(v) >= CONFIG_PATH_MAX) {
+			snprintf(err, errlen, "expected a path of at most %d "
+			    "bytes", CONFIG_PATH_MAX - 1);
+			return -1;
+		}
+		if (k->type == K_SOCKET) {
+			struct sockaddr_un sun;
+
+			if (v[0] != '/' || strlen(v) >= sizeof(sun.sun_path)) {
+				snprintf(err, errlen, "expected an absolute path "
+				    "of at most %zu bytes, got \"%s\"",
+				    sizeof(sun.sun_path) - 1, shown);
+				return -1;
+			}
+		}
+		usbgw_strlcpy(field, v, CONFIG_PATH_MAX);
+		return 0;
+	case K_GROUP:
+		if (strcmp(v, "none") == 0)
+			v = "";
+		else if (!name_valid(v, CONFIG_NAME_MAX) && !all_digits(v)) {
+			snprintf(err, errlen, "expected a group name or none, "
+			    "got \"%s\"", shown);
+			return -1;
+		}
+		usbgw_strlcpy(field, v, CONFIG_NAME_MAX);
+		return 0;
+	case K_BOOL:
+		if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 ||
+		    strcmp(v, "on") == 0)
+			*(int *)field = 1;
+		else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 ||
+		    strcmp(v, "off") == 0)
+			*(int *)field = 0;
+		else
+			goto bad;
+		return 0;
+	case K_UINT:
+		if (parse_num(v, (long long)k->min, (long long)k->max, &n,
+		    &errstr) != 0) {
+			snprintf(err, errlen, "expected a number from %llu to "
+			    "%llu, got \"%s\"", (unsigned long long)k->min,
+			    (unsigned long long)k->max, shown);
+			return -1;
+		}
+		*(unsigned *)field = (unsigned)n;
+		return 0;
+	case K_SIZE:
+		if (parse_size(v, &u) != 0)
+			goto bad;
+		if (u < k->min || u > k->max) {
+			snprintf(err, errlen, "expected a size from %lluk to "
+			    "%llum, got \"%s\"", (unsigned long long)k->min /
+			    SIZE_K, (unsigned long long)k->max / SIZE_K / SIZE_K,
+			    v);
+			return -1;
+		}
+		*(size_t *)field = (size_t)u;
+		return 0;
+	case K_DURATION:
+		if (config_parse_duration(v, DURATION_MAX, &ms, &errstr) != 0)
+			goto bad;
+		if (ms < k->min || ms > k->max) {
+			fmt_duration(lo, sizeof(lo), k->min);
+			fmt_duration(hi, sizeof(hi), k->max);
+			snprintf(err, errlen, "expected a duration from %s to "
+			    "%s, got \"%s\"", lo, hi, shown);
+			return -1;
+		}
+		*(unsigned *)field = (unsigned)ms;
+		return 0;
+	case K_LOGLEVEL:
+		if ((lvl = log_level_parse(v)) < 0)
+			goto bad;
+		*(int *)field = lvl;
+		return 0;
+	case K_LOGTARGET:
+		if (strcmp(v, "stderr") == 0)
+			*(int *)field = 1;
+		else if (strcmp(v, "syslog") == 0)
+			*(int *)field = 0;
+		else
+			goto bad;
+		return 0;
+	case K_SOCKMODE:
+		if (strcmp(v, "0600") == 0 || strcmp(v, "600") == 0)
+			*(mode_t *)field = 0600;
+		else if (strcmp(v, "0660") == 0 || strcmp(v, "660") == 0)
+			*(mode_t *)field = 0660;
+		else if (strcmp(v, "0666") == 0 || strcmp(v, "666") == 0)
+			*(mode_t *)field = 0666;
+		else
+			goto bad;
+		return 0;
+	case K_MODE:
+		if (strcmp(v, "proxy") == 0)
+			*(enum config_mode *)field = CONFIG_MODE_PROXY;
+		else if (strcmp(v, "local") == 0)
+			*(enum config_mode *)field = CONFIG_MODE_LOCAL;
+		else
+			goto bad;
+		return 0;
+	case K_VHCI:
+		if (strcmp(v, "any") == 0)
+			*(int *)field = -1;
+		else if (parse_num(v, (long long)k->min, (long long)k->max, &n,
+		    &errstr) == 0)
+			*(int *)field = (int)n;
+		else {
+			snprintf(err, errlen, "expected a controller number "
+			    "from 0 to %llu or any, got \"%s\"",
+			    (unsigned long long)k->max, shown);
+			return -1;
+		}
+		return 0;
+	case K_PRIV:
+		pl = &c->priv[k->min];
+		if (strlen(v) >= sizeof(buf)) {
+			snprintf(err, errlen, "list too long");
+			return -1;
+		}
+		usbgw_strlcpy(buf, v, sizeof(buf));
+		for (t = strtok_r(buf, " \t,", &save); t != NULL;
+		    t = strtok_r(NULL, " \t,", &save)) {
+			tok = t;
+			if (pl->n >= CONFIG_MAX_PRINCIPALS) {
+				snprintf(err, errlen, "expected at most %d "
+				    "entries", CONFIG_MAX_PRINCIPALS);
+				return -1;
+			}
+			if (parse_principal(tok, &pl->p[pl->n]) != 0) {
+				snprintf(err, errlen, "expected a user name, uid, "
+				    "@group or @gid, got \"%s\"", tok);
+				return -1;
+			}
+			pl->n++;
+		}
+		return 0;
+	case K_LISTEN:
+		if (config_parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr) != 0) {
+			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
+			return -1;
+		}
+		if (!*listen_seen) {
+			c->nlisten = 0;
+			*listen_seen = 1;
+		}
+		if (c->nlisten >= CONFIG_MAX_LISTEN) {
+			snprintf(err, errlen, "expected at most %d listen "
+			    "addresses", CONFIG_MAX_LISTEN);
+			return -1;
+		}
+		c->listen[c->nlisten++] = a;
+		return 0;
+	}
+bad:
+	snprintf(err, errlen, "expected %s, got \"%s\"", ktype_expect(k->type), shown);
+	return -1;
+}
+
+static const struct key *
+key_find(const char *name, size_t *idx)
+{
+	size_t i;
+
+	for (i = 0; i < nitems(keys); i++)
+		if (strcmp(keys[i].name, name) == 0) {
+			if (idx != NULL)
+				*idx = i;
+			return &keys[i];
+		}
+	return NULL;
+}
+
+int
+config_set(struct config *c, const char *key, const char *value, char *err,
+    size_t errlen)
+{
+	const struct key *k;
+	char msg[512];
+
+	if ((k = key_find(key, NULL)) == NULL) {
+		snprintf(err, errlen, "unknown key \"%s\"", key);
+		return -1;
+	}
+	if (key_apply(c, k, value, 1, &c->listen_overridden, msg,
+	    sizeof(msg)) != 0) {
+		snprintf(err, errlen, "%s: %s", key, msg);
+		return -1;
+	}
+	return 0;
+}
+
+static char *
+skip_ws(char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return s;
+}
+
+static void
+rtrim(char *s)
+{
+	size_t n = strlen(s);
+
+	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' ||
+	    s[n - 1] == '\r'))
+		s[--n] = '\0';
+}
+
+/* Strip one pair of double quotes around a whole value. */
+static int
+unquote(char *v)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || v[0] != '"')
+		return 0;
+	if (n < 2 || v[n - 1] != '"')
+		return -1;
+	memmove(v, v + 1, n - 2);
+	v[n - 2] = '\0';
+	return strchr(v, '"') != NULL ? -1 : 0;
+}
+
+static void
+parse_exporter(struct config *c, struct parse *p, int line, char *rest)
+{
+	struct config_exporter *e;
+	char *name, *addr, *extra, *save;
+	const char *errstr;
+	struct config_addr a;
+	size_t i;
+
+	name = strtok_r(rest, " \t", &save);
+	addr = name != NULL ? strtok_r(NULL, " \t", &save) : NULL;
+	extra = addr != NULL ? strtok_r(NULL, " \t", &save) : NULL;
+	if (name == NULL || addr == NULL || extra != NULL) {
+		perr(p, line, "expected \"exporter NAME HOST[:PORT]\"");
+		return;
+	}
+	if (!name_valid(name, 32) || strchr(name, '$') != NULL) {
+		perr(p, line, "exporter: expected a name of 1 to 31 letters, "
+		    "digits, '.', '-' or '_', got \"%s\"", name);
+		return;
+	}
+	if (config_parse_addr(addr, CONFIG_DEFAULT_PORT, &a, &errstr) != 0) {
+		perr(p, line, "exporter %s: %s, got \"%s\"", name, errstr, addr);
+		return;
+	}
+	if (a.host[0] == '\0') {
+		perr(p, line, "exporter %s: expected a host, got \"%s\"", name,
+		    addr);
+		return;
+	}
+	for (i = 0; i < c->nexporters; i++)
+		if (strcmp(c->exporters[i].name, name) == 0) {
+			perr(p, line, "exporter %s: already declared at line %d",
+			    name, c->exporters[i].line);
+			return;
+		}
+	if (c->nexporters >= CONFIG_MAX_EXPORTERS) {
+		perr(p, line, "expected at most %d exporters",
+		    CONFIG_MAX_EXPORTERS);
+		return;
+	}
+	e = &c->exporters[c->nexporters++];
+	usbgw_strlcpy(e->name, name, sizeof(e->name));
+	e->addr = a;
+	e->line = line;
+}
+
+static void
+parse_hook(struct config *c, struct parse *p, int line, char *rest)
+{
+	struct config_hook *h;
+	char *evs, *cmd, *t, *save;
+	uint32_t mask = 0;
+	int ev, bad = 0;
+
+	evs = rest;
+	cmd = rest + strcspn(rest, " \t");
+	if (*cmd != '\0')
+		*cmd++ = '\0';
+	cmd = skip_ws(cmd);
+	if (*evs == '\0' || *cmd == '\0') {
+		perr(p, line, "expected \"hook EVENT[,EVENT...] COMMAND\"");
+		return;
+	}
+	for (t = strtok_r(evs, ",", &save); t != NULL;
+	    t = strtok_r(NULL, ",", &save)) {
+		if (strcmp(t, "all") == 0 || strcmp(t, "*") == 0)
+			mask |= HOOK_EV_ALL;
+		else if ((ev = hook_event_parse(t)) >= 0)
+			mask |= 1u << ev;
+		else {
+			perr(p, line, "hook: expected an event name (pending, "
+			    "access-request, approve, deny, revoke, "
+			    "identity-change, gone, attach, detach, probed, "
+			    "exporter-up, exporter-down, policy or all), "
+			    "got \"%s\"", t);
+			bad = 1;
+		}
+	}
+	if (bad)
+		return;
+	if (mask == 0) {
+		perr(p, line, "hook: expected at least one event");
+		return;
+	}
+	if (strlen(cmd) >= CONFIG_PATH_MAX) {
+		perr(p, line, "hook: command longer than %d bytes",
+		    CONFIG_PATH_MAX - 1);
+		return;
+	}
+	if (c->nhooks >= CONFIG_MAX_HOOKS) {
+		perr(p, line, "expected at most %d hooks", CONFIG_MAX_HOOKS);
+		return;
+	}
+	h = &c->hooks[c->nhooks++];
+	h->events = mask;
+	usbgw_strlcpy(h->command, cmd, sizeof(h->command));
+	h->line = line;
+}
+
+static void
+parse_line(struct config *c, struct parse *p, int line, char *s)
+{
+	const struct key *k;
+	char *key, *v, *eq, msg[512];
+	size_t idx, i;
+
+	rtrim(s);
+	s = skip_ws(s);
+	if (*s == '\0' || *s == '#')
+		return;
+	for (i = 0; s[i] != '\0'; i++)
+		if ((unsigned char)s[i] < 0x20 && s[i] != '\t') {
+			perr(p, line, "expected text, got control character "
+			    "0x%02x", (unsigned char)s[i]);
+			return;
+		}
+
+	if (strncmp(s, "exporter", 8) == 0 && (s[8] == ' ' || s[8] == '\t')) {
+		parse_exporter(c, p, line, skip_ws(s + 8));
+		return;
+	}
+	if (strncmp(s, "hook", 4) == 0 && (s[4] == ' ' || s[4] == '\t')) {
+		parse_hook(c, p, line, skip_ws(s + 4));
+		return;
+	}
+	if ((eq = strchr(s, '=')) == NULL) {
+		perr(p, line, "expected \"KEY = VALUE\", \"exporter NAME "
+		    "HOST[:PORT]\" or \"hook EVENTS COMMAND\"");
+		return;
+	}
+	*eq = '\0';
+	key = s;
+	rtrim(key);
+	v = skip_ws(eq + 1);
+	if (*key == '\0') {
+		perr(p, line, "expected a key before '='");
+		return;
+	}
+	if ((k = key_find(key, &idx)) == NULL) {
+		perr(p, line, "unknown key \"%s\" (see usbgwd.conf(5))", key);
+		return;
+	}
+	if (unquote(v) != 0) {
+		perr(p, line, "%s: expected a closing '\"'", key);
+		return;
+	}
+	if (k->type != K_PRIV && k->type != K_LISTEN && p->key_line[idx] != 0) {
+		perr(p, line, "%s: already set at line %d", key,
+		    p->key_line[idx]);
+		return;
+	}
+	if (key_apply(c, k, v, 0, &p->listen_from_file, msg, sizeof(msg)) != 0) {
+		perr(p, line, "%s: %s", key, msg);
+		return;
+	}
+	if (p->key_line[idx] == 0)
+		p->key_line[idx] = line;
+}
+
+int
+config_parse_buf(struct config *c, const char *name, const char *buf,
+    size_t len, char **errs)
+{
+	struct parse p;
+	char line[CONFIG_MAX_LINE + 1];
+	size_t i = 0, n;
+	const char *nl;
+	int lineno = 0;
+
+	memset(&p, 0, sizeof(p));
+	p.name = name;
+	*errs = NULL;
+	if (len > CONFIG_MAX_FILE) {
+		perr(&p, 0, "larger than %d bytes", CONFIG_MAX_FILE);
+		*errs = p.errs;
+		return -1;
+	}
+	while (i < len) {
+		lineno++;
+		nl = memchr(buf + i, '\n', len - i);
+		n = nl != NULL ? (size_t)(nl - (buf + i)) : len - i;
+		if (n > CONFIG_MAX_LINE)
+			perr(&p, lineno, "line longer than %d bytes",
+			    CONFIG_MAX_LINE);
+		else if (memchr(buf + i, '\0', n) != NULL)
+			perr(&p, lineno, "expected text, got a NUL byte");
+		else {
+			memcpy(line, buf + i, n);
+			line[n] = '\0';
+			parse_line(c, &p, lineno, line);
+		}
+		i += n + (nl != NULL);
+	}
+	if (p.nerrs > 0) {
+		*errs = p.errs;
+		return -1;
+	}
+	free(p.errs);
+	return 0;
+}
+
+int
+config_load(struct config *c, const char *path, int must_exist, char **errs)
+{
+	struct stat st;
+	char *buf;
+	ssize_t r;
+	size_t off = 0;
+	int fd, rv;
+
+	*errs = NULL;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
+		if (errno == ENOENT && !must_exist)
+			return 0;
+		xasprintf(errs, "%s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		xasprintf(errs, "%s: not a regular file\n", path);
+		close(fd);
+		return -1;
+	}
+	if (st.st_size > CONFIG_MAX_FILE) {
+		xasprintf(errs, "%s: larger than %d bytes\n", path,
+		    CONFIG_MAX_FILE);
+		close(fd);
+		return -1;
+	}
+	buf = xmalloc((size_t)st.st_size + 1);
+	while (off < (size_t)st.st_size) {
+		r = read(fd, buf + off, (size_t)st.st_size - off);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		off += (size_t)r;
+	}
+	close(fd);
+	rv = config_parse_buf(c, path, buf, off, errs);
+	if (rv == 0)
+		usbgw_strlcpy(c->path, path, sizeof(c->path));
+	free(buf);
+	return rv;
+}
+
+static void
+dump_add(char **out, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+dump_add(char **out, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		fatal("vasprintf");
+	*out = xreallocarray(*out, 1, *len + (size_t)n + 1);
+	memcpy(*out + *len, s, (size_t)n + 1);
+	*len += (size_t)n;
+	free(s);
+}
+
+static void
+fmt_addr(char *buf, size_t len, const struct config_addr *a)
+{
+	if (a->host[0] == '\0')
+		snprintf(buf, len, "*:%s", a->port);
+	else if (strchr(a->host, ':') != NULL)
+		snprintf(buf, len, "[%s]:%s", a->host, a->port);
+	else
+		snprintf(buf, len, "%s:%s", a->host, a->port);
+}
+
+char *
+config_dump(const struct config *c)
+{
+	static const char *const lvl[] = { "error", "warning", "info", "debug" };
+	const struct key *k;
+	const struct config_privlist *pl;
+	char *out = NULL, buf[CONFIG_HOST_MAX + 16], evs[512];
+	const char *fld;
+	size_t len = 0, i, j;
+	int ev;
+
+	dump_add(&out, &len, "# effective configuration\n");
+	for (i = 0; i < nitems(keys); i++) {
+		k = &keys[i];
+		fld = (const char *)c + k->off;
+		switch (k->type) {
+		case K_PATH:
+		case K_SOCKET:
+			dump_add(&out, &len, "%s = %s\n", k->name, fld);
+			break;
+		case K_PATH_NONE:
+		case K_GROUP:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    *fld != '\0' ? fld : "none");
+			break;
+		case K_BOOL:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    *(const int *)fld ? "yes" : "no");
+			break;
+		case K_UINT:
+			dump_add(&out, &len, "%s = %u\n", k->name,
+			    *(const unsigned *)fld);
+			break;
+		case K_SIZE:
+			dump_add(&out, &len, "%s = %zu\n", k->name,
+			    *(const size_t *)fld);
+			break;
+		case K_DURATION:
+			fmt_duration(buf, sizeof(buf), *(const unsigned *)fld);
+			dump_add(&out, &len, "%s = %s\n", k->name, buf);
+			break;
+		case K_LOGLEVEL:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    lvl[*(const int *)fld & 3]);
+			break;
+		case K_LOGTARGET:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    *(const int *)fld ? "stderr" : "syslog");
+			break;
+		case K_SOCKMODE:
+			dump_add(&out, &len, "%s = %04o\n", k->name,
+			    (unsigned)*(const mode_t *)fld);
+			break;
+		case K_MODE:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    *(const enum config_mode *)fld == CONFIG_MODE_LOCAL ?
+			    "local" : "proxy");
+			break;
+		case K_VHCI:
+			if (*(const int *)fld < 0)
+				dump_add(&out, &len, "%s = any\n", k->name);
+			else
+				dump_add(&out, &len, "%s = %d\n", k->name,
+				    *(const int *)fld);
+			break;
+		case K_PRIV:
+			pl = &c->priv[k->min];
+			if (pl->n == 0)
+				break;
+			dump_add(&out, &len, "%s =", k->name);
+			for (j = 0; j < pl->n; j++)
+				dump_add(&out, &len, " %s%s",
+				    pl->p[j].is_group ? "@" : "", pl->p[j].name);
+			dump_add(&out, &len, "\n");
+			break;
+		case K_LISTEN:
+			for (j = 0; j < c->nlisten; j++) {
+				fmt_addr(buf, sizeof(buf), &c->listen[j]);
+				dump_add(&out, &len, "listen = %s\n", buf);
+			}
+			break;
+		}
+	}
+	for (i = 0; i < c->nexporters; i++) {
+		fmt_addr(buf, sizeof(buf), &c->exporters[i].addr);
+		dump_add(&out, &len, "exporter %s %s\n", c->exporters[i].name,
+		    buf);
+	}
+	for (i = 0; i < c->nhooks; i++) {
+		evs[0] = '\0';
+		if (c->hooks[i].events == HOOK_EV_ALL)
+			usbgw_strlcpy(evs, "all", sizeof(evs));
+		else
+			for (ev = 0; ev < HOOK_NEVENTS; ev++)
+				if (c->hooks[i].events & (1u << ev)) {
+					if (evs[0] != '\0')
+						usbgw_strlcat(evs, ",", sizeof(evs));
+					usbgw_strlcat(evs, hook_event_name(ev),
+					    sizeof(evs));
+				}
+		dump_add(&out, &len, "hook %s %s\n", evs, c->hooks[i].command);
+	}
+	return out;
+}

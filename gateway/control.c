@@ -1,0 +1,1034 @@
+/*
+ * The control socket server (protocol.md part 2).
+ *
+ * One struct ctl_conn per client, with an explicit state:
+ *
+ *	OPEN		reading requests, answering, maybe watching events
+ *	DRAINING	a final error is queued; closed once it is written
+ *	DEAD		closed; freed from the loop (a handler or an event
+ *			broadcast may close a connection while a callback of
+ *			that same connection is on the stack)
+ *
+ * Privilege is fixed at accept from SO_PEERCRED.  The daemon's table is
+ * consulted for every command but the built-ins (hello, watch, unwatch).
+ */
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "config.h"
+#include "control.h"
+#include "ctlproto.h"
+#include "hooks.h"
+#include "log.h"
+#include "usbip.h"
+#include "util.h"
+
+#ifndef USBGW_VERSION
+#define USBGW_VERSION		"0.1"
+#endif
+
+#define CONTROL_BACKLOG		64
+#define CONTROL_ACCEPT_BURST	32	/* accepts per wakeup */
+#define CONTROL_PAUSE_MS	1000	/* accept pause on EMFILE/ENFILE */
+#define CONTROL_MAX_GROUPS	1024	/* supplementary groups considered */
+#define CONTROL_PWBUF		16384
+
+enum conn_state {
+	CONN_OPEN,
+	CONN_DRAINING,
+	CONN_DEAD,
+};
+
+struct ctl_conn {
+	TAILQ_ENTRY(ctl_conn)	 entry;
+	enum conn_state		 state;
+	uint64_t		 serial;
+	struct bufferevent	*bev;
+	struct actor		 who;
+	gid_t			 gid;
+	enum ctl_priv		 priv;
+	int			 watching;
+	uint32_t		 events;	/* mask when watching */
+	int			 watch_all;
+};
+TAILQ_HEAD(ctl_conns, ctl_conn);
+
+static struct {
+	struct event_base	*base;
+	struct config		*cfg;		/* private copy */
+	int			 fd;
+	char			 path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct event		*accept_ev;
+	struct event		*pause_ev;
+	struct event		*reap_ev;
+	const struct ctl_cmd	*cmds;
+	size_t			 ncmds;
+	control_audit_fn	 audit;
+	struct ctl_conns	 conns;
+	struct ctl_conns	 dead;
+	unsigned		 nconns;
+	unsigned		 nwatchers;
+	uint64_t		 serial;
+} C = { .fd = -1 };
+
+static void	conn_close(struct ctl_conn *, const char *);
+static void	conn_update_timeouts(struct ctl_conn *);
+
+static const char *const state_names[] = { "open", "draining", "dead" };
+
+static void
+conn_set_state(struct ctl_conn *c, enum conn_state s, const char *why)
+{
+	log_debug("control: conn %llu (uid %u): %s -> %s%s%s",
+	    (unsigned long long)c->serial, (unsigned)c->who.uid,
+	    state_names[c->state], state_names[s], why != NULL ? ": " : "",
+	    why != NULL ? why : "");
+	c->state = s;
+}
+
+static void
+refusal(const struct actor *who, const char *cmd, const char *why)
+{
+	log_info("control: refused %s for uid %u (%s) pid %ld: %s", cmd,
+	    (unsigned)who->uid, who->name, (long)who->pid, why);
+	if (C.audit != NULL)
+		C.audit(who, cmd, why);
+}
+
+/* Queue one message; a peer that does not read its output is dropped. */
+static void
+conn_send(struct ctl_conn *c, json_t *msg)
+{
+	struct evbuffer *out;
+	uint8_t *frame;
+	size_t len;
+
+	if (msg == NULL)
+		return;
+	if (c->state == CONN_DEAD) {
+		json_decref(msg);
+		return;
+	}
+	out = bufferevent_get_output(c->bev);
+	if (evbuffer_get_length(out) > C.cfg->control_max_output) {
+		json_decref(msg);
+		conn_close(c, "output over the high-water mark (peer not "
+		    "reading)");
+		return;
+	}
+	frame = ctl_frame_encode(msg, CTL_MAX_RESPONSE, &len);
+	json_decref(msg);
+	if (frame == NULL) {
+		log_warnx("control: reply too large or not encodable");
+		msg = ctl_response_error(0, 0, CTL_E_INTERNAL,
+		    "reply too large");
+		frame = ctl_frame_encode(msg, CTL_MAX_RESPONSE, &len);
+		json_decref(msg);
+		if (frame == NULL)
+			return;
+	}
+	evbuffer_add(out, frame, len);
+	free(frame);
+}
+
+static void
+conn_reply_error(struct ctl_conn *c, int has_id, json_int_t id,
+    enum ctl_err code, const char *message)
+{
+	conn_send(c, ctl_response_error(has_id, id, code, message));
+}
+
+/* Send a last error and close once it is written. */
+static void
+conn_fatal(struct ctl_conn *c, enum ctl_err code, const char *message)
+{
+	if (c->state != CONN_OPEN)
+		return;
+	conn_reply_error(c, 0, 0, code, message);
+	if (c->state != CONN_OPEN)
+		return;
+	bufferevent_disable(c->bev, EV_READ);
+	conn_set_state(c, CONN_DRAINING, message);
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		conn_close(c, NULL);
+}
+
+static void
+conn_free(struct ctl_conn *c)
+{
+	if (c == NULL)
+		return;
+	if (c->bev != NULL)
+		bufferevent_free(c->bev);	/* closes the fd */
+	free(c);
+}
+
+static void
+reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c;
+
+	while ((c = TAILQ_FIRST(&C.dead)) != NULL) {
+		TAILQ_REMOVE(&C.dead, c, entry);
+		conn_free(c);
+	}
+}
+
+static void
+conn_close(struct ctl_conn *c, const char *why)
+{
+	if (c->state == CONN_DEAD)
+		return;
+	if (why != NULL)
+		log_info("control: closing connection of uid %u (%s) pid %ld: "
+		    "%s", (unsigned)c->who.uid, c->who.name, (long)c->who.pid,
+		    why);
+	conn_set_state(c, CONN_DEAD, why);
+	if (c->watching)
+		C.nwatchers--;
+	c->watching = 0;
+	C.nconns--;
+	TAILQ_REMOVE(&C.conns, c, entry);
+	TAILQ_INSERT_TAIL(&C.dead, c, entry);
+	if (c->bev != NULL)
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	event_active(C.reap_ev, EV_TIMEOUT, 0);
+}
+
+static const struct ctl_cmd *
+cmd_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < C.ncmds; i++)
+		if (strcmp(C.cmds[i].name, name) == 0)
+			return &C.cmds[i];
+	return NULL;
+}
+
+static json_t *
+builtin_hello(struct ctl_conn *c)
+{
+	return json_pack("{s:i, s:s, s:I, s:s, s:I, s:s}",
+	    "version", CTL_PROTO_VERSION,
+	    "daemon", "usbgwd " USBGW_VERSION,
+	    "uid", (json_int_t)c->who.uid,
+	    "name", c->who.name,
+	    "pid", (json_int_t)c->who.pid,
+	    "privilege", ctl_priv_name(c->priv));
+}
+
+static enum ctl_err
+builtin_watch(struct ctl_conn *c, json_t *args, json_t **result, char *err,
+    size_t errlen)
+{
+	json_t *evs, *v, *names;
+	uint32_t mask = 0;
+	size_t i;
+	int ev;
+
+	evs = json_object_get(args, "events");
+	names = json_array();
+	if (evs == NULL || json_is_null(evs)) {
+		c->watch_all = 1;
+		for (ev = 0; ev < HOOK_NEVENTS; ev++)
+			json_array_append_new(names,
+			    json_string(hook_event_name(ev)));
+	} else if (!json_is_array(evs) || json_array_size(evs) == 0) {
+		json_decref(names);
+		snprintf(err, errlen, "argument events: expected a non-empty "
+		    "array of event names");
+		return CTL_E_USAGE;
+	} else {
+		json_array_foreach(evs, i, v) {
+			if (!json_is_string(v) ||
+			    (ev = hook_event_parse(json_string_value(v))) < 0) {
+				json_decref(names);
+				snprintf(err, errlen, "argument events: unknown "
+				    "event at index %zu", i);
+				return CTL_E_USAGE;
+			}
+			mask |= 1u << ev;
+			json_array_append(names, v);
+		}
+		c->watch_all = 0;
+	}
+	c->events = mask;
+	if (!c->watching)
+		C.nwatchers++;
+	c->watching = 1;
+	*result = json_pack("{s:o}", "events", names);
+	return CTL_OK;
+}
+
+static void
+conn_request(struct ctl_conn *c, json_t *msg)
+{
+	struct ctl_request req;
+	const struct ctl_cmd *cmd;
+	json_t *result = NULL;
+	enum ctl_err rc;
+	char err[512], why[600];
+
+	err[0] = '\0';
+	rc = ctl_request_parse(msg, &req, err, sizeof(err));
+	if (rc != CTL_OK) {
+		conn_reply_error(c, req.has_id, req.id, rc, err);
+		return;
+	}
+
+	/* Built-ins need only a connection, which already means PRIV_READ. */
+	if (strcmp(req.cmd, "hello") == 0) {
+		conn_send(c, ctl_response_ok(req.has_id, req.id,
+		    builtin_hello(c)));
+		return;
+	}
+	if (strcmp(req.cmd, "watch") == 0) {
+		rc = builtin_watch(c, req.args, &result, err, sizeof(err));
+		if (rc == CTL_OK)
+			conn_send(c, ctl_response_ok(req.has_id, req.id, result));
+		else
+			conn_reply_error(c, req.has_id, req.id, rc, err);
+		conn_update_timeouts(c);
+		return;
+	}
+	if (strcmp(req.cmd, "unwatch") == 0) {
+		if (c->watching)
+			C.nwatchers--;
+		c->watching = 0;
+		conn_send(c, ctl_response_ok(req.has_id, req.id, NULL));
+		conn_update_timeouts(c);
+		return;
+	}
+
+	if ((cmd = cmd_find(req.cmd)) == NULL) {
+		snprintf(err, sizeof(err), "unknown command \"%s\"", req.cmd);
+		conn_reply_error(c, req.has_id, req.id, CTL_E_USAGE, err);
+		return;
+	}
+	if (c->priv < cmd->priv) {
+		snprintf(why, sizeof(why), "%s requires the %s privilege; uid %u "
+		    "(%s) holds %s", cmd->name, ctl_priv_name(cmd->priv),
+		    (unsigned)c->who.uid, c->who.name, ctl_priv_name(c->priv));
+		refusal(&c->who, cmd->name, why);
+		conn_reply_error(c, req.has_id, req.id, CTL_E_REFUSED, why);
+		return;
+	}
+	rc = cmd->fn(req.args, &c->who, &result, err, sizeof(err));
+	if (rc == CTL_OK) {
+		conn_send(c, ctl_response_ok(req.has_id, req.id, result));
+		return;
+	}
+	json_decref(result);
+	if (err[0] == '\0')
+		usbgw_strlcpy(err, ctl_err_name(rc), sizeof(err));
+	if (rc == CTL_E_REFUSED)
+		refusal(&c->who, cmd->name, err);
+	conn_reply_error(c, req.has_id, req.id, rc, err);
+}
+
+static void
+conn_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct ctl_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdr[CTL_FRAME_HDR], *p;
+	size_t len, want, used;
+	uint32_t n;
+	json_t *msg;
+	char err[256];
+
+	while (c->state == CONN_OPEN) {
+		len = evbuffer_get_length(in);
+		if (len < CTL_FRAME_HDR)
+			break;
+		evbuffer_copyout(in, hdr, sizeof(hdr));
+		n = get_be32(hdr);
+		want = (n == 0 || n > C.cfg->control_max_message) ?
+		    CTL_FRAME_HDR : CTL_FRAME_HDR + (size_t)n;
+		if (len < want)
+			break;
+		if ((p = evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
+			conn_close(c, "out of memory");
+			return;
+		}
+		switch (ctl_frame_decode(p, want, C.cfg->control_max_message,
+		    &msg, &used, err, sizeof(err))) {
+		case CTL_DEC_OK:
+			evbuffer_drain(in, used);
+			conn_request(c, msg);
+			json_decref(msg);
+			break;
+		case CTL_DEC_BADJSON:
+			evbuffer_drain(in, used);
+			conn_reply_error(c, 0, 0, CTL_E_PROTOCOL, err);
+			break;
+		case CTL_DEC_TOOBIG:
+			conn_fatal(c, CTL_E_LIMIT, err);
+			return;
+		case CTL_DEC_SHORT:
+			return;	/* not reached: want bytes are there */
+		}
+	}
+	if (c->state == CONN_OPEN)
+		conn_update_timeouts(c);
+}
+
+static void
+conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct ctl_conn *c = arg;
+
+	if (c->state == CONN_DRAINING)
+		conn_close(c, NULL);
+}
+
+static void
+conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+
+	if (what & BEV_EVENT_TIMEOUT)
+		conn_close(c, (what & BEV_EVENT_READING) ?
+		    "timed out waiting for a request" :
+		    "timed out writing (peer not reading)");
+	else if (what & BEV_EVENT_EOF)
+		conn_close(c, NULL);
+	else if (what & BEV_EVENT_ERROR)
+		conn_close(c, strerror(EVUTIL_SOCKET_ERROR()));
+}
+
+/*
+ * A peer must make progress: with a partial frame buffered, or when it
+ * does not watch events, it has control-timeout to send more.  A watcher
+ * with nothing pending may stay silent forever.
+ */
+static void
+conn_update_timeouts(struct ctl_conn *c)
+{
+	struct timeval tv;
+	int partial;
+
+	if (c->state != CONN_OPEN)
+		return;
+	tv.tv_sec = C.cfg->control_timeout_ms / 1000;
+	tv.tv_usec = (C.cfg->control_timeout_ms % 1000) * 1000;
+	partial = evbuffer_get_length(bufferevent_get_input(c->bev)) > 0;
+	if (c->watching && !partial)
+		bufferevent_set_timeouts(c->bev, NULL, &tv);
+	else
+		bufferevent_set_timeouts(c->bev, &tv, &tv);
+}
+
+static unsigned
+conns_of_uid(uid_t uid)
+{
+	struct ctl_conn *c;
+	unsigned n = 0;
+
+	TAILQ_FOREACH(c, &C.conns, entry)
+		if (c->who.uid == uid)
+			n++;
+	return n;
+}
+
+static void
+conn_new(int fd)
+{
+	struct ctl_conn *c;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	char why[256];
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1 ||
+	    len != sizeof(cred)) {
+		log_warn("control: SO_PEERCRED");
+		close(fd);
+		return;
+	}
+	c = xcalloc(1, sizeof(*c));
+	c->serial = ++C.serial;
+	c->state = CONN_OPEN;
+	c->who.kind = ACTOR_OPERATOR;
+	c->who.uid = cred.uid;
+	c->who.pid = cred.pid;
+	c->gid = cred.gid;
+	c->bev = bufferevent_socket_new(C.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		log_warnx("control: bufferevent_socket_new failed");
+		close(fd);
+		free(c);
+		return;
+	}
+	/* Count this one before the caps so a refused peer is accounted. */
+	TAILQ_INSERT_TAIL(&C.conns, c, entry);
+	C.nconns++;
+	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_READ, 0,
+	    C.cfg->control_max_message + CTL_FRAME_HDR);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+
+	c->priv = control_priv_for(C.cfg, cred.uid, cred.gid, c->who.name,
+	    sizeof(c->who.name));
+	log_debug("control: conn %llu from uid %u (%s) pid %ld: %s",
+	    (unsigned long long)c->serial, (unsigned)cred.uid, c->who.name,
+	    (long)cred.pid, ctl_priv_name(c->priv));
+
+	if (C.nconns > C.cfg->max_connections) {
+		log_warnx("control: %u connections, refusing uid %u pid %ld",
+		    C.nconns - 1, (unsigned)cred.uid, (long)cred.pid);
+		conn_fatal(c, CTL_E_LIMIT, "too many control connections");
+		return;
+	}
+	if (conns_of_uid(cred.uid) > C.cfg->max_connections_per_uid) {
+		snprintf(why, sizeof(why), "too many control connections for "
+		    "uid %u", (unsigned)cred.uid);
+		log_warnx("control: %s", why);
+		conn_fatal(c, CTL_E_LIMIT, why);
+		return;
+	}
+	if (c->priv == PRIV_NONE) {
+		snprintf(why, sizeof(why), "uid %u (%s) holds no privilege on "
+		    "this gateway", (unsigned)cred.uid, c->who.name);
+		refusal(&c->who, "connect", why);
+		conn_fatal(c, CTL_E_REFUSED, why);
+		return;
+	}
+	conn_update_timeouts(c);
+}
+
+static void
+pause_cb(evutil_socket_t fd, short what, void *arg)
+{
+	event_add(C.accept_ev, NULL);
+}
+
+static void
+accept_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval tv;
+	int s, i;
+
+	for (i = 0; i < CONTROL_ACCEPT_BURST; i++) {
+		s = accept4(C.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (s == -1) {
+			switch (errno) {
+			case EINTR:
+			case ECONNABORTED:
+				continue;
+			case EAGAIN:
+				return;
+			case EMFILE:
+			case ENFILE:
+			case ENOBUFS:
+			case ENOMEM:
+				log_warn("control: accept (pausing %d ms)",
+				    CONTROL_PAUSE_MS);
+				event_del(C.accept_ev);
+				tv.tv_sec = CONTROL_PAUSE_MS / 1000;
+				tv.tv_usec = (CONTROL_PAUSE_MS % 1000) * 1000;
+				evtimer_add(C.pause_ev, &tv);
+				return;
+			default:
+				log_warn("control: accept");
+				return;
+			}
+		}
+		conn_new(s);
+	}
+}
+
+static int
+lookup_group(const char *name, gid_t *gid)
+{
+	struct group gr, *res = NULL;
+	char *buf;
+	int rv;
+
+	buf = xmalloc(CONTROL_PWBUF);
+	rv = getgrnam_r(name, &gr, buf, CONTROL_PWBUF, &res);
+	if (rv == 0 && res != NULL)
+		*gid = res->gr_gid;
+	free(buf);
+	return rv == 0 && res != NULL ? 0 : -1;
+}
+
+static int
+principal_gid(const struct config_principal *p, gid_t *gid)
+{
+	if (p->is_numeric) {
+		*gid = (gid_t)p->id;
+		return 0;
+	}
+	return lookup_group(p->name, gid);
+}
+
+enum ctl_priv
+control_priv_for(const struct config *cfg, uid_t uid, gid_t gid, char *name,
+    size_t namelen)
+{
+	struct passwd pw, *res = NULL;
+	gid_t *groups = NULL, pg;
+	char *buf;
+	int ng = 0, cls;
+	size_t i, j;
+	enum ctl_priv priv = PRIV_NONE;
+
+	buf = xmalloc(CONTROL_PWBUF);
+	if (getpwuid_r(uid, &pw, buf, CONTROL_PWBUF, &res) != 0)
+		res = NULL;
+	if (name != NULL) {
+		if (res != NULL)
+			usbgw_strlcpy(name, res->pw_name, namelen);
+		else
+			snprintf(name, namelen, "%u", (unsigned)uid);
+	}
+	if (uid == 0 || uid == geteuid()) {
+		priv = PRIV_ADMIN;
+		goto out;
+	}
+	if (res != NULL) {
+		ng = CONTROL_MAX_GROUPS;
+		groups = xcalloc((size_t)ng, sizeof(*groups));
+		if (getgrouplist(res->pw_name, res->pw_gid, groups, &ng) == -1)
+			ng = CONTROL_MAX_GROUPS;	/* the first ones */
+	}
+
+	for (cls = PRIV_ADMIN; cls >= PRIV_READ && priv == PRIV_NONE; cls--) {
+		const struct config_privlist *pl = &cfg->priv[cls];
+
+		for (i = 0; i < pl->n && priv == PRIV_NONE; i++) {
+			const struct config_principal *p = &pl->p[i];
+
+			if (!p->is_group) {
+				if ((p->is_numeric && p->id == uid) ||
+				    (!p->is_numeric && res != NULL &&
+				    strcmp(p->name, res->pw_name) == 0))
+					priv = (enum ctl_priv)cls;
+				continue;
+			}
+			if (principal_gid(p, &pg) != 0)
+				continue;
+			if (pg == gid || (res != NULL && pg == res->pw_gid))
+				priv = (enum ctl_priv)cls;
+			for (j = 0; j < (size_t)ng && priv == PRIV_NONE; j++)
+				if (groups[j] == pg)
+					priv = (enum ctl_priv)cls;
+		}
+	}
+out:
+	free(groups);
+	free(buf);
+	return priv;
+}
+
+/* Is something answering on path?  1 live, 0 stale, -1 error. */
+static int
+socket_live(const char *path)
+{
+	struct sockaddr_un sun;
+	int fd, rv;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	usbgw_strlcpy(sun.sun_path, path, sizeof(sun.sun_path));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0)) == -1)
+		return -1;
+	rv = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+	if (rv == 0 || errno == EAGAIN || errno == EINPROGRESS)
+		rv = 1;
+	else if (errno == ECONNREFUSED)
+		rv = 0;
+	else
+		rv = -1;
+	close(fd);
+	return rv;
+}
+
+static int
+socket_create(const struct config *cfg)
+{
+	struct sockaddr_un sun;
+	struct stat st;
+	char dir[sizeof(sun.sun_path)], *slash;
+	gid_t gid;
+	mode_t old;
+	int fd, live;
+
+	if (strlen(cfg->control_socket) >= sizeof(sun.sun_path)) {
+		log_warnx("control: socket path too long: %s",
+		    cfg->control_socket);
+		return -1;
+	}
+	usbgw_strlcpy(C.path, cfg->control_socket, sizeof(C.path));
+
+	usbgw_strlcpy(dir, C.path, sizeof(dir));
+	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) == -1 && errno != EEXIST) {
+			log_warn("control: mkdir %s", dir);
+			return -1;
+		}
+	}
+
+	if (lstat(C.path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			log_warnx("control: %s exists and is not a socket",
+			    C.path);
+			return -1;
+		}
+		live = socket_live(C.path);
+		if (live == 1) {
+			log_warnx("control: a daemon already listens on %s",
+			    C.path);
+			return -1;
+		}
+		if (live == -1) {
+			log_warn("control: cannot test %s", C.path);
+			return -1;
+		}
+		if (unlink(C.path) == -1) {
+			log_warn("control: unlink stale %s", C.path);
+			return -1;
+		}
+		log_info("control: removed stale socket %s", C.path);
+	}
+
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0)) == -1) {
+		log_warn("control: socket");
+		return -1;
+	}
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	usbgw_strlcpy(sun.sun_path, C.path, sizeof(sun.sun_path));
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		umask(old);
+		log_warn("control: bind %s", C.path);
+		close(fd);
+		return -1;
+	}
+	umask(old);
+	if (cfg->control_group[0] != '\0') {
+		const char *g = cfg->control_group;
+		long long n;
+		const char *es;
+
+		if (parse_num(g, 0, 0xfffffffeLL, &n, &es) == 0)
+			gid = (gid_t)n;
+		else if (lookup_group(g, &gid) != 0) {
+			log_warnx("control: unknown group %s", g);
+			goto fail;
+		}
+		if (chown(C.path, (uid_t)-1, gid) == -1) {
+			log_warn("control: chown %s to group %s", C.path, g);
+			goto fail;
+		}
+	}
+	if (chmod(C.path, cfg->control_mode) == -1) {
+		log_warn("control: chmod %s", C.path);
+		goto fail;
+	}
+	if (listen(fd, CONTROL_BACKLOG) == -1) {
+		log_warn("control: listen");
+		goto fail;
+	}
+	return fd;
+fail:
+	unlink(C.path);
+	close(fd);
+	return -1;
+}
+
+int
+control_init(struct event_base *base, const struct config *cfg,
+    const struct ctl_cmd *cmds, size_t ncmds, control_audit_fn audit)
+{
+	if (C.fd != -1) {
+		log_warnx("control: already started");
+		return -1;
+	}
+	TAILQ_INIT(&C.conns);
+	TAILQ_INIT(&C.dead);
+	C.base = base;
+	C.cmds = cmds;
+	C.ncmds = ncmds;
+	C.audit = audit;
+	C.nconns = C.nwatchers = 0;
+	C.cfg = xmalloc(sizeof(*C.cfg));
+	memcpy(C.cfg, cfg, sizeof(*C.cfg));
+	if ((C.fd = socket_create(cfg)) == -1) {
+		free(C.cfg);
+		C.cfg = NULL;
+		return -1;
+	}
+	C.accept_ev = event_new(base, C.fd, EV_READ | EV_PERSIST, accept_cb,
+	    NULL);
+	C.pause_ev = evtimer_new(base, pause_cb, NULL);
+	C.reap_ev = event_new(base, -1, 0, reap_cb, NULL);
+	event_add(C.accept_ev, NULL);
+	log_info("control: listening on %s (mode %04o%s%s)", C.path,
+	    (unsigned)cfg->control_mode, cfg->control_group[0] != '\0' ?
+	    ", group " : "", cfg->control_group);
+	return 0;
+}
+
+void
+control_reconfigure(const struct config *cfg)
+{
+	if (C.cfg == NULL)
+		return;
+	if (strcmp(cfg->control_socket, C.path) != 0)
+		log_warnx("control: socket path change to %s needs a restart",
+		    cfg->control_socket);
+	/* Keep the path the socket really has. */
+	memcpy(C.cfg, cfg, sizeof(*C.cfg));
+	usbgw_strlcpy(C.cfg->control_socket, C.path,
+	    sizeof(C.cfg->control_socket));
+}
+
+void
+control_shutdown(void)
+{
+	struct ctl_conn *c;
+
+	if (C.fd == -1)
+		return;
+	while ((c = TAILQ_FIRST(&C.conns)) != NULL)
+		conn_close(c, NULL);
+	reap_cb(-1, 0, NULL);
+	event_free(C.accept_ev);
+	event_free(C.pause_ev);
+	event_free(C.reap_ev);
+	C.accept_ev = C.pause_ev = C.reap_ev = NULL;
+	close(C.fd);
+	C.fd = -1;
+	unlink(C.path);
+	free(C.cfg);
+	C.cfg = NULL;
+}
+
+void
+control_event(const char *type, json_t *data)
+{
+	struct ctl_conn *c, *next;
+	struct evbuffer *out;
+	struct timespec ts;
+	json_t *msg;
+	uint8_t *frame;
+	size_t len;
+	int ev;
+
+	if (C.fd == -1 || C.nwatchers == 0) {
+		json_decref(data);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	msg = ctl_event_msg(type, (double)ts.tv_sec +
+	    (double)(ts.tv_nsec / 1000000) / 1000.0, data);
+	if (msg == NULL)
+		return;
+	frame = ctl_frame_encode(msg, CTL_MAX_RESPONSE, &len);
+	json_decref(msg);
+	if (frame == NULL) {
+		log_warnx("control: event %s not encodable, dropped", type);
+		return;
+	}
+	ev = hook_event_parse(type);
+	for (c = TAILQ_FIRST(&C.conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, entry);
+		if (c->state != CONN_OPEN || !c->watching || c->priv < PRIV_READ)
+			continue;
+		if (!c->watch_all && (ev < 0 || (c->events & (1u << ev)) == 0))
+			continue;
+		out = bufferevent_get_output(c->bev);
+		if (evbuffer_get_length(out) > C.cfg->control_max_output) {
+			conn_close(c, "watcher not reading its events");
+			continue;
+		}
+		evbuffer_add(out, frame, len);
+	}
+	free(frame);
+}
+
+unsigned
+control_nconns(void)
+{
+	return C.nconns;
+}
+
+unsigned
+control_nwatchers(void)
+{
+	return C.nwatchers;
+}
+
+json_t *
+ctl_actor_json(const struct actor *a)
+{
+	switch (a->kind) {
+	case ACTOR_OPERATOR:
+		return json_pack("{s:s, s:I, s:s, s:I}", "kind", "operator",
+		    "uid", (json_int_t)a->uid, "name", a->name,
+		    "pid", (json_int_t)a->pid);
+	case ACTOR_RULE:
+		return json_pack("{s:s, s:I}", "kind", "rule",
+		    "rule_id", (json_int_t)a->rule_id);
+	case ACTOR_SYSTEM:
+		break;
+	}
+	return json_pack("{s:s}", "kind", "system");
+}
+
+enum ctl_err
+ctl_arg_str(json_t *args, const char *key, int required, const char **out,
+    char *err, size_t errlen)
+{
+	json_t *v = json_object_get(args, key);
+
+	if (v == NULL || json_is_null(v)) {
+		if (!required)
+			return CTL_OK;
+		snprintf(err, errlen, "missing argument %s", key);
+		return CTL_E_USAGE;
+	}
+	if (!json_is_string(v)) {
+		snprintf(err, errlen, "argument %s: expected a string", key);
+		return CTL_E_USAGE;
+	}
+	*out = json_string_value(v);
+	return CTL_OK;
+}
+
+enum ctl_err
+ctl_arg_int(json_t *args, const char *key, int required, json_int_t min,
+    json_int_t max, json_int_t *out, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(args, key);
+	json_int_t n;
+
+	if (v == NULL || json_is_null(v)) {
+		if (!required)
+			return CTL_OK;
+		snprintf(err, errlen, "missing argument %s", key);
+		return CTL_E_USAGE;
+	}
+	if (!json_is_integer(v)) {
+		snprintf(err, errlen, "argument %s: expected an integer", key);
+		return CTL_E_USAGE;
+	}
+	n = json_integer_value(v);
+	if (n < min || n > max) {
+		snprintf(err, errlen, "argument %s: expected %" JSON_INTEGER_FORMAT
+		    " to %" JSON_INTEGER_FORMAT, key, min, max);
+		return CTL_E_USAGE;
+	}
+	*out = n;
+	return CTL_OK;
+}
+
+enum ctl_err
+ctl_arg_bool(json_t *args, const char *key, int *out, char *err,
+    size_t errlen)
+{
+	json_t *v = json_object_get(args, key);
+
+	if (v == NULL || json_is_null(v))
+		return CTL_OK;
+	if (!json_is_boolean(v)) {
+		snprintf(err, errlen, "argument %s: expected true or false", key);
+		return CTL_E_USAGE;
+	}
+	*out = json_is_true(v);
+	return CTL_OK;
+}
+
+static int
+printable(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 0;
+	return 1;
+}
+
+#define APPROVE_MAX_SECONDS	(10LL * 366 * 86400)
+
+enum ctl_err
+ctl_args_approve(json_t *args, const char **busid, struct approve_opts *opts,
+    char *err, size_t errlen)
+{
+	const char *scope = "once", *to = NULL, *msg = NULL;
+	json_int_t d = 0, until = 0, now = (json_int_t)time(NULL);
+	enum ctl_err e;
+
+	memset(opts, 0, sizeof(*opts));
+	if ((e = ctl_arg_str(args, "busid", 1, busid, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "scope", 0, &scope, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "to", 0, &to, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "message", 0, &msg, err, errlen)) != CTL_OK)
+		return e;
+	if (strcmp(scope, "once") == 0)
+		opts->scope = SCOPE_ONCE;
+	else if (strcmp(scope, "for") == 0) {
+		opts->scope = SCOPE_FOR;
+		if ((e = ctl_arg_int(args, "duration", 1, 1, APPROVE_MAX_SECONDS,
+		    &d, err, errlen)) != CTL_OK)
+			return e;
+		opts->expires_at = now + d;
+	} else if (strcmp(scope, "until") == 0) {
+		opts->scope = SCOPE_UNTIL;
+		if ((e = ctl_arg_int(args, "until", 1, now + 1,
+		    now + APPROVE_MAX_SECONDS, &until, err, errlen)) != CTL_OK) {
+			if (json_is_integer(json_object_get(args, "until")))
+				snprintf(err, errlen, "argument until: expected "
+				    "a time in the future (within 10 years)");
+			return e;
+		}
+		opts->expires_at = until;
+	} else if (strcmp(scope, "permanent") == 0)
+		opts->scope = SCOPE_PERMANENT;
+	else {
+		snprintf(err, errlen, "argument scope: expected one of once, "
+		    "for, until, permanent");
+		return CTL_E_USAGE;
+	}
+	if (to != NULL) {
+		if (strlen(to) >= sizeof(opts->to_host) || !printable(to) ||
+		    strchr(to, ' ') != NULL) {
+			snprintf(err, errlen, "argument to: expected a host name "
+			    "or address");
+			return CTL_E_USAGE;
+		}
+		usbgw_strlcpy(opts->to_host, to, sizeof(opts->to_host));
+	}
+	if (msg != NULL) {
+		if (strlen(msg) >= sizeof(opts->message) || !printable(msg)) {
+			snprintf(err, errlen, "argument message: expected one "
+			    "line of at most %zu bytes",
+			    sizeof(opts->message) - 1);
+			return CTL_E_USAGE;
+		}
+		usbgw_strlcpy(opts->message, msg, sizeof(opts->message));
+	}
+	return CTL_OK;
+}
