@@ -1,0 +1,133 @@
+#!/bin/bash
+# Download and unpack what the qemu end-to-end test needs into tests/e2e/cache/:
+# Debian's kernel (the one linux-image-amd64 depends on), busybox-static, usbip with
+# its library closure, usb.ids and, when the host has no depmod, kmod.  Nothing is
+# installed system-wide.  A warm cache is used as it is, without asking apt; set
+# E2E_REFRESH=1 to resolve the package versions again.
+#
+# On success the last line of output is the path of cache/manifest, which names the
+# kernel release and the unpacked paths (sourced by run.t).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${E2E_CACHE:-$here/cache}
+debs=$cache/debs
+root=$cache/root
+manifest=$cache/manifest
+
+# Libraries every Debian 12 host that builds usbgw already has; the guest gets the
+# host's copies (through ldd) so that the project's binaries and the stock tools
+# share one libc.
+host_provided="libc6 libgcc-s1 gcc-12-base libssl3"
+
+msg() { echo "fetch: $*" >&2; }
+die() { echo "fetch: error: $*" >&2; exit 1; }
+
+manifest_ok() {
+	[ -f "$manifest" ] || return 1
+	# shellcheck disable=SC1090
+	( . "$manifest" &&
+	  [ -f "$E2E_VMLINUX" ] && [ -f "$E2E_BZIMAGE" ] && [ -d "$E2E_MODDIR" ] &&
+	  [ -x "$E2E_BUSYBOX" ] && [ -x "$E2E_USBIP" ] && [ -x "$E2E_USBIPD" ] &&
+	  [ -f "$E2E_USBIDS" ] ) 2>/dev/null
+}
+
+if [ "${E2E_REFRESH:-0}" != 1 ] && manifest_ok; then
+	echo "$manifest"
+	exit 0
+fi
+
+for t in apt-get apt-cache dpkg-deb; do
+	command -v "$t" >/dev/null || die "$t not found (a Debian host is needed)"
+done
+mkdir -p "$debs" "$root"
+
+# The kernel package linux-image-amd64 points at, e.g. linux-image-6.1.0-57-amd64.
+kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+	awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+if [ -z "$kpkg" ]; then
+	msg "apt does not know linux-image-amd64; running apt-get update"
+	apt-get update -qq >&2 || die "apt-get update failed"
+	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+	[ -n "$kpkg" ] || die "cannot resolve linux-image-amd64"
+fi
+krel=${kpkg#linux-image-}
+
+# usbip and every library it needs, resolved by apt, less what the host provides.
+usbip_pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests \
+	--no-conflicts --no-breaks --no-replaces --no-enhances usbip 2>/dev/null |
+	grep -v '^ ' | grep -v '^<' | sort -u)
+[ -n "$usbip_pkgs" ] || die "cannot resolve usbip's dependencies"
+pkgs="$kpkg busybox-static"
+for p in $usbip_pkgs; do
+	case " $host_provided " in *" $p "*) continue ;; esac
+	pkgs="$pkgs $p"
+done
+command -v depmod >/dev/null || [ -x /sbin/depmod ] || pkgs="$pkgs kmod"
+
+# Download each package unless a .deb of its candidate version is already here.
+download() {
+	local p=$1 v f
+	v=$(apt-cache policy "$p" 2>/dev/null | awk '$1 == "Candidate:" { print $2; exit }')
+	[ -n "$v" ] && [ "$v" != "(none)" ] || die "no candidate version for $p"
+	f=$(ls "$debs/${p}_${v/:/%3a}_"*.deb 2>/dev/null | head -n 1 || true)
+	if [ -z "$f" ]; then
+		msg "downloading $p $v"
+		( cd "$debs" && apt-get download -q "$p=$v" >/dev/null 2>"$debs/.err" ) || {
+			cat "$debs/.err" >&2
+			die "apt-get download $p=$v failed (try: apt-get update)"
+		}
+		f=$(ls "$debs/${p}_${v/:/%3a}_"*.deb | head -n 1)
+	fi
+	if [ ! -e "$f.unpacked" ]; then
+		msg "unpacking $(basename "$f")"
+		dpkg-deb -x "$f" "$root"
+		touch "$f.unpacked"
+	fi
+}
+for p in $pkgs; do
+	download "$p"
+done
+
+moddir=$root/lib/modules/$krel
+[ -d "$moddir" ] || die "kernel modules for $krel not found in $kpkg"
+bz=$root/boot/vmlinuz-$krel
+[ -f "$bz" ] || die "$bz not found in $kpkg"
+vmlinux=$cache/vmlinux-$krel
+if [ ! -s "$vmlinux" ]; then
+	msg "extracting vmlinux from vmlinuz-$krel"
+	"$here/extract-vmlinux.sh" "$bz" > "$vmlinux.tmp" || die "cannot extract vmlinux"
+	mv "$vmlinux.tmp" "$vmlinux"
+fi
+
+# usb.ids: the package ships the real file under /var/lib/usbutils and a symlink in
+# /usr/share/misc; resolve the link inside the unpacked tree.
+usbids=$root/var/lib/usbutils/usb.ids
+[ -f "$usbids" ] || usbids=$(find "$root" -name usb.ids -type f | head -n 1)
+[ -f "$usbids" ] || die "usb.ids not found"
+
+depmod=$(command -v depmod || true)
+[ -n "$depmod" ] || { [ -x /sbin/depmod ] && depmod=/sbin/depmod; } || true
+if [ -z "$depmod" ]; then
+	# kmod is one program that acts by the name it is called under.
+	mkdir -p "$cache/bin"
+	ln -sf "$root/bin/kmod" "$cache/bin/depmod"
+	depmod=$cache/bin/depmod
+fi
+
+cat > "$manifest.tmp" <<EOT
+E2E_KREL='$krel'
+E2E_VMLINUX='$vmlinux'
+E2E_BZIMAGE='$bz'
+E2E_MODDIR='$moddir'
+E2E_BUSYBOX='$root/bin/busybox'
+E2E_USBIP='$root/usr/sbin/usbip'
+E2E_USBIPD='$root/usr/sbin/usbipd'
+E2E_USBIDS='$usbids'
+E2E_DEPMOD='$depmod'
+E2E_LIBPATH='$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu'
+EOT
+mv "$manifest.tmp" "$manifest"
+manifest_ok || die "cache incomplete after download: see $manifest"
+echo "$manifest"

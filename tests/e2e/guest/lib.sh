@@ -1,0 +1,332 @@
+# Guest-side helpers for the end-to-end scenarios (busybox sh).
+#
+# Results go to ttyS1, one line each, which the host turns into TAP:
+#   E2E: ok - NAME | E2E: not ok - NAME | E2E: skip - NAME # REASON
+#   E2E: diag TEXT | E2E: metric KEY VALUE | E2E: start | E2E: done
+# Everything else (commands' output, the kernel's messages) goes to the console on
+# ttyS0; the logs collected under /tmp/logs are written to ttyS2 at the end.
+
+E2E_RES=/dev/ttyS1
+E2E_LOGTTY=/dev/ttyS2
+E2E_STATE=/tmp/e2e
+LOGS=/tmp/logs
+mkdir -p "$E2E_STATE" "$LOGS"
+. /e2e/env
+
+# Fixed identities of the gadgets (see setup_gadgets).
+DISK_VID=1209 DISK_PID=0001 DISK_SERIAL=E2E-DISK-0001
+LOOP_VID=1209 LOOP_PID=0002 LOOP_SERIAL=E2E-LOOP-0001
+DISK2_VID=1209 DISK2_PID=0003 DISK2_SERIAL=E2E-DISK-0002
+GADGET_MANUFACTURER="usbgw e2e"
+DISK_PRODUCT="E2E Mass Storage"
+LOOP_PRODUCT="E2E Loopback"
+DISK_IMG=/e2e/disk.img
+DISK2_IMG=/tmp/disk2.img
+
+USBIPD_PORT=3240
+GW_PORT=3241
+GW_DIR=/tmp/gw
+GW_SOCK=/run/usbgw.sock
+GW_DB=$GW_DIR/usbgw.db
+GW_LOG=$LOGS/usbgwd.log
+GW_EXPORTER=e2e
+ATTACH_TIMEOUT=60
+
+e2e_emit() {
+	echo "E2E: $*" > "$E2E_RES"
+	echo "E2E: $*"
+}
+ok()     { e2e_emit "ok - $1"; }
+not_ok() {
+	e2e_emit "not ok - $1"
+	shift
+	[ $# -eq 0 ] || e2e_diag "  $*"
+	touch "$E2E_STATE/failed"
+}
+skip()   { e2e_emit "skip - $1 # $2"; }
+e2e_diag()   { e2e_emit "diag $*"; }
+e2e_metric() { e2e_emit "metric $1 $2"; echo "$2" > "$E2E_STATE/metric.$1"; }
+
+# check NAME COMMAND...: one result from a command's exit status.
+check() {
+	local name=$1 rc
+	shift
+	"$@"
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		ok "$name"
+	else
+		not_ok "$name" "($* exited $rc)"
+	fi
+	return $rc
+}
+
+# Centiseconds since boot.
+e2e_uptime() { awk '{ printf "%d\n", $1 * 100 }' /proc/uptime; }
+
+# wait_for SECONDS COMMAND...: retry every 0.1 s until COMMAND succeeds.
+wait_for() {
+	local end=$(( $(e2e_uptime) + $1 * 100 ))
+	shift
+	while ! "$@" >/dev/null 2>&1; do
+		[ "$(e2e_uptime)" -lt "$end" ] || return 1
+		usleep 100000
+	done
+}
+
+# wait_gone SECONDS COMMAND...: retry until COMMAND fails.
+wait_gone() {
+	local end=$(( $(e2e_uptime) + $1 * 100 ))
+	shift
+	while "$@" >/dev/null 2>&1; do
+		[ "$(e2e_uptime)" -lt "$end" ] || return 1
+		usleep 100000
+	done
+}
+
+e2e_finish() {
+	{
+		for f in "$LOGS"/*; do
+			[ -f "$f" ] || continue
+			echo "==== $f"
+			cat "$f"
+		done
+		echo "==== dmesg"
+		dmesg
+	} > "$E2E_LOGTTY" 2>&1
+	if [ -f "$E2E_STATE/failed" ] && [ -f "$GW_LOG" ]; then
+		echo "==== gateway log ($GW_LOG)"
+		cat "$GW_LOG"
+	fi
+	e2e_emit done
+	sync
+	reboot -f
+	echo b > /proc/sysrq-trigger
+}
+
+have_prog() { grep -qx "$1" /e2e/programs; }
+
+# --- machine setup ---------------------------------------------------------
+
+load_modules() {
+	local m
+	for m in configfs usb-common usbcore udc-core dummy_hcd libcomposite \
+	    usb_f_mass_storage usb_f_ss_lb scsi_mod usb-storage crct10dif_generic \
+	    crc64_rocksoft_generic sd_mod usbip-core usbip-host vhci-hcd; do
+		modprobe "$m" || { echo "modprobe $m failed"; return 1; }
+	done
+	grep -q configfs /proc/mounts || mount -t configfs none /sys/kernel/config
+}
+
+# dummy_busid N: the busid the gadget on dummy_udc.N has on its host side.
+dummy_busid() {
+	local d
+	for d in /sys/devices/platform/dummy_hcd."$1"/usb*; do
+		[ -d "$d" ] && { echo "${d##*/usb}-1"; return 0; }
+	done
+	return 1
+}
+
+# gadget_new NAME VID PID SERIAL PRODUCT
+gadget_new() {
+	local g=/sys/kernel/config/usb_gadget/$1
+	mkdir -p "$g/strings/0x409" "$g/configs/c.1/strings/0x409" || return 1
+	echo "0x$2" > "$g/idVendor"
+	echo "0x$3" > "$g/idProduct"
+	echo 0x0100 > "$g/bcdDevice"
+	echo 0x0200 > "$g/bcdUSB"
+	echo "$4" > "$g/strings/0x409/serialnumber"
+	echo "$GADGET_MANUFACTURER" > "$g/strings/0x409/manufacturer"
+	echo "$5" > "$g/strings/0x409/product"
+	echo "e2e" > "$g/configs/c.1/strings/0x409/configuration"
+	echo 100 > "$g/configs/c.1/MaxPower"
+}
+
+# gadget_storage NAME FILE: a mass-storage function backed by FILE.
+gadget_storage() {
+	local g=/sys/kernel/config/usb_gadget/$1
+	mkdir "$g/functions/mass_storage.0" || return 1
+	echo "$2" > "$g/functions/mass_storage.0/lun.0/file" || return 1
+	ln -s "$g/functions/mass_storage.0" "$g/configs/c.1/"
+}
+
+# gadget_loopback NAME: the loopback function of usb_f_ss_lb (bulk OUT echoed on IN).
+gadget_loopback() {
+	local g=/sys/kernel/config/usb_gadget/$1
+	mkdir "$g/functions/Loopback.0" || return 1
+	ln -s "$g/functions/Loopback.0" "$g/configs/c.1/"
+}
+
+gadget_bind()   { echo "$2" > "/sys/kernel/config/usb_gadget/$1/UDC"; }
+gadget_unbind() { echo "" > "/sys/kernel/config/usb_gadget/$1/UDC"; }
+
+# usb_dev_is BUSID VID PID: the device at BUSID has that vendor:product.
+usb_dev_is() {
+	[ "$(cat "/sys/bus/usb/devices/$1/idVendor" 2>/dev/null)" = "$2" ] &&
+	[ "$(cat "/sys/bus/usb/devices/$1/idProduct" 2>/dev/null)" = "$3" ]
+}
+
+start_usbipd() {
+	[ -f "$E2E_STATE/usbipd.pid" ] && kill -0 "$(cat "$E2E_STATE/usbipd.pid")" 2>/dev/null &&
+		return 0
+	usbipd -4 --tcp-port "$USBIPD_PORT" >> "$LOGS/usbipd.log" 2>&1 &
+	echo $! > "$E2E_STATE/usbipd.pid"
+	wait_for 10 sh -c "netstat -ltn | grep -q ':$USBIPD_PORT '"
+}
+
+# --- vhci side ---------------------------------------------------------------
+
+# usbip_attach PORT BUSID: the stock client, bounded in time.
+usbip_attach() {
+	timeout "$ATTACH_TIMEOUT" usbip --tcp-port "$1" attach -r 127.0.0.1 -b "$2"
+}
+
+# Ports of vhci_hcd in use (any state but free), as usbip detach -p wants them.
+vhci_used_ports() {
+	cat /sys/devices/platform/vhci_hcd.0/status* 2>/dev/null |
+		awk '($1 == "hs" || $1 == "ss") && $3 != "004" { print $2 + 0 }'
+}
+vhci_any_used() { [ -n "$(vhci_used_ports)" ]; }
+vhci_detach_all() {
+	local p
+	for p in $(vhci_used_ports); do
+		usbip detach -p "$p"
+	done
+}
+
+# vhci_disk: the name of a SCSI disk that sits on vhci_hcd (fails if none).
+vhci_disk() {
+	local b
+	for b in /sys/block/sd*; do
+		[ -e "$b" ] || continue
+		case $(readlink -f "$b") in
+		*/vhci_hcd*) echo "${b##*/}"; return 0 ;;
+		esac
+	done
+	return 1
+}
+# A vhci disk that has its capacity (the SCSI scan finished).
+vhci_disk_ready() {
+	local d
+	d=$(vhci_disk) || return 1
+	[ -b "/dev/$d" ] && [ "$(cat "/sys/block/$d/size")" -gt 0 ]
+}
+
+# vhci_usbdev VID PID: sysfs path of a USB device on vhci_hcd with that id.
+vhci_usbdev() {
+	local d
+	for d in /sys/bus/usb/devices/*; do
+		[ -f "$d/idVendor" ] || continue
+		case $(readlink -f "$d") in */vhci_hcd*) ;; *) continue ;; esac
+		[ "$(cat "$d/idVendor")" = "$1" ] && [ "$(cat "$d/idProduct")" = "$2" ] &&
+			{ readlink -f "$d"; return 0; }
+	done
+	return 1
+}
+usbdev_node() {	# usbdev_node SYSFSDIR: its /dev/bus/usb node
+	printf '/dev/bus/usb/%03d/%03d\n' "$(cat "$1/busnum")" "$(cat "$1/devnum")"
+}
+
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# disk_sha DEV: SHA-256 of a whole block device, read past the page cache.
+disk_sha() {
+	drop_caches
+	dd if="/dev/$1" bs=1M iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1
+}
+file_sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# disk_read_mbps DEV: read the whole device (direct I/O), print MB/s (1 MB = 2^20 B).
+disk_read_mbps() {
+	local t0 t1 bytes
+	drop_caches
+	bytes=$(( $(cat "/sys/block/$1/size") * 512 ))
+	t0=$(e2e_uptime)
+	dd if="/dev/$1" of=/dev/null bs=1M iflag=direct 2>/dev/null || return 1
+	t1=$(e2e_uptime)
+	awk -v b="$bytes" -v cs=$((t1 - t0)) 'BEGIN {
+		if (cs < 1) cs = 1; printf "%.2f\n", b / 1048576 / (cs / 100) }'
+}
+
+# disk_write_lands DEV IMAGE LBA4K: write a random 4 KiB block through DEV at 4 KiB
+# block LBA4K, check it in the backing IMAGE, then restore the original block and
+# check that too.  Prints what went wrong.
+disk_write_lands() {
+	local dev=$1 img=$2 blk=$3 t=$E2E_STATE/wl
+	dd if="$img" of="$t.orig" bs=4096 skip="$blk" count=1 2>/dev/null
+	dd if=/dev/urandom of="$t.new" bs=4096 count=1 2>/dev/null
+	cmp -s "$t.orig" "$t.new" && { echo "random block equals original"; return 1; }
+	dd if="$t.new" of="/dev/$dev" bs=4096 seek="$blk" count=1 oflag=direct conv=fsync \
+		2>/dev/null || { echo "write to /dev/$dev failed"; return 1; }
+	dd if="$img" of="$t.got" bs=4096 skip="$blk" count=1 2>/dev/null
+	cmp -s "$t.new" "$t.got" || { echo "written block not in $img"; return 1; }
+	dd if="$t.orig" of="/dev/$dev" bs=4096 seek="$blk" count=1 oflag=direct conv=fsync \
+		2>/dev/null || { echo "restoring write failed"; return 1; }
+	dd if="$img" of="$t.got" bs=4096 skip="$blk" count=1 2>/dev/null
+	cmp -s "$t.orig" "$t.got" || { echo "restored block not in $img"; return 1; }
+}
+
+# --- gateway -----------------------------------------------------------------
+
+# gw_missing: why the gateway scenarios cannot run (nothing if they can).
+gw_missing() {
+	local p
+	for p in usbgwd usbgw e2e-json; do
+		have_prog "$p" || { echo "$p not built"; return 0; }
+	done
+}
+
+# skip_all REASON NAME...
+skip_all() {
+	local why=$1
+	shift
+	for n in "$@"; do
+		skip "$n" "$why"
+	done
+}
+
+gwctl() { usbgw -s "$GW_SOCK" "$@"; }
+
+gw_running() {
+	[ -f "$E2E_STATE/usbgwd.pid" ] && kill -0 "$(cat "$E2E_STATE/usbgwd.pid")" 2>/dev/null
+}
+
+# gw_start: usbgwd in the foreground (in the background of this shell), proxy
+# mode on 127.0.0.1:GW_PORT; wait until its control socket answers.
+gw_start() {
+	gw_running && return 0
+	mkdir -p "$GW_DIR"
+	usbgwd -f -c /e2e/usbgwd.conf -d "$GW_DB" -s "$GW_SOCK" -l "127.0.0.1:$GW_PORT" \
+		>> "$GW_LOG" 2>&1 &
+	echo $! > "$E2E_STATE/usbgwd.pid"
+	wait_for 15 gwctl list --json || { echo "usbgwd does not answer on $GW_SOCK"; return 1; }
+}
+
+# gw_field EXPORTER_BUSID FIELD: a field of the device the gateway lists for that
+# busid of the e2e exporter.
+gw_field() {
+	gwctl list --json > "$E2E_STATE/list.json" 2>>"$LOGS/usbgw.log" || return 1
+	e2e-json get "$2" exporter="$GW_EXPORTER" exporter_busid="$1" < "$E2E_STATE/list.json"
+}
+gw_state() { gw_field "$1" state; }
+
+# gw_wait_state SECONDS EXPORTER_BUSID STATE...: until the device is in one of
+# the states; prints the last state seen.
+gw_state_in() {
+	local s want=$1
+	shift
+	s=$(gw_state "$want") || s=absent
+	echo "$s" > "$E2E_STATE/last_state"
+	for w in "$@"; do
+		[ "$s" = "$w" ] && return 0
+	done
+	return 1
+}
+gw_wait_state() {
+	local secs=$1 rc
+	shift
+	wait_for "$secs" gw_state_in "$@"
+	rc=$?
+	cat "$E2E_STATE/last_state"
+	return $rc
+}

@@ -1,0 +1,145 @@
+#!/bin/bash
+# Real-kernel end-to-end test: boot Debian's kernel in qemu (TCG, no network
+# device) with an initramfs holding busybox, usbip, the kernel's gadget/usbip
+# modules and this build's programs; the guest runs tests/e2e/scenarios/*.sh in one
+# boot and reports each check; this script turns them into TAP.
+#
+# Environment:
+#   USBGW_BUILD   build folder with usbgwd, usbgw, e2e-json, e2e-bulk (default build/)
+#   E2E_CACHE     download cache (default tests/e2e/cache)
+#   E2E_TIMEOUT   seconds the whole boot may take (default 600)
+#   E2E_ONLY      scenario file prefixes to run, e.g. "00 10" (default: all)
+#   E2E_KERNEL    vmlinux (PVH entry, default) or bzimage
+#   E2E_BREAK     corrupt-disk | no-approve: break a check on purpose
+#   E2E_OUT       where the logs go (default $USBGW_BUILD/e2e)
+#   E2E_VERBOSE=1 print the guest's console even when everything passed
+#   CI            when set, a missing qemu is a failure, not a skip
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+build=${USBGW_BUILD:-$top/build}
+out=${E2E_OUT:-$build/e2e}
+timeout_s=${E2E_TIMEOUT:-600}
+qemu=${E2E_QEMU:-qemu-system-x86_64}
+export USBGW_BUILD=$build
+
+n=0
+failed=0
+tap_ok()   { n=$((n + 1)); echo "ok $n - $*"; }
+tap_fail() { n=$((n + 1)); echo "not ok $n - $*"; failed=$((failed + 1)); }
+tap_skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+diag()     { echo "# $*"; }
+ediag()    { sed 's/^/# /' >&2; }	# a file's lines as diagnostics prove shows
+
+bail_setup() {	# bail_setup WHAT LOGFILE
+	tap_fail "$1"
+	[ -f "$2" ] && ediag < "$2"
+	echo "1..$n"
+	exit 1
+}
+
+if ! command -v "$qemu" >/dev/null; then
+	if [ -n "${CI:-}" ]; then
+		echo "1..1"
+		echo "not ok 1 - $qemu installed (tests/deps.sh installs qemu-system-x86)"
+		exit 1
+	fi
+	echo "1..0 # SKIP $qemu not found (tests/deps.sh installs qemu-system-x86)"
+	exit 0
+fi
+
+mkdir -p "$out"
+rm -f "$out"/console.log "$out"/results.log "$out"/logs.log
+t_start=$(date +%s)
+
+# 1. downloads (cached), 2. initramfs.
+if ! manifest=$("$here/fetch.sh" 2>"$out/fetch.log" | tail -n 1) || [ ! -f "$manifest" ]; then
+	bail_setup "download and unpack Debian's kernel, busybox, usbip (fetch.sh)" "$out/fetch.log"
+fi
+# shellcheck disable=SC1090
+. "$manifest"
+if ! "$here/mkinitramfs.sh" "$manifest" "$out/initramfs.cpio" 2>"$out/mkinitramfs.log"; then
+	bail_setup "build the initramfs (mkinitramfs.sh)" "$out/mkinitramfs.log"
+fi
+t_prep=$(date +%s)
+diag "kernel $E2E_KREL, initramfs $(($(stat -c %s "$out/initramfs.cpio") / 1048576)) MiB," \
+	"prepared in $((t_prep - t_start)) s"
+for p in usbgwd usbgw e2e-json e2e-bulk; do
+	[ -x "$build/$p" ] || diag "$build/$p not built: scenarios that need it skip"
+done
+
+# 3. boot.  Serial ports: ttyS0 console, ttyS1 results, ttyS2 logs.
+boot() {	# boot KERNEL
+	rm -f "$out"/console.log "$out"/results.log "$out"/logs.log
+	timeout --kill-after=10 "$timeout_s" "$qemu" \
+		-M pc -accel tcg,thread=multi -cpu max -smp 2 -m 512 \
+		-nographic -nodefaults -nic none -no-reboot -monitor none \
+		-serial "file:$out/console.log" -serial "file:$out/results.log" \
+		-serial "file:$out/logs.log" \
+		-kernel "$1" -initrd "$out/initramfs.cpio" \
+		-append "console=ttyS0,115200 rdinit=/init panic=-1 loglevel=4 \
+			i8042.noaux i8042.nokbd usbcore.autosuspend=-1" \
+		</dev/null >"$out/qemu.log" 2>&1
+}
+kernel=$E2E_VMLINUX
+[ "${E2E_KERNEL:-vmlinux}" = bzimage ] && kernel=$E2E_BZIMAGE
+boot "$kernel"
+qrc=$?
+if ! grep -q '^E2E: start' "$out/results.log" 2>/dev/null && [ "$kernel" = "$E2E_VMLINUX" ]; then
+	diag "no result from the guest booted from vmlinux (qemu exit $qrc); retrying with bzImage"
+	kernel=$E2E_BZIMAGE
+	boot "$kernel"
+	qrc=$?
+fi
+t_end=$(date +%s)
+
+# 4. results.
+started=0
+done_seen=0
+while IFS= read -r line; do
+	line=${line%$'\r'}
+	case $line in
+	"E2E: start")		started=1
+				tap_ok "guest booted ($(basename "$kernel")) and started the scenarios" ;;
+	"E2E: done")		done_seen=1 ;;
+	"E2E: ok - "*)		tap_ok "${line#E2E: ok - }" ;;
+	"E2E: not ok - "*)	tap_fail "${line#E2E: not ok - }" ;;
+	"E2E: skip - "*)	l=${line#E2E: skip - }
+				tap_skip "${l% # *}" "${l##* # }" ;;
+	"E2E: diag "*)		diag "${line#E2E: diag }" ;;
+	"E2E: metric "*)	l=${line#E2E: metric }
+				diag "metric ${l% *} = ${l##* }"
+				echo "${l##* }" > "$out/metric.${l% *}" ;;
+	esac
+done < <(cat "$out/results.log" 2>/dev/null)
+
+[ $started = 1 ] || tap_fail "guest booted and started the scenarios (qemu exit $qrc)"
+if [ $done_seen = 1 ]; then
+	tap_ok "guest ran every scenario to the end"
+elif [ $qrc = 124 ] || [ $qrc = 137 ]; then
+	tap_fail "guest ran every scenario to the end (timed out after $timeout_s s)"
+else
+	tap_fail "guest ran every scenario to the end (qemu exit $qrc)"
+fi
+
+if [ -f "$out/metric.direct_read_mbps" ] && [ -f "$out/metric.gateway_read_mbps" ]; then
+	diag "$(awk -v d="$(cat "$out/metric.direct_read_mbps")" \
+		-v g="$(cat "$out/metric.gateway_read_mbps")" \
+		'BEGIN { printf "disk read throughput: direct %.2f MB/s, through the gateway %.2f MB/s, ratio %.2f", d, g, (d > 0 ? g / d : 0) }')"
+fi
+diag "wall time $((t_end - t_start)) s (preparation $((t_prep - t_start)) s, qemu $((t_end - t_prep)) s);" \
+	"logs in $out"
+
+if [ $failed -gt 0 ] || [ "${E2E_VERBOSE:-0}" = 1 ]; then
+	{
+		echo "---- guest console (ttyS0) ----"
+		tr -d '\r' < "$out/console.log" 2>/dev/null
+		echo "---- guest logs: usbgwd, usbipd/syslog, dmesg (ttyS2) ----"
+		tr -d '\r' < "$out/logs.log" 2>/dev/null
+		echo "---- qemu ----"
+		cat "$out/qemu.log" 2>/dev/null
+	} | ediag
+fi
+echo "1..$n"
+[ $failed -eq 0 ]
