@@ -359,6 +359,12 @@ parse_line(const char *line, size_t len, unsigned int controller,
 	size_t i = 0, start;
 	enum vhci_hub hub;
 
+	for (i = 0; i < len; i++) {
+		/* A NUL would cut a field short after its length was taken. */
+		if ((line[i] < 0x20 && line[i] != '\t') || line[i] > 0x7e)
+			return "byte that is not printable ASCII";
+	}
+	i = 0;
 	while (i < len) {
 		if (line[i] == ' ' || line[i] == '\t') {
 			i++;

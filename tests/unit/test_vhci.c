@@ -994,7 +994,7 @@ test_parse(void)
 	ok(ports[0].status == VHCI_ST_UNKNOWN, "lines not given stay unknown");
 
 	n = vhci_status_parse("ss  0041 005 000 00000000 0000000000000000 0-0",
-	    47, 2, 8, ports, &nbad);
+	    46, 2, 8, ports, &nbad);
 	ok(n == 1 && ports[9].status == VHCI_ST_INIT && ports[9].rhport == 1 &&
 	    ports[9].controller == 2, "the not-ready format (16-digit sockfd)");
 
@@ -1022,6 +1022,11 @@ test_parse(void)
 	buf[25] = '\0';
 	n = vhci_status_parse(buf, 37, 0, 8, ports, &nbad);
 	ok(n == 0 && nbad == 1, "a NUL inside a line");
+	/* Found by the fuzzer: a NUL inside the busid field cut it short. */
+	memcpy(buf, "hs  0000 006 003 00010002 000003 3-1.4\0\0.2\n", 43);
+	n = vhci_status_parse(buf, 43, 0, 8, ports, &nbad);
+	ok(n == 0 && nbad == 1 && ports[0].status == VHCI_ST_UNKNOWN,
+	    "a NUL inside the busid field");
 	n = vhci_status_parse(NULL, 0, 0, 8, ports, &nbad);
 	ok(n == 0 && nbad == 0, "empty status: nothing known");
 	ok(vhci_status_parse("", 0, 0, 0, ports, &nbad) == -1,
