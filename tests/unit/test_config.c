@@ -1,0 +1,428 @@
+/*
+ * usbgwd.conf parsing: defaults, every key, exporters and hooks, the
+ * dump/re-parse round trip, command-line overrides, and every error
+ * message with its FILE:LINE, all reported in one pass.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "hooks.h"
+#include "log.h"
+#include "tap.h"
+
+static struct config *
+parse(const char *text, char **errs)
+{
+	struct config *c = config_new();
+
+	*errs = NULL;
+	if (config_parse_buf(c, "t.conf", text, strlen(text), errs) != 0) {
+		config_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* One bad line: the whole error text must be exactly want. */
+static void
+bad(const char *text, const char *want)
+{
+	char *errs, desc[64];
+	struct config *c = parse(text, &errs);
+	size_t i;
+
+	snprintf(desc, sizeof(desc), "%s", text);
+	for (i = 0; desc[i] != '\0'; i++)
+		if ((unsigned char)desc[i] < 0x20)
+			desc[i] = '|';
+	ok(c == NULL, "refused: %s", desc);
+	is_str(errs, want, "message for %s", desc);
+	free(errs);
+	config_free(c);
+}
+
+static void
+test_defaults(void)
+{
+	struct config *c = config_new();
+
+	is_str(c->database, CONFIG_DEFAULT_DB, "default database");
+	is_str(c->control_socket, CONFIG_DEFAULT_SOCKET, "default socket");
+	is_int(c->control_mode, 0660, "default socket mode");
+	is_int(c->nlisten, 1, "one default listen address");
+	is_str(c->listen[0].host, "", "wildcard host");
+	is_str(c->listen[0].port, "3240", "port 3240");
+	is_int(c->poll_interval_ms, 3000, "poll 3 s");
+	is_int(c->probe_timeout_ms, 5000, "probe 5 s");
+	is_int(c->attach_pending_wait_ms, 0, "no attach wait");
+	is_int(c->show_pending, 0, "pending hidden");
+	is_int(c->max_connections, 64, "64 control connections");
+	is_int(c->max_connections_per_uid, 16, "16 per uid");
+	is_int(c->control_max_message, 65536, "64k messages");
+	is_int(c->hook_timeout_ms, 10000, "hooks 10 s");
+	is_int(c->hook_max_running, 4, "4 hooks at once");
+	is_int(c->mode, CONFIG_MODE_PROXY, "proxy mode");
+	is_int(c->vhci_controller, -1, "any vhci controller");
+	is_int(c->priv[PRIV_READ].n + c->priv[PRIV_APPROVE].n +
+	    c->priv[PRIV_ADMIN].n, 0, "no privileges beyond root");
+	config_free(c);
+}
+
+static const char full[] =
+    "# a full configuration\n"
+    "\n"
+    "database = /var/lib/usbgw/test.db\n"
+    "pid-file = none\n"
+    "log-level = debug\n"
+    "log-target = stderr\n"
+    "control-socket = /run/usbgw/c.sock\n"
+    "control-group = usbgw\n"
+    "control-socket-mode = 0666\n"
+    "max-connections = 10\n"
+    "max-connections-per-uid = 3\n"
+    "control-max-message = 128k\n"
+    "control-max-output = 2M\n"
+    "control-timeout = 1500ms\n"
+    "allow-read = alice, bob @usbgw-ro\n"
+    "allow-read = 1234\n"
+    "allow-approve = @ops\n"
+    "allow-admin = @0 carol\n"
+    "  listen = 127.0.0.1:3241\n"
+    "listen\t=\t[::1]:3242\n"
+    "listen = *:3243\n"
+    "poll-interval = 2s\n"
+    "probe-timeout = 1m\n"
+    "attach-pending-wait = 30s\n"
+    "show-pending = yes\n"
+    "max-sessions = 100\n"
+    "hook-timeout = 5s\n"
+    "hook-max-running = 2\n"
+    "mode = local\n"
+    "vhci-controller = 1\n"
+    "exporter tc17 192.0.2.17\n"
+    "exporter desk-2 [2001:db8::2]:3300\n"
+    "exporter sim localhost:4000\n"
+    "hook pending,access-request /usr/local/bin/notify --chat \"#ops\"\n"
+    "hook all logger -t usbgw \"$USBGW_EVENT\"\n"
+    "database2 = x\n";
+
+static void
+test_full(void)
+{
+	struct config *c, *c2;
+	char *errs, *dump, *dump2;
+	const char *nl;
+
+	/* The last line is wrong: everything else must still be checked. */
+	c = parse(full, &errs);
+	ok(c == NULL, "unknown key refuses the file");
+	is_str(errs, "t.conf:36: unknown key \"database2\" (see usbgwd.conf(5))\n",
+	    "unknown key reported with its line");
+	free(errs);
+
+	nl = strstr(full, "database2");
+	c = config_new();
+	ok(config_parse_buf(c, "t.conf", full, (size_t)(nl - full), &errs) == 0,
+	    "full configuration parses");
+	is_str(errs, NULL, "no errors");
+	is_str(c->database, "/var/lib/usbgw/test.db", "database");
+	is_str(c->pidfile, "", "pid-file none");
+	is_int(c->log_level, LOG_LVL_DEBUG, "log-level");
+	is_int(c->log_stderr, 1, "log-target");
+	is_str(c->control_socket, "/run/usbgw/c.sock", "control-socket");
+	is_str(c->control_group, "usbgw", "control-group");
+	is_int(c->control_mode, 0666, "control-socket-mode");
+	is_int(c->max_connections, 10, "max-connections");
+	is_int(c->max_connections_per_uid, 3, "max-connections-per-uid");
+	is_int(c->control_max_message, 128 * 1024, "control-max-message 128k");
+	is_int(c->control_max_output, 2 * 1024 * 1024, "control-max-output 2M");
+	is_int(c->control_timeout_ms, 1500, "control-timeout 1500ms");
+	is_int(c->priv[PRIV_READ].n, 4, "four read principals over two lines");
+	is_str(c->priv[PRIV_READ].p[0].name, "alice", "alice");
+	is_int(c->priv[PRIV_READ].p[2].is_group, 1, "@usbgw-ro is a group");
+	is_str(c->priv[PRIV_READ].p[2].name, "usbgw-ro", "group name");
+	is_int(c->priv[PRIV_READ].p[3].is_numeric, 1, "1234 is a uid");
+	is_int(c->priv[PRIV_READ].p[3].id, 1234, "uid 1234");
+	is_int(c->priv[PRIV_APPROVE].n, 1, "one approve principal");
+	is_int(c->priv[PRIV_ADMIN].p[0].is_group && c->priv[PRIV_ADMIN].p[0].
+	    is_numeric, 1, "@0 is a numeric group");
+	is_int(c->nlisten, 3, "three listen addresses replace the default");
+	is_str(c->listen[0].host, "127.0.0.1", "IPv4 host");
+	is_str(c->listen[0].port, "3241", "IPv4 port");
+	is_str(c->listen[1].host, "::1", "IPv6 host");
+	is_str(c->listen[1].port, "3242", "IPv6 port");
+	is_str(c->listen[2].host, "", "* is the wildcard");
+	is_int(c->poll_interval_ms, 2000, "poll-interval");
+	is_int(c->probe_timeout_ms, 60000, "probe-timeout 1m");
+	is_int(c->attach_pending_wait_ms, 30000, "attach-pending-wait");
+	is_int(c->show_pending, 1, "show-pending");
+	is_int(c->max_sessions, 100, "max-sessions");
+	is_int(c->hook_timeout_ms, 5000, "hook-timeout");
+	is_int(c->hook_max_running, 2, "hook-max-running");
+	is_int(c->mode, CONFIG_MODE_LOCAL, "mode");
+	is_int(c->vhci_controller, 1, "vhci-controller");
+	is_int(c->nexporters, 3, "three exporters");
+	is_str(c->exporters[0].name, "tc17", "exporter name");
+	is_str(c->exporters[0].addr.host, "192.0.2.17", "exporter host");
+	is_str(c->exporters[0].addr.port, "3240", "default exporter port");
+	is_int(c->exporters[0].line, 31, "exporter line");
+	is_str(c->exporters[1].addr.host, "2001:db8::2", "IPv6 exporter");
+	is_str(c->exporters[1].addr.port, "3300", "IPv6 exporter port");
+	is_int(c->nhooks, 2, "two hooks");
+	is_int(c->hooks[0].events, (1u << HOOK_EV_PENDING) |
+	    (1u << HOOK_EV_ACCESS_REQUEST), "hook event mask");
+	is_str(c->hooks[0].command, "/usr/local/bin/notify --chat \"#ops\"",
+	    "hook command kept verbatim");
+	is_int(c->hooks[1].events, HOOK_EV_ALL, "hook on all events");
+
+	/* What config_dump writes parses back to the same thing. */
+	dump = config_dump(c);
+	c2 = config_new();
+	ok(config_parse_buf(c2, "dump", dump, strlen(dump), &errs) == 0,
+	    "dump parses");
+	if (errs != NULL)
+		diag("%s", errs);
+	free(errs);
+	dump2 = config_dump(c2);
+	is_str(dump2, dump, "dump round trip is stable");
+	free(dump);
+	free(dump2);
+	config_free(c);
+	config_free(c2);
+}
+
+static void
+test_errors(void)
+{
+	char *errs;
+	struct config *c;
+
+	bad("foo\n", "t.conf:1: expected \"KEY = VALUE\", \"exporter NAME "
+	    "HOST[:PORT]\" or \"hook EVENTS COMMAND\"\n");
+	bad("= x\n", "t.conf:1: expected a key before '='\n");
+	bad("database =\n", "t.conf:1: database: expected a path, got nothing\n");
+	bad("database = a\ndatabase = b\n",
+	    "t.conf:2: database: already set at line 1\n");
+	bad("control-socket = run/x\n", "t.conf:1: control-socket: expected an "
+	    "absolute path of at most 107 bytes, got \"run/x\"\n");
+	bad("control-group = a b\n", "t.conf:1: control-group: expected a group "
+	    "name or none, got \"a b\"\n");
+	bad("control-socket-mode = 0777\n", "t.conf:1: control-socket-mode: "
+	    "expected 0600, 0660 or 0666, got \"0777\"\n");
+	bad("show-pending = maybe\n", "t.conf:1: show-pending: expected yes or "
+	    "no, got \"maybe\"\n");
+	bad("max-connections = 0\n", "t.conf:1: max-connections: expected a "
+	    "number from 1 to 4096, got \"0\"\n");
+	bad("max-connections = 12x\n", "t.conf:1: max-connections: expected a "
+	    "number from 1 to 4096, got \"12x\"\n");
+	bad("control-max-message = 10\n", "t.conf:1: control-max-message: "
+	    "expected a size from 1k to 16m, got \"10\"\n");
+	bad("control-max-message = 1q\n", "t.conf:1: control-max-message: "
+	    "expected a size in bytes (suffix k or m allowed), got \"1q\"\n");
+	bad("poll-interval = 10\xc2\xb5s\n", "t.conf:1: poll-interval: expected "
+	    "a duration like 1500ms, 30s, 10m, 2h or 1d, got \"10\xc2\xb5s\"\n");
+	bad("poll-interval = 2d\n", "t.conf:1: poll-interval: expected a "
+	    "duration from 100ms to 1h, got \"2d\"\n");
+	bad("poll-interval = 5ms\n", "t.conf:1: poll-interval: expected a "
+	    "duration from 100ms to 1h, got \"5ms\"\n");
+	bad("poll-interval = 99999999999999999999999s\n", "t.conf:1: "
+	    "poll-interval: expected a duration like 1500ms, 30s, 10m, 2h or "
+	    "1d, got \"99999999999999999999999s\"\n");
+	bad("log-level = loud\n", "t.conf:1: log-level: expected error, "
+	    "warning, info or debug, got \"loud\"\n");
+	bad("log-target = file\n", "t.conf:1: log-target: expected stderr or "
+	    "syslog, got \"file\"\n");
+	bad("mode = remote\n", "t.conf:1: mode: expected proxy or local, got "
+	    "\"remote\"\n");
+	bad("vhci-controller = 99\n", "t.conf:1: vhci-controller: expected a "
+	    "controller number from 0 to 31 or any, got \"99\"\n");
+	bad("allow-read = alice b;ob\n", "t.conf:1: allow-read: expected a user "
+	    "name, uid, @group or @gid, got \"b;ob\"\n");
+	bad("allow-admin = @\n", "t.conf:1: allow-admin: expected a user name, "
+	    "uid, @group or @gid, got \"@\"\n");
+	bad("listen = ::1:3240\n", "t.conf:1: listen: expected [ADDRESS]:PORT "
+	    "for an IPv6 address, got \"::1:3240\"\n");
+	bad("listen = [::1\n", "t.conf:1: listen: expected ']' after an IPv6 "
+	    "address, got \"[::1\"\n");
+	bad("listen = host:0\n", "t.conf:1: listen: expected a port number from "
+	    "1 to 65535, got \"host:0\"\n");
+	bad("listen = host:\n", "t.conf:1: listen: expected a port number, got "
+	    "\"host:\"\n");
+	bad("listen = ho/st:1\n", "t.conf:1: listen: expected a host name or "
+	    "address, got \"ho/st:1\"\n");
+	bad("database = \"/x\n", "t.conf:1: database: expected a closing '\"'\n");
+	bad("exporter tc17\n", "t.conf:1: expected \"exporter NAME "
+	    "HOST[:PORT]\"\n");
+	bad("exporter tc17 h:1 extra\n", "t.conf:1: expected \"exporter NAME "
+	    "HOST[:PORT]\"\n");
+	bad("exporter a/b h:1\n", "t.conf:1: exporter: expected a name of 1 to "
+	    "31 letters, digits, '.', '-' or '_', got \"a/b\"\n");
+	bad("exporter a *:1\n", "t.conf:1: exporter a: expected a host, got "
+	    "\"*:1\"\n");
+	bad("exporter a h:99999\n", "t.conf:1: exporter a: expected a port "
+	    "number from 1 to 65535, got \"h:99999\"\n");
+	bad("exporter a h\nexporter a g\n", "t.conf:2: exporter a: already "
+	    "declared at line 1\n");
+	bad("hook pending\n", "t.conf:1: expected \"hook EVENT[,EVENT...] "
+	    "COMMAND\"\n");
+	bad("hook pending,plugged /bin/true\n", "t.conf:1: hook: expected an "
+	    "event name (pending, access-request, approve, deny, revoke, "
+	    "identity-change, gone, attach, detach, probed, exporter-up, "
+	    "exporter-down, policy or all), got \"plugged\"\n");
+	bad("hook , /bin/true\n", "t.conf:1: hook: expected at least one "
+	    "event\n");
+	bad("database = a\x01\n", "t.conf:1: expected text, got control "
+	    "character 0x01\n");
+
+	/* All errors of a file in one pass, in line order. */
+	c = parse("# ok\nfoo = 1\nlisten = x:y\n\npoll-interval = 1\n"
+	    "show-pending = 2\nexporter e h\nexporter e h\n", &errs);
+	ok(c == NULL, "file with several errors refused");
+	is_str(errs,
+	    "t.conf:2: unknown key \"foo\" (see usbgwd.conf(5))\n"
+	    "t.conf:3: listen: expected a port number from 1 to 65535, got "
+	    "\"x:y\"\n"
+	    "t.conf:6: show-pending: expected yes or no, got \"2\"\n"
+	    "t.conf:8: exporter e: already declared at line 7\n",
+	    "every error reported at once");
+	free(errs);
+
+	/* A NUL byte and an overlong line. */
+	{
+		char buf[CONFIG_MAX_LINE + 64];
+
+		c = config_new();
+		ok(config_parse_buf(c, "t.conf", "pid-file = b\n\0\n", 15, &errs) != 0,
+		    "NUL byte refused");
+		is_str(errs, "t.conf:2: expected text, got a NUL byte\n",
+		    "NUL byte message");
+		free(errs);
+		memset(buf, 'x', sizeof(buf));
+		ok(config_parse_buf(c, "t.conf", buf, sizeof(buf), &errs) != 0,
+		    "overlong line refused");
+		is_str(errs, "t.conf:1: line longer than 4096 bytes\n",
+		    "overlong line message");
+		free(errs);
+		config_free(c);
+	}
+
+	/* The error list is bounded. */
+	{
+		char *many = NULL;
+		size_t i;
+		int nl = 0;
+
+		many = calloc(200, 8);
+		for (i = 0; i < 200; i++)
+			strcat(many, "bogus\n");
+		c = parse(many, &errs);
+		ok(c == NULL, "200 bad lines refused");
+		for (i = 0; errs != NULL && errs[i] != '\0'; i++)
+			nl += errs[i] == '\n';
+		is_int(nl, CONFIG_MAX_ERRORS + 1, "errors capped, then one "
+		    "'too many errors' line");
+		ok(errs != NULL && strstr(errs, "t.conf: too many errors, "
+		    "giving up\n") != NULL, "too many errors line");
+		free(errs);
+		free(many);
+	}
+}
+
+static void
+test_set_and_load(void)
+{
+	struct config *c = config_new();
+	char err[256], *errs, path[] = "/tmp/test_config.XXXXXX";
+	FILE *f;
+	int fd;
+
+	is_int(config_set(c, "database", "/tmp/x.db", err, sizeof(err)), 0,
+	    "set database");
+	is_str(c->database, "/tmp/x.db", "database overridden");
+	is_int(config_set(c, "nope", "1", err, sizeof(err)), -1, "unknown key");
+	is_str(err, "unknown key \"nope\"", "unknown key message");
+	is_int(config_set(c, "poll-interval", "x", err, sizeof(err)), -1,
+	    "bad value");
+	is_str(err, "poll-interval: expected a duration like 1500ms, 30s, 10m, "
+	    "2h or 1d, got \"x\"", "bad value message");
+	is_int(config_set(c, "listen", "127.0.0.1:5000", err, sizeof(err)), 0,
+	    "first -l");
+	is_int(config_set(c, "listen", "[::1]:5000", err, sizeof(err)), 0,
+	    "second -l");
+	is_int(c->nlisten, 2, "flags replace the default listen, then add");
+	is_str(c->listen[1].host, "::1", "second listen host");
+
+	/* A missing file is fine unless required. */
+	errs = NULL;
+	is_int(config_load(c, "/nonexistent/usbgwd.conf", 0, &errs), 0,
+	    "missing optional file");
+	is_int(config_load(c, "/nonexistent/usbgwd.conf", 1, &errs), -1,
+	    "missing required file");
+	is_str(errs, "/nonexistent/usbgwd.conf: No such file or directory\n",
+	    "missing file message");
+	free(errs);
+
+	fd = mkstemp(path);
+	f = fdopen(fd, "w");
+	fputs("poll-interval = 250ms\nbogus = 1\n", f);
+	fclose(f);
+	is_int(config_load(c, path, 1, &errs), -1, "file with an error");
+	ok(errs != NULL && strstr(errs, ":2: unknown key \"bogus\"") != NULL &&
+	    strncmp(errs, path, strlen(path)) == 0, "error names the file path");
+	free(errs);
+	f = fopen(path, "w");
+	fputs("poll-interval = 250ms\n", f);
+	fclose(f);
+	config_free(c);
+	c = config_new();
+	is_int(config_load(c, path, 1, &errs), 0, "good file loads");
+	is_int(c->poll_interval_ms, 250, "value from the file");
+	is_str(c->path, path, "path recorded");
+	unlink(path);
+	is_int(config_load(c, "/tmp", 1, &errs), -1, "a directory is refused");
+	is_str(errs, "/tmp: not a regular file\n", "directory message");
+	free(errs);
+	config_free(c);
+}
+
+static void
+test_durations(void)
+{
+	uint64_t ms;
+	const char *es;
+
+	is_int(config_parse_duration("30s", UINT64_MAX, &ms, &es), 0, "30s");
+	is_int(ms, 30000, "30s in ms");
+	is_int(config_parse_duration("10m", UINT64_MAX, &ms, &es), 0, "10m");
+	is_int(ms, 600000, "10m in ms");
+	is_int(config_parse_duration("2h", UINT64_MAX, &ms, &es), 0, "2h");
+	is_int(ms, 7200000, "2h in ms");
+	is_int(config_parse_duration("1d", UINT64_MAX, &ms, &es), 0, "1d");
+	is_int(ms, 86400000, "1d in ms");
+	is_int(config_parse_duration("45", UINT64_MAX, &ms, &es), 0, "bare");
+	is_int(ms, 45000, "bare number is seconds");
+	is_int(config_parse_duration("1500ms", UINT64_MAX, &ms, &es), 0, "ms");
+	is_int(ms, 1500, "1500ms");
+	ok(config_parse_duration("", UINT64_MAX, &ms, &es) == -1, "empty");
+	ok(config_parse_duration("-1s", UINT64_MAX, &ms, &es) == -1, "negative");
+	ok(config_parse_duration("1.5h", UINT64_MAX, &ms, &es) == -1, "fraction");
+	ok(config_parse_duration("1 h", UINT64_MAX, &ms, &es) == -1, "space");
+	ok(config_parse_duration("1w", UINT64_MAX, &ms, &es) == -1, "weeks");
+	is_str(es, "unit must be ms, s, m, h or d", "unit message");
+	ok(config_parse_duration("2h", 3600000, &ms, &es) == -1, "over max");
+	is_str(es, "too large", "over max message");
+}
+
+int
+main(void)
+{
+	test_defaults();
+	test_full();
+	test_errors();
+	test_set_and_load();
+	test_durations();
+	return done_testing();
+}
