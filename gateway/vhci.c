@@ -39,6 +39,7 @@ struct vhci {
 	struct vhci_port	*ports;		/* nports, by global number */
 	unsigned int		*roothub;	/* 2 per controller: busnum or 0 */
 	unsigned int		*bad;		/* malformed lines per controller */
+	unsigned char		*first_read;	/* per controller: not read yet */
 	char			*statbuf;	/* VHCI_STATUS_MAX */
 };
 
@@ -435,9 +436,10 @@ parse_line(const char *line, size_t len, unsigned int controller,
 	return NULL;
 }
 
-int
-vhci_status_parse(const char *buf, size_t len, unsigned int controller,
-    unsigned int hc_ports, struct vhci_port *ports, unsigned int *nbad)
+static int
+status_parse(const char *buf, size_t len, unsigned int controller,
+    unsigned int hc_ports, struct vhci_port *ports, unsigned int *nbad,
+    int verbose)
 {
 	unsigned char seen[2 * VHCI_MAX_HC_PORTS];
 	struct vhci_port p;
@@ -464,7 +466,8 @@ vhci_status_parse(const char *buf, size_t len, unsigned int controller,
 		if (llen == 0)
 			goto next;
 		if (llen > VHCI_LINE_MAX) {
-			bad_line(controller, line, llen, "line too long");
+			if (verbose)
+				bad_line(controller, line, llen, "line too long");
 			bad++;
 			goto next;
 		}
@@ -472,14 +475,16 @@ vhci_status_parse(const char *buf, size_t len, unsigned int controller,
 			goto next;	/* the header */
 		if ((why = parse_line(line, llen, controller, hc_ports,
 		    &p)) != NULL) {
-			bad_line(controller, line, llen, why);
+			if (verbose)
+				bad_line(controller, line, llen, why);
 			bad++;
 			goto next;
 		}
 		idx = p.port - controller * 2 * hc_ports;
 		if (seen[idx]) {
 			/* Two answers for one port: believe neither. */
-			bad_line(controller, line, llen, "port listed twice");
+			if (verbose)
+				bad_line(controller, line, llen, "port listed twice");
 			bad++;
 			if (ports[idx].status != VHCI_ST_UNKNOWN)
 				filled--;
@@ -498,6 +503,13 @@ next:
 	if (nbad != NULL)
 		*nbad = bad;
 	return filled;
+}
+
+int
+vhci_status_parse(const char *buf, size_t len, unsigned int controller,
+    unsigned int hc_ports, struct vhci_port *ports, unsigned int *nbad)
+{
+	return status_parse(buf, len, controller, hc_ports, ports, nbad, 1);
 }
 
 /* ---- open, refresh ---------------------------------------------------- */
@@ -541,6 +553,7 @@ vhci_refresh_controller(struct vhci *v, unsigned int c)
 {
 	char path[VHCI_PATH_MAX];
 	struct vhci_port *ports;
+	unsigned int prev;
 	ssize_t n;
 	int filled;
 
@@ -557,8 +570,20 @@ vhci_refresh_controller(struct vhci *v, unsigned int c)
 		vhci_status_parse(NULL, 0, c, v->hc_ports, ports, NULL);
 		return -1;
 	}
-	filled = vhci_status_parse(v->statbuf, (size_t)n, c, v->hc_ports,
-	    ports, &v->bad[c]);
+	/*
+	 * The daemon re-reads status often (every attach, every check of a
+	 * direct attachment): name each malformed line only when the count
+	 * changes, not on every read.
+	 */
+	prev = v->bad[c];
+	filled = status_parse(v->statbuf, (size_t)n, c, v->hc_ports, ports,
+	    &v->bad[c], 0);
+	if (v->bad[c] == prev && !v->first_read[c])
+		return 0;
+	v->first_read[c] = 0;
+	if (v->bad[c] != 0)
+		status_parse(v->statbuf, (size_t)n, c, v->hc_ports, ports,
+		    &v->bad[c], 1);
 	if (filled < (int)(2 * v->hc_ports))
 		log_warnx("vhci: controller %u: %u of %u ports unknown "
 		    "(%u malformed status lines)", c,
@@ -722,6 +747,8 @@ vhci_open(const struct vhci_params *params)
 	v->roothub = xcalloc(2 * (size_t)v->ncontrollers,
 	    sizeof(*v->roothub));
 	v->bad = xcalloc(v->ncontrollers, sizeof(*v->bad));
+	v->first_read = xmalloc(v->ncontrollers);
+	memset(v->first_read, 1, v->ncontrollers);
 	for (c = 0; c < v->ncontrollers; c++)
 		find_roothubs(v, c);
 	if (vhci_refresh(v) == -1) {
@@ -751,6 +778,7 @@ vhci_free(struct vhci *v)
 	free(v->ports);
 	free(v->roothub);
 	free(v->bad);
+	free(v->first_read);
 	free(v->statbuf);
 	free(v);
 }
