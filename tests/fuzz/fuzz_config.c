@@ -1,0 +1,92 @@
+/*
+ * libFuzzer harness for the usbgwd.conf parser (config.c).
+ *
+ * Input: the file's bytes.  Besides ASan/UBSan cleanliness it checks that:
+ *  - the parser accepts or refuses with at least one "NAME:LINE: ..."
+ *    message, never more than CONFIG_MAX_ERRORS + 1 lines;
+ *  - every string of an accepted config is NUL-terminated within its field
+ *    and the counts are within their bounds;
+ *  - config_dump() of an accepted config parses again to the same dump.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+#define CHECK(c) do {							\
+	if (!(c)) {							\
+		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\
+		    __LINE__, #c);					\
+		abort();						\
+	}								\
+} while (0)
+
+#define TERMINATED(f)	CHECK(memchr((f), '\0', sizeof(f)) != NULL)
+
+static void
+check_bounds(const struct config *c)
+{
+	size_t i, j;
+
+	TERMINATED(c->database);
+	TERMINATED(c->pidfile);
+	TERMINATED(c->control_socket);
+	TERMINATED(c->control_group);
+	CHECK(c->nlisten <= CONFIG_MAX_LISTEN);
+	CHECK(c->nexporters <= CONFIG_MAX_EXPORTERS);
+	CHECK(c->nhooks <= CONFIG_MAX_HOOKS);
+	for (i = 0; i < c->nlisten; i++) {
+		TERMINATED(c->listen[i].host);
+		TERMINATED(c->listen[i].port);
+	}
+	for (i = 0; i < c->nexporters; i++) {
+		TERMINATED(c->exporters[i].name);
+		CHECK(c->exporters[i].addr.host[0] != '\0');
+	}
+	for (i = 0; i < c->nhooks; i++) {
+		TERMINATED(c->hooks[i].command);
+		CHECK(c->hooks[i].events != 0);
+	}
+	for (i = PRIV_READ; i <= PRIV_ADMIN; i++) {
+		CHECK(c->priv[i].n <= CONFIG_MAX_PRINCIPALS);
+		for (j = 0; j < c->priv[i].n; j++)
+			TERMINATED(c->priv[i].p[j].name);
+	}
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct config *c, *c2;
+	char *errs = NULL, *errs2 = NULL, *d1, *d2;
+	size_t i, lines = 0;
+
+	c = config_new();
+	if (config_parse_buf(c, "f", (const char *)data, size, &errs) != 0) {
+		CHECK(errs != NULL && strncmp(errs, "f:", 2) == 0);
+		for (i = 0; errs[i] != '\0'; i++)
+			lines += errs[i] == '\n';
+		CHECK(lines >= 1 && lines <= CONFIG_MAX_ERRORS + 1);
+		free(errs);
+		config_free(c);
+		return 0;
+	}
+	CHECK(errs == NULL);
+	check_bounds(c);
+	d1 = config_dump(c);
+	c2 = config_new();
+	if (config_parse_buf(c2, "dump", d1, strlen(d1), &errs2) != 0) {
+		fprintf(stderr, "dump does not parse:\n%s\n%s", d1, errs2);
+		abort();
+	}
+	d2 = config_dump(c2);
+	CHECK(strcmp(d1, d2) == 0);
+	free(d1);
+	free(d2);
+	config_free(c);
+	config_free(c2);
+	return 0;
+}
