@@ -1,0 +1,312 @@
+/*
+ * usbgw-sim: a USB/IP exporter of emulated devices, behaving like the
+ * kernel's usbip-host behind usbipd.  See contrib/sim/README.md.
+ *
+ * Objects:
+ *  - sim_spec: what the config file or a `plug` command says about one
+ *    device (identity and options); comparable, so a reload can tell
+ *    what changed;
+ *  - sim_dev: an exported device built from a spec: descriptors,
+ *    endpoints and their runtime state; owned by at most one connection;
+ *  - sim_conn: one TCP connection, op phase then (after a successful
+ *    import) URB phase;
+ *  - sim_urb: a submitted URB the device has not completed yet.
+ */
+#ifndef USBGW_SIM_H
+#define USBGW_SIM_H
+
+#include <sys/queue.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <event2/event.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "usbip.h"
+
+/* Limits (named, documented in usbgw-sim.1 and README.md). */
+#define SIM_MAX_DEVICES		256
+#define SIM_MAX_CONNS		64		/* default for -m */
+#define SIM_MAX_CONNS_LIMIT	4096
+#define SIM_MAX_URBS		1024		/* in flight per connection */
+#define SIM_MAX_URBS_LIMIT	65536
+#define SIM_MAX_PENDING		(64u << 20)	/* queued OUT bytes per conn */
+#define SIM_OUT_HIWAT		(8u << 20)	/* stop reading above this */
+#define SIM_OUT_LOWAT		(1u << 20)	/* resume below this */
+#define SIM_IN_HIWAT		(USBIP_MAX_URB_PDU + (1u << 20))
+#define SIM_READ_CHUNK		(256u << 10)	/* bytes asked of one readv() */
+#define SIM_OP_TIMEOUT		30		/* seconds for the op phase */
+#define SIM_FIFO_DEFAULT	(4u << 20)
+#define SIM_FIFO_MIN		64
+#define SIM_FIFO_MAX		(64u << 20)
+#define SIM_ISO_FIFO		(64u << 10)
+#define SIM_MAX_KEYS		1024		/* characters in a key script */
+#define SIM_MAX_STRING		126		/* UTF-16 units in a string */
+#define SIM_MAX_INTF		4
+#define SIM_MAX_CTL		16		/* control clients */
+#define SIM_CTL_LINE		4096
+#define SIM_MAX_ERRORS		20		/* config errors reported */
+#define SIM_MAX_LISTEN		8
+
+enum sim_type {
+	SIM_KEYBOARD,
+	SIM_STORAGE,
+	SIM_COMPOSITE,
+	SIM_AUDIO,
+	SIM_SOURCESINK,
+};
+
+enum sim_pattern {
+	SIM_PATTERN_MOD63,	/* byte i of a transfer is i % 63, as g_zero */
+	SIM_PATTERN_ZERO,
+};
+
+struct sim_spec {
+	char		 busid[USBIP_BUSID_SIZE];
+	enum sim_type	 type;
+	bool		 has_type;
+	uint16_t	 vendor;
+	uint16_t	 product;
+	uint16_t	 bcd_device;
+	uint32_t	 speed;		/* enum usbip_speed */
+	uint32_t	 devnum;	/* 0: assigned */
+	char		*manufacturer;	/* NULL: no string */
+	char		*product_name;
+	char		*serial;
+	char		*keys;		/* key script, NUL-terminated */
+	uint32_t	 interval_ms;	/* between two HID reports */
+	bool		 repeat;	/* restart the key script at its end */
+	uint32_t	 fifo_size;	/* loopback FIFO bound */
+	enum sim_pattern pattern;
+	int		 line;		/* where it was defined, 0: not a file */
+	unsigned	 set;		/* SPEC_* given explicitly */
+};
+#define SPEC_VENDOR	0x001
+#define SPEC_PRODUCT	0x002
+#define SPEC_BCD	0x004
+#define SPEC_SPEED	0x008
+#define SPEC_MANUF	0x010
+#define SPEC_PRODNAME	0x020
+#define SPEC_SERIAL	0x040
+#define SPEC_KEYS	0x080
+#define SPEC_INTERVAL	0x100
+#define SPEC_FIFO	0x200
+#define SPEC_PATTERN	0x400
+#define SPEC_REPEAT	0x800
+
+/* What an endpoint does with URBs. */
+enum sim_ep_kind {
+	EPK_NONE = 0,
+	EPK_HID_IN,		/* interrupt IN: key script reports */
+	EPK_LOOP_IN,		/* bulk IN: mass-storage loopback FIFO */
+	EPK_LOOP_OUT,		/* bulk OUT: into the loopback FIFO */
+	EPK_SOURCE_IN,		/* bulk IN: pattern, at once */
+	EPK_SINK_OUT,		/* bulk OUT: discarded */
+	EPK_ISO_IN,		/* iso IN: from the ISO FIFO */
+	EPK_ISO_OUT,		/* iso OUT: into the ISO FIFO */
+};
+
+struct sim_urb;
+TAILQ_HEAD(sim_urbq, sim_urb);
+
+struct sim_ep {
+	enum sim_ep_kind kind;
+	uint8_t		 addr;		/* bEndpointAddress */
+	uint8_t		 xfer;		/* USB_XFER_* */
+	uint16_t	 maxp;
+	uint8_t		 binterval;
+	uint8_t		 intf;		/* interface it belongs to */
+	uint8_t		 alt;		/* alternate setting it needs */
+	bool		 halted;
+	struct sim_urbq	 queue;		/* URBs waiting on this endpoint */
+};
+
+struct sim_conn;
+
+struct sim_dev {
+	TAILQ_ENTRY(sim_dev) entry;
+	struct sim_spec	 spec;
+	bool		 from_config;	/* reload may remove it */
+	uint32_t	 busnum;
+	uint32_t	 devnum;
+	char		 path[USBIP_PATH_SIZE];
+	struct sim_conn	*owner;		/* importing connection or NULL */
+
+	/* Descriptors, built once from the spec. */
+	uint8_t		 devdesc[18];
+	uint8_t		*cfgdesc;
+	size_t		 cfglen;
+	uint8_t		 nintf;
+	struct usbip_intf intf[SIM_MAX_INTF];
+	uint8_t		 nalt[SIM_MAX_INTF];	/* alternate settings */
+	int		 hid_intf;		/* -1: none */
+	int		 msc_intf;
+	struct sim_ep	 ep[2][16];		/* [USBIP_DIR_*][number] */
+
+	/* Runtime state, reset at every import and release. */
+	uint8_t		 config;
+	uint8_t		 alt[SIM_MAX_INTF];
+	struct evbuffer	*fifo;			/* bulk loopback */
+	struct evbuffer	*isofifo;
+	size_t		 key_report;		/* next report of the script */
+	uint64_t	 next_report_us;
+	struct event	*hid_timer;
+	uint8_t		 hid_idle;
+	uint8_t		 hid_protocol;
+	uint8_t		 hid_leds;
+	uint32_t	 frame;
+
+	/* Counters since plugged. */
+	uint64_t	 nimports;
+	uint64_t	 nurbs;
+	uint64_t	 bytes_out;
+	uint64_t	 bytes_in;
+};
+TAILQ_HEAD(sim_devq, sim_dev);
+
+enum sim_conn_state {
+	CONN_OP,	/* waiting for OP_REQ_DEVLIST / OP_REQ_IMPORT */
+	CONN_URB,	/* imported: CMD_SUBMIT / CMD_UNLINK */
+	CONN_FLUSH,	/* reply queued, close once written */
+	CONN_DEAD,	/* closed, freed from the loop */
+};
+
+struct sim_urb {
+	TAILQ_ENTRY(sim_urb) centry;	/* conn->urbs */
+	TAILQ_ENTRY(sim_urb) qentry;	/* ep->queue */
+	struct sim_conn	*conn;
+	struct sim_ep	*ep;		/* set while queued */
+	uint32_t	 seqnum;
+	uint32_t	 epnum;
+	uint32_t	 dir;
+	uint32_t	 length;	/* transfer_buffer_length */
+	uint32_t	 flags;		/* transfer_flags */
+	uint32_t	 npackets;	/* ISO only */
+	struct usbip_iso_desc *iso;
+	struct evbuffer	*data;		/* OUT data not yet consumed */
+	bool		 queued;	/* on ep->queue */
+};
+
+struct sim_conn {
+	TAILQ_ENTRY(sim_conn) entry;
+	unsigned	 id;
+	enum sim_conn_state state;
+	int		 fd;
+	struct event	*rev;		/* readable */
+	struct event	*wev;		/* writable, added while out is not empty */
+	struct evbuffer	*in;
+	struct evbuffer	*out;
+	struct event	*timeout;
+	char		 peer[64];
+	struct sim_dev	*dev;
+	uint32_t	 devid;
+	struct sim_urbq	 urbs;
+	unsigned	 nurbs;
+	size_t		 pending_bytes;
+	bool		 read_paused;
+	bool		 have_hdr;	/* hdr/lay describe the next PDU */
+	struct usbip_urb_hdr hdr;
+	struct usbip_urb_layout lay;
+};
+TAILQ_HEAD(sim_connq, sim_conn);
+
+/* Global settings and state (sim.c). */
+struct sim {
+	struct event_base *base;
+	struct sim_devq	 devs;
+	struct sim_connq conns;
+	unsigned	 nconns;
+	unsigned	 max_conns;
+	unsigned	 max_urbs;
+	bool		 legacy_status;
+	FILE		*pdulog;
+	const char	*conffile;
+};
+extern struct sim sim;
+
+/* conf.c: config file, plug arguments. */
+struct sim_conf {
+	struct sim_spec	*specs;
+	size_t		 nspecs;
+	char		*listen[SIM_MAX_LISTEN];
+	size_t		 nlisten;
+	int		 legacy_status;		/* -1: not set */
+	long long	 max_conns;		/* 0: not set */
+	long long	 max_urbs;
+};
+int		 conf_load(const char *path, struct sim_conf *);
+int		 conf_load_string(const char *name, const char *text,
+		    struct sim_conf *);
+void		 conf_clear(struct sim_conf *);
+void		 spec_init(struct sim_spec *, const char *busid);
+void		 spec_clear(struct sim_spec *);
+void		 spec_copy(struct sim_spec *, const struct sim_spec *);
+bool		 spec_equal(const struct sim_spec *, const struct sim_spec *);
+int		 spec_set(struct sim_spec *, const char *key, const char *value,
+		    char *err, size_t errsz);
+/* Check a complete spec and fill what was not given from its type. */
+int		 spec_finish(struct sim_spec *, char *err, size_t errsz);
+const char	*sim_type_name(enum sim_type);
+/* Split a control line into words (quotes, escapes); returns count or -1. */
+int		 conf_split(char *line, char **argv, int maxargs,
+		    const char **err);
+extern const char sim_default_conf[];
+
+/* device.c */
+struct sim_dev	*dev_new(const struct sim_spec *, bool from_config,
+		    char *err, size_t errsz);
+void		 dev_free(struct sim_dev *);
+struct sim_dev	*dev_find(const char *busid);
+void		 dev_add(struct sim_dev *);
+void		 dev_remove(struct sim_dev *);	/* closes its import */
+void		 dev_record(const struct sim_dev *, struct usbip_dev *);
+void		 dev_attach(struct sim_dev *, struct sim_conn *);
+void		 dev_release(struct sim_dev *);
+/* The endpoint if the device has it in any alternate setting. */
+struct sim_ep	*dev_ep_any(struct sim_dev *, uint32_t dir, uint32_t num);
+/* Complete or queue u (endpoint 0 included); u is the device's now. */
+void		 dev_submit(struct sim_dev *, struct sim_urb *,
+		    const uint8_t setup[8]);
+
+/* Boot keyboard usage for an ASCII character; -1 if it has none. */
+int		 hid_key(int c, uint8_t *modifier, uint8_t *usage);
+
+/* conn.c */
+void		 conn_accept(int fd, const struct sockaddr *, int socklen);
+void		 conn_close(struct sim_conn *, const char *why);
+/* Write what the connection has queued (after completions off a timer). */
+void		 conn_flush(struct sim_conn *);
+void		 conn_closeall(void);
+/*
+ * Completing a URB writes its RET_SUBMIT and frees it (taking it off
+ * its endpoint queue).  urb_done: no data (OUT, or a status only);
+ * urb_done_buf: IN data copied from buf; urb_done_evbuf: IN data moved
+ * from src; urb_done_pattern: IN data from the static pattern, not
+ * copied; urb_done_iso: ISO, packed IN data moved from `packed` (NULL
+ * for OUT), descriptors from u->iso.
+ */
+void		 urb_done(struct sim_urb *, int32_t status, uint32_t actual);
+void		 urb_done_buf(struct sim_urb *, int32_t status,
+		    const void *buf, uint32_t len);
+void		 urb_done_evbuf(struct sim_urb *, int32_t status,
+		    struct evbuffer *src, uint32_t len);
+void		 urb_done_pattern(struct sim_urb *, enum sim_pattern,
+		    uint32_t len);
+void		 urb_done_iso(struct sim_urb *, struct evbuffer *packed,
+		    uint32_t actual, int32_t start_frame);
+void		 urb_free(struct sim_urb *);
+void		 pdulog_flush(void);
+
+/* ctl.c */
+int		 ctl_open(const char *path);
+void		 ctl_close(void);
+
+/* sim.c */
+void		 sim_reload(void);
+int		 sim_plug(const struct sim_spec *, bool from_config,
+		    char *err, size_t errsz);
+
+#endif
