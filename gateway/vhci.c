@@ -34,6 +34,7 @@ struct vhci {
 	unsigned int		 backoff_us;
 
 	unsigned int		 ncontrollers;
+	int			 only;		/* attach to this controller, -1 any */
 	unsigned int		 hc_ports;
 	unsigned int		 nports;
 	struct vhci_port	*ports;		/* nports, by global number */
@@ -532,6 +533,19 @@ vhci_nports(const struct vhci *v)
 	return v->nports;
 }
 
+int
+vhci_restrict_controller(struct vhci *v, int c)
+{
+	if (c < -1 || (c >= 0 && (unsigned int)c >= v->ncontrollers)) {
+		log_warnx("vhci: no controller %d (there are %u)", c,
+		    v->ncontrollers);
+		errno = EINVAL;
+		return -1;
+	}
+	v->only = c;
+	return 0;
+}
+
 const struct vhci_port *
 vhci_port(const struct vhci *v, unsigned int port)
 {
@@ -737,6 +751,7 @@ vhci_open(const struct vhci_params *params)
 		goto fail;
 	}
 	v->ncontrollers = c;
+	v->only = -1;
 	v->nports = (unsigned int)nports;
 	v->hc_ports = v->nports / (2 * c);
 	v->ports = xcalloc(v->nports, sizeof(*v->ports));
@@ -793,6 +808,8 @@ first_free(const struct vhci *v, enum vhci_hub hub,
 	unsigned int c, r;
 
 	for (c = 0; c < v->ncontrollers; c++) {
+		if (v->only != -1 && c != (unsigned int)v->only)
+			continue;
 		for (r = 0; r < v->hc_ports; r++) {
 			p = &v->ports[c * 2 * v->hc_ports +
 			    (hub == VHCI_HUB_SS ? v->hc_ports : 0) + r];

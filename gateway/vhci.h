@@ -122,6 +122,12 @@ unsigned int	 vhci_ncontrollers(const struct vhci *);
 unsigned int	 vhci_hc_ports(const struct vhci *);	/* ports per root hub */
 unsigned int	 vhci_nports(const struct vhci *);	/* all of them */
 
+/*
+ * Attach only to controller c (config "vhci-controller"); -1, the
+ * default, uses every controller.  -1/EINVAL if c does not exist.
+ */
+int		 vhci_restrict_controller(struct vhci *, int c);
+
 /* Re-read every status file, or one controller's.  0, or -1 (logged). */
 int		 vhci_refresh(struct vhci *);
 int		 vhci_refresh_controller(struct vhci *, unsigned int);

@@ -776,6 +776,16 @@ test_busy_and_controllers(void)
 	rv = vhci_attach(v, fd, 0x10031, USBIP_SPEED_SUPER, &port);
 	ok(rv == 0 && port == 8, "a superspeed device still fits (port 8)");
 
+	/* Restricted to controller 2 (config "vhci-controller 2"). */
+	ok(vhci_restrict_controller(v, 3) == -1 && errno == EINVAL,
+	    "no controller 3 to restrict to");
+	ok(vhci_restrict_controller(v, 2) == 0, "restrict to controller 2");
+	rv = vhci_attach(v, fd, 0x10033, USBIP_SPEED_SUPER, &port);
+	ok(rv == 0 && port == 40, "superspeed on controller 2: port 40");
+	vhci_restrict_controller(v, -1);
+	rv = vhci_attach(v, fd, 0x10034, USBIP_SPEED_SUPER, &port);
+	ok(rv == 0 && port == 9, "any controller again: port 9");
+
 	/* A port freed behind our back is found by the full re-read. */
 	fk_free_port(33);
 	rv = vhci_attach(v, fd, 0x10032, USBIP_SPEED_HIGH, &port);
