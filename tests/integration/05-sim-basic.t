@@ -10,7 +10,7 @@
 . "$(dirname "$0")/../lib/sim.sh"
 
 need_prog "$SIM" socat
-plan 69
+plan 71
 
 cat >"$T/sim.conf" <<'EOF'
 # test devices
@@ -216,6 +216,24 @@ like "$ERR" "bad\\.conf:6: expected '\\{' after 'device 1-3'" "syntax error with
 run "$SIM" -c "$T/sim.conf" -l 0.0.0.0:0
 isnt "$RC" 0 "a non-loopback listen address needs -A"
 like "$ERR" 'not a loopback address' "... and says so"
+
+if ip -6 addr show dev lo 2>/dev/null | grep -q '::1/'; then
+	rm -f "$T/v6.port"
+	start_bg v6 "$SIM" -c "$T/sim.conf" -l '[::1]:0' -p "$T/v6.port"
+	wait_file "$T/v6.port" 10
+	v6port=$(cat "$T/v6.port" 2>/dev/null)
+	if command -v usbip >/dev/null 2>&1; then
+		run usbip --tcp-port "$v6port" list -r ::1
+		like "$OUT" '1-1: ' "IPv6: listening on [::1], usbip list -r ::1 works"
+	else
+		run bash -c "exec 3<>/dev/tcp/::1/$v6port"
+		check "$RC" "IPv6: listening on [::1]"
+	fi
+	like "$(cat "$(bg_log v6)")" 'listening on \[::1\]:[0-9]+' "IPv6 listener logged as [addr]:port"
+	stop_bg v6
+else
+	skip 2 "no IPv6 loopback"
+fi
 
 run "$SIM" --help
 check "$RC" "--help exits 0"
