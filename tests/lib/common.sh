@@ -1,0 +1,447 @@
+# tests/lib/common.sh -- shared helpers for the integration tests (bash).
+#
+# Source it first thing in a tests/integration/NN-name.t script:
+#
+#	. "$(dirname "$0")/../lib/common.sh"
+#	plan 3
+#	port=$(free_port)
+#	start_bg sim "$SIM" -l "127.0.0.1:$port" ...
+#	wait_port "$port" || bail_out "simulator did not start"
+#	run "$TC" import "127.0.0.1:$port" 1-1
+#	is "$RC" 0 "import succeeds"
+#	like "$OUT" 'busnum=' "import prints the record"
+#	done_testing
+#
+# What it gives a test:
+#   - TAP: plan, skip_all, ok/nok (run a command), check (a status),
+#     is/isnt/like/unlike, num_cmp, pass/fail, skip, diag/note, bail_out,
+#     TODO="reason" for known failures, done_testing (exit status =
+#     number of failures);
+#   - run CMD...: runs CMD with a timeout, sets OUT, ERR and RC;
+#   - a private temp dir $T (kept when a test fails or KEEP_TMP=1);
+#   - background processes: start_bg NAME CMD..., stop_bg NAME [SIG],
+#     bg_pid NAME, bg_log NAME, wait_bg NAME [SECONDS] (sets RC);
+#     everything started is killed, by pid, when the script exits;
+#   - readiness: free_port, wait_port PORT, wait_file FILE, wait_log NAME
+#     ERE, wait_for CMD (each with a timeout; most can stop early when a
+#     named background process dies);
+#   - field KEY TEXT: the value of KEY=VALUE in the last RESULT line;
+#   - binaries under $USBGW_BUILD (default: build/ of this tree):
+#     $TC (usbip-tc), $SIM (usbgw-sim), $USBGWD, $USBGW;
+#   - ASan: when the binaries are sanitized their reports go to
+#     $T/asan.PID files; asan_clean DESC checks there are none.
+
+# ---- locations ---------------------------------------------------------
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+USBGW_BUILD=${USBGW_BUILD:-$TOP/build}
+case $USBGW_BUILD in /*) ;; *) USBGW_BUILD=$TOP/$USBGW_BUILD ;; esac
+export USBGW_BUILD
+TC=$USBGW_BUILD/usbip-tc
+SIM=$USBGW_BUILD/usbgw-sim
+USBGWD=$USBGW_BUILD/usbgwd
+USBGW=$USBGW_BUILD/usbgw
+TEST_NAME=$(basename "$0" .t)
+
+# Default timeout (seconds) for run, wait_* and stop_bg.
+TEST_TIMEOUT=${TEST_TIMEOUT:-30}
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/usbgw-$TEST_NAME.XXXXXX") || {
+	echo "Bail out! cannot create a temp dir"
+	exit 255
+}
+export T
+
+# Sanitizer reports go to files the test can check; tests must not
+# depend on a leak detector's exit code racing with their own checks.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:log_path=$T/asan:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:log_path=$T/ubsan}
+
+# ---- TAP ---------------------------------------------------------------
+_tap_n=0
+_tap_failed=0
+_tap_planned=
+_tap_bailed=
+
+plan() {
+	_tap_planned=$1
+	echo "1..$1"
+}
+
+skip_all() {
+	echo "1..0 # SKIP $*"
+	_tap_planned=0
+	exit 0
+}
+
+# A test run while TODO="reason" is set is a known failure: reported
+# with "# TODO reason" and not counted as failed (Test::More semantics).
+TODO=
+
+_tap_result() {		# _tap_result PASSED DESC
+	local todo=
+	_tap_n=$((_tap_n + 1))
+	[ -n "$TODO" ] && todo=" # TODO $TODO"
+	if [ "$1" = 1 ]; then
+		echo "ok $_tap_n - $2$todo"
+		return 0
+	fi
+	[ -z "$TODO" ] && _tap_failed=$((_tap_failed + 1))
+	echo "not ok $_tap_n - $2$todo"
+	local i=1
+	echo "#   Failed test '$2'"
+	while [ $i -lt ${#BASH_LINENO[@]} ]; do
+		if [ "${BASH_SOURCE[$i]}" = "$0" ]; then
+			echo "#   at $0 line ${BASH_LINENO[$((i - 1))]}."
+			break
+		fi
+		i=$((i + 1))
+	done
+	return 1
+}
+
+pass() { _tap_result 1 "$1"; }
+fail() { _tap_result 0 "$1"; }
+
+# check STATUS DESC: passes when STATUS is 0.
+check() {
+	if [ "$1" = 0 ]; then _tap_result 1 "$2"; else
+		_tap_result 0 "$2"
+		diag "exit status $1"
+		return 1
+	fi
+}
+
+# ok DESC CMD...: runs CMD (with run), passes when it exits 0.
+ok() {
+	local desc=$1
+	shift
+	run "$@"
+	if [ "$RC" = 0 ]; then
+		_tap_result 1 "$desc"
+	else
+		_tap_result 0 "$desc"
+		diag "command: $*"
+		diag "exit status $RC"
+		_diag_output
+		return 1
+	fi
+}
+
+# nok DESC CMD...: passes when CMD exits non-zero (but was not killed by
+# the run timeout).
+nok() {
+	local desc=$1
+	shift
+	run "$@"
+	if [ "$RC" != 0 ] && [ "$RC" != 124 ]; then
+		_tap_result 1 "$desc"
+	else
+		_tap_result 0 "$desc"
+		diag "command: $*"
+		diag "exit status $RC (wanted a failure)"
+		_diag_output
+		return 1
+	fi
+}
+
+is() {			# is GOT WANT DESC
+	if [ "$1" = "$2" ]; then _tap_result 1 "$3"; else
+		_tap_result 0 "$3"
+		diag "got:      '$1'"
+		diag "expected: '$2'"
+		return 1
+	fi
+}
+
+isnt() {		# isnt GOT UNWANTED DESC
+	if [ "$1" != "$2" ]; then _tap_result 1 "$3"; else
+		_tap_result 0 "$3"
+		diag "got '$1', wanted anything else"
+		return 1
+	fi
+}
+
+like() {		# like TEXT ERE DESC
+	if [[ $1 =~ $2 ]]; then _tap_result 1 "$3"; else
+		_tap_result 0 "$3"
+		diag "'$2' does not match:"
+		_diag_text "$1"
+		return 1
+	fi
+}
+
+unlike() {		# unlike TEXT ERE DESC
+	if ! [[ $1 =~ $2 ]]; then _tap_result 1 "$3"; else
+		_tap_result 0 "$3"
+		diag "'$2' matches:"
+		_diag_text "$1"
+		return 1
+	fi
+}
+
+# num_cmp A OP B DESC, OP one of -lt -le -gt -ge -eq -ne; decimals allowed.
+num_cmp() {
+	if awk -v a="$1" -v b="$3" -v op="$2" 'BEGIN {
+		if (a !~ /^-?[0-9]+(\.[0-9]+)?$/ || b !~ /^-?[0-9]+(\.[0-9]+)?$/)
+			exit 1
+		a += 0; b += 0
+		if (op == "-lt") exit !(a < b); if (op == "-le") exit !(a <= b)
+		if (op == "-gt") exit !(a > b); if (op == "-ge") exit !(a >= b)
+		if (op == "-eq") exit !(a == b); if (op == "-ne") exit !(a != b)
+		exit 1 }'; then
+		_tap_result 1 "$4"
+	else
+		_tap_result 0 "$4"
+		diag "wanted '$1' $2 '$3'"
+		return 1
+	fi
+}
+
+skip() {		# skip COUNT REASON
+	local i
+	for ((i = 0; i < $1; i++)); do
+		_tap_n=$((_tap_n + 1))
+		echo "ok $_tap_n # skip $2"
+	done
+}
+
+diag() {
+	local line
+	while IFS= read -r line; do echo "# $line"; done <<<"$*"
+}
+note() { diag "$@"; }
+
+_diag_text() {
+	printf '%s\n' "$1" | head -n 40 | sed 's/^/#     /'
+}
+
+_diag_output() {
+	[ -n "$OUT" ] && { diag "stdout:"; _diag_text "$OUT"; }
+	[ -n "$ERR" ] && { diag "stderr:"; _diag_text "$ERR"; }
+	return 0
+}
+
+bail_out() {
+	echo "Bail out! $*"
+	_tap_bailed=1
+	exit 255
+}
+
+done_testing() {
+	[ -z "$_tap_planned" ] && echo "1..$_tap_n"
+	if [ -n "$_tap_planned" ] && [ "$_tap_planned" != "$_tap_n" ]; then
+		diag "planned $_tap_planned tests, ran $_tap_n"
+		[ $_tap_failed = 0 ] && _tap_failed=1
+	fi
+	[ $_tap_failed -gt 254 ] && _tap_failed=254
+	exit $_tap_failed
+}
+
+# ---- running commands ------------------------------------------------
+_run_seq=0
+
+# run [-t SECONDS] CMD...: OUT=stdout, ERR=stderr, RC=exit status (124 on
+# timeout).  Output is also kept in $T/run.N.{out,err}.
+run() {
+	local secs=$TEST_TIMEOUT
+	if [ "$1" = -t ]; then secs=$2; shift 2; fi
+	_run_seq=$((_run_seq + 1))
+	local o=$T/run.$_run_seq.out e=$T/run.$_run_seq.err
+	timeout -k 5 "$secs" "$@" >"$o" 2>"$e" </dev/null
+	RC=$?
+	OUT=$(cat "$o")
+	ERR=$(cat "$e")
+	return 0
+}
+
+# field KEY TEXT: the value of KEY= in the last line of TEXT starting
+# with RESULT (empty if none).
+field() {
+	printf '%s\n' "$2" | grep '^RESULT ' | tail -n 1 |
+	    tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1
+}
+
+# ---- background processes ------------------------------------------------
+declare -A _bg_pid=()
+_bg_order=()
+
+# start_bg NAME CMD...: start CMD in the background, output in
+# $T/NAME.log; its pid in $(bg_pid NAME).
+start_bg() {
+	local name=$1
+	shift
+	"$@" >"$T/$name.log" 2>&1 </dev/null &
+	_bg_pid[$name]=$!
+	_bg_order+=("$name")
+}
+
+bg_pid() { echo "${_bg_pid[$1]:-}"; }
+bg_log() { echo "$T/$1.log"; }
+
+bg_alive() {
+	local pid=${_bg_pid[$1]:-}
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# wait_bg NAME [SECONDS]: wait for NAME to exit; RC = its exit status
+# (124 if it is still running after SECONDS, when it is left alone).
+wait_bg() {
+	local name=$1 secs=${2:-$TEST_TIMEOUT} pid=${_bg_pid[$1]:-}
+	local end=$((SECONDS + secs))
+	RC=127
+	[ -z "$pid" ] && return 1
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ $SECONDS -ge $end ]; then RC=124; return 1; fi
+		sleep 0.05
+	done
+	wait "$pid" 2>/dev/null
+	RC=$?
+	unset "_bg_pid[$name]"
+	return 0
+}
+
+# stop_bg NAME [SIGNAL]: signal NAME (default TERM), wait up to 5 s,
+# then SIGKILL.  RC = its exit status.
+stop_bg() {
+	local name=$1 sig=${2:-TERM} pid=${_bg_pid[$1]:-}
+	RC=127
+	[ -z "$pid" ] && return 1
+	kill -s "$sig" "$pid" 2>/dev/null
+	if ! wait_bg "$name" 5; then
+		kill -s KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		RC=137
+		unset "_bg_pid[$name]"
+	fi
+	return 0
+}
+
+_cleanup() {
+	local status=$? name pid
+	for name in "${_bg_order[@]}"; do
+		pid=${_bg_pid[$name]:-}
+		[ -n "$pid" ] && kill -s TERM "$pid" 2>/dev/null
+	done
+	for name in "${_bg_order[@]}"; do
+		pid=${_bg_pid[$name]:-}
+		[ -z "$pid" ] && continue
+		for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -s KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	if [ $_tap_failed -gt 0 ] || [ -n "$_tap_bailed" ] ||
+	    [ "${KEEP_TMP:-0}" = 1 ]; then
+		echo "# files kept in $T"
+	else
+		rm -rf "$T"
+	fi
+	exit $status
+}
+trap _cleanup EXIT
+trap 'exit 254' INT TERM HUP
+
+# ---- readiness ---------------------------------------------------------------
+
+# free_port: a TCP port nobody listens on (loopback), random in
+# 20000..59999 so parallel tests rarely collide.  A program that can
+# bind port 0 and report its port is better still.
+free_port() {
+	local p i
+	for ((i = 0; i < 100; i++)); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null &&
+		    ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# wait_for [-t SECONDS] [-p NAME] CMD...: poll CMD until it succeeds;
+# with -p, give up early once background process NAME has exited.
+wait_for() {
+	local secs=$TEST_TIMEOUT name=
+	while :; do
+		case $1 in
+		-t) secs=$2; shift 2 ;;
+		-p) name=$2; shift 2 ;;
+		*) break ;;
+		esac
+	done
+	local end=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -ge $end ] && return 1
+		if [ -n "$name" ] && ! bg_alive "$name"; then
+			"$@" >/dev/null 2>&1
+			return
+		fi
+		sleep 0.05
+	done
+	return 0
+}
+
+_port_open() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
+# Listening, without connecting (a connection is something the
+# program under test would see and log).
+_port_listening() { ss -Htln "( sport = :$1 )" 2>/dev/null | grep -q .; }
+
+# wait_port PORT [SECONDS [NAME]]: until something listens on PORT (NAME:
+# stop waiting if that background process exits).
+wait_port() {
+	local p=()
+	[ -n "${3:-}" ] && p=(-p "$3")
+	if command -v ss >/dev/null 2>&1; then
+		wait_for -t "${2:-$TEST_TIMEOUT}" "${p[@]}" _port_listening "$1"
+	else
+		wait_for -t "${2:-$TEST_TIMEOUT}" "${p[@]}" _port_open "$1"
+	fi
+}
+
+# wait_file FILE [SECONDS [NAME]]: until FILE exists and is not empty.
+wait_file() {
+	local p=()
+	[ -n "${3:-}" ] && p=(-p "$3")
+	wait_for -t "${2:-$TEST_TIMEOUT}" "${p[@]}" test -s "$1"
+}
+
+# wait_log NAME ERE [SECONDS]: until NAME's log has a line matching ERE
+# (gives up when NAME exits).
+wait_log() {
+	wait_for -t "${3:-$TEST_TIMEOUT}" -p "$1" grep -Eq -- "$2" "$T/$1.log"
+}
+
+# ---- requirements --------------------------------------------------------------
+
+# need_prog PROG...: skip the whole test unless every PROG is available
+# (a path, or a name in PATH).
+need_prog() {
+	local p
+	for p in "$@"; do
+		if [ -x "$p" ] || command -v "$p" >/dev/null 2>&1; then
+			continue
+		fi
+		skip_all "$p not available"
+	done
+}
+
+# asan_clean DESC: no AddressSanitizer/UBSan report was written.
+asan_clean() {
+	local f reports=()
+	for f in "$T"/asan.* "$T"/ubsan.*; do
+		[ -e "$f" ] && reports+=("$f")
+	done
+	if [ ${#reports[@]} -eq 0 ]; then
+		_tap_result 1 "$1"
+	else
+		_tap_result 0 "$1"
+		for f in "${reports[@]}"; do
+			diag "$f:"
+			_diag_text "$(head -n 30 "$f")"
+		done
+		return 1
+	fi
+}
