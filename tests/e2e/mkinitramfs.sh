@@ -17,7 +17,7 @@ out=${2:?usage: mkinitramfs.sh MANIFEST OUTPUT}
 . "$manifest"
 cache=$(dirname "$manifest")
 build=${USBGW_BUILD:-}
-disk_mb=${E2E_DISK_MB:-16}
+disk_mb=${E2E_DISK_MB:-8}
 
 die() { echo "mkinitramfs: error: $*" >&2; exit 1; }
 

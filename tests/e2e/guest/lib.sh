@@ -330,3 +330,28 @@ gw_wait_state() {
 	cat "$E2E_STATE/last_state"
 	return $rc
 }
+
+# --- small predicates for check/wait_for (functions, not sh -c: they must see
+# this library) ------------------------------------------------------------------
+
+fails() { ! "$@"; }
+no_vhci_device() { ! vhci_disk >/dev/null && ! vhci_any_used; }
+usbipd_lists() { usbip list -r 127.0.0.1 2>/dev/null | grep -q " $1:"; }
+# What usbip attach -b accepts: 1..31 bytes (a 32-byte field), no blanks.
+busid_ok() {
+	[ ${#1} -ge 1 ] && [ ${#1} -le 31 ] || return 1
+	case $1 in *" "*|*"	"*) return 1 ;; esac
+}
+# attach_refused PORT BUSID: usbip attach fails.  An empty busid (the gateway did
+# not list the device) is a failure of the check, not a refusal.
+attach_refused() {
+	[ -n "$2" ] || { echo "attach_refused: no busid to try"; return 1; }
+	! usbip_attach "$1" "$2"
+}
+# The gateway's USB/IP port answers a device list request.
+gw_answers_devlist() { usbip --tcp-port "$GW_PORT" list -r 127.0.0.1; }
+# ensure_bound BUSID: the device is bound to usbip-host (exported by usbipd),
+# whichever scenario ran before.
+ensure_bound() {
+	[ -e "/sys/bus/usb/drivers/usbip-host/$1" ] || usbip bind -b "$1"
+}

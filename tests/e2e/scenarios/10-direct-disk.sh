@@ -4,7 +4,7 @@
 
 busid=$(dummy_busid 0)
 check "direct: usbip bind -b $busid" usbip bind -b "$busid"
-check "direct: usbipd lists $busid" sh -c "usbip list -r 127.0.0.1 | grep -q ' $busid:'"
+check "direct: usbipd lists $busid" usbipd_lists "$busid"
 check "direct: usbip attach -r 127.0.0.1 -b $busid succeeds" usbip_attach "$USBIPD_PORT" "$busid"
 if check "direct: the disk appears under vhci_hcd" wait_for 30 vhci_disk_ready; then
 	d=$(vhci_disk)
@@ -29,4 +29,4 @@ vhci_detach_all
 check "direct: usbip detach removes the vhci disk" wait_gone 15 vhci_disk
 check "direct: vhci ports are free again" wait_gone 10 vhci_any_used
 check "direct: usbipd lists $busid again after detach" \
-	wait_for 15 sh -c "usbip list -r 127.0.0.1 | grep -q ' $busid:'"
+	wait_for 15 usbipd_lists "$busid"

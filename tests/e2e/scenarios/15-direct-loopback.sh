@@ -23,4 +23,4 @@ fi
 vhci_detach_all
 check "direct loopback: detach frees the vhci port" wait_gone 10 vhci_any_used
 check "direct loopback: usbipd lists $busid again after detach" \
-	wait_for 15 sh -c "usbip list -r 127.0.0.1 | grep -q ' $busid:'"
+	wait_for 15 usbipd_lists "$busid"
