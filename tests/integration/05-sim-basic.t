@@ -10,7 +10,7 @@
 . "$(dirname "$0")/../lib/sim.sh"
 
 need_prog "$SIM" socat
-plan 71
+plan 74
 
 cat >"$T/sim.conf" <<'EOF'
 # test devices
@@ -159,6 +159,14 @@ unlike "$list" '(^|
 )1-4 ' "reload unplugged the removed device"
 like "$list" '(^|
 )1-7 storage .*origin=control' "reload keeps devices plugged over the control socket"
+echo 'device 1-10 { type nonsense }' >>"$T/sim.conf"
+sim_ctl sim reload
+wait_for -t 5 grep -q 'has errors; devices unchanged' "$(bg_log sim)"
+check $? "a reload of a broken config is refused"
+sim_ctl sim list
+like "$CTL_OUT" '(^|
+)1-9 keyboard ' "... and leaves the devices as they were"
+sed -i '$d' "$T/sim.conf"
 
 # ---- the test client, when built: every device type, URB by URB -------------
 if [ -x "$TC" ]; then
@@ -166,6 +174,9 @@ if [ -x "$TC" ]; then
 		run "$TC" script "127.0.0.1:$port" "$b" --bytes 2M
 		check "$RC" "usbip-tc script on $b passes"
 		[ "$RC" = 0 ] || _diag_output
+		[ "$b" = 1-1 ] && like "$OUT" \
+		    'interrupt-in ep=81 .*data=0000040000000000' \
+		    "keyboard's first report presses 'a' (usage 0x04)"
 	done
 	sim_ctl sim plug 1-4 audio
 	run "$TC" script "127.0.0.1:$port" 1-4
