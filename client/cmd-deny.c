@@ -1,0 +1,42 @@
+/* usbgw deny BUSID [--permanent] [-m MESSAGE] */
+#include <stdio.h>
+
+#include "usbgw.h"
+
+static const struct cmd_opt opts[] = {
+	{ "permanent", 'p', NULL, "also write a block rule from the device's "
+	    "identity" },
+	{ "message", 'm', "MESSAGE", "why, for the audit log" },
+	{ NULL, 0, NULL, NULL }
+};
+
+static int
+cmd_deny_exec(struct cmd_ctx *ctx)
+{
+	const char *msg = arg_get(ctx, "message");
+	json_t *args, *res;
+	int st;
+
+	args = json_pack("{s:s, s:b}", "busid", ctx->argv[0], "permanent",
+	    arg_has(ctx, "permanent"));
+	if (msg != NULL)
+		json_object_set_new(args, "message", json_string(msg));
+	if ((st = cmd_call(ctx, "deny", args, &res)) != EXIT_OK || ctx->json)
+		goto out;
+	printf("denied ");
+	print_safe(stdout, *jstr(res, "busid") != '\0' ? jstr(res, "busid") :
+	    ctx->argv[0]);
+	printf(" (");
+	print_safe(stdout, device_name(res));
+	printf(")%s; now %s\n", arg_has(ctx, "permanent") ? " permanently" : "",
+	    jstr(res, "state"));
+out:
+	json_decref(res);
+	return st;
+}
+
+const struct cmd_entry cmd_deny_entry = {
+	"deny", "BUSID [--permanent] [-m MESSAGE]",
+	"block a device: no vhci host may attach it",
+	PRIV_APPROVE, 1, 1, opts, cmd_deny_exec
+};

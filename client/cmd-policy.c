@@ -1,0 +1,315 @@
+/*
+ * usbgw policy list|add|insert|remove|move|test|apply|import: the ordered
+ * rule set (protocol.md part 3 for the language).  First match wins.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "usbgw.h"
+#include "util.h"
+
+#define POLICY_MAX_RULES	10000
+#define POLICY_MAX_LINE		4096
+
+static const struct cmd_opt comment_opts[] = {
+	{ "comment", 'c', "TEXT", "a note kept with the rule" },
+	{ NULL, 0, NULL, NULL }
+};
+
+static const struct cmd_opt import_opts[] = {
+	{ "replace", 0, NULL, "replace every rule instead of appending" },
+	{ NULL, 0, NULL, NULL }
+};
+
+/* The rule is the remaining arguments joined by spaces. */
+static char *
+join_args(int argc, char **argv)
+{
+	size_t len = 1;
+	char *s;
+	int i;
+
+	for (i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	s = xcalloc(1, len);
+	for (i = 0; i < argc; i++) {
+		if (i > 0)
+			usbgw_strlcat(s, " ", len);
+		usbgw_strlcat(s, argv[i], len);
+	}
+	return s;
+}
+
+static int
+parse_pos(const struct cmd_ctx *ctx, const char *what, const char *s,
+    long long *out)
+{
+	const char *es;
+
+	if (parse_num(s, 1, 1000000, out, &es) != 0)
+		return usage_error(ctx, "%s \"%s\": expected a positive number",
+		    what, s);
+	return 0;
+}
+
+static int
+policy_list_exec(struct cmd_ctx *ctx)
+{
+	struct table *t;
+	json_t *res, *r;
+	size_t i;
+	int st;
+
+	if ((st = cmd_call(ctx, "policy.list", NULL, &res)) != EXIT_OK ||
+	    ctx->json)
+		goto out;
+	if (json_array_size(res) == 0) {
+		printf("no rules: every new device is pending\n");
+		goto out;
+	}
+	t = table_new(4, "POS", "ID", "RULE", "COMMENT");
+	table_align_right(t, 0);
+	table_align_right(t, 1);
+	json_array_foreach(res, i, r)
+		table_add(t, jfmt(r, "position"), jfmt(r, "id"), jstr(r, "rule"),
+		    jstr(r, "comment"));
+	table_print(t, stdout);
+	table_free(t);
+out:
+	json_decref(res);
+	return st;
+}
+
+static int
+policy_add_common(struct cmd_ctx *ctx, const char *cmd, long long pos,
+    int first)
+{
+	const char *c = arg_get(ctx, "comment");
+	json_t *args, *res;
+	char *rule;
+	int st;
+
+	rule = join_args(ctx->argc - first, ctx->argv + first);
+	args = json_pack("{s:s}", "rule", rule);
+	free(rule);
+	if (pos > 0)
+		json_object_set_new(args, "position", json_integer(pos));
+	if (c != NULL)
+		json_object_set_new(args, "comment", json_string(c));
+	if ((st = cmd_call(ctx, cmd, args, &res)) == EXIT_OK && !ctx->json)
+		printf("added rule %s at position %s\n", jfmt(res, "id"),
+		    jfmt(res, "position"));
+	json_decref(res);
+	return st;
+}
+
+static int
+policy_add_exec(struct cmd_ctx *ctx)
+{
+	return policy_add_common(ctx, "policy.add", 0, 0);
+}
+
+static int
+policy_insert_exec(struct cmd_ctx *ctx)
+{
+	long long pos;
+
+	if (parse_pos(ctx, "position", ctx->argv[0], &pos) != 0)
+		return EXIT_USAGE;
+	return policy_add_common(ctx, "policy.insert", pos, 1);
+}
+
+static int
+policy_remove_exec(struct cmd_ctx *ctx)
+{
+	json_t *res;
+	long long id;
+	int st;
+
+	if (parse_pos(ctx, "rule id", ctx->argv[0], &id) != 0)
+		return EXIT_USAGE;
+	st = cmd_call(ctx, "policy.remove", json_pack("{s:I}", "id",
+	    (json_int_t)id), &res);
+	if (st == EXIT_OK && !ctx->json)
+		printf("removed rule %lld\n", id);
+	json_decref(res);
+	return st;
+}
+
+static int
+policy_move_exec(struct cmd_ctx *ctx)
+{
+	json_t *res;
+	long long id, pos;
+	int st;
+
+	if (parse_pos(ctx, "rule id", ctx->argv[0], &id) != 0 ||
+	    parse_pos(ctx, "position", ctx->argv[1], &pos) != 0)
+		return EXIT_USAGE;
+	st = cmd_call(ctx, "policy.move", json_pack("{s:I, s:I}", "id",
+	    (json_int_t)id, "position", (json_int_t)pos), &res);
+	if (st == EXIT_OK && !ctx->json)
+		printf("moved rule %lld to position %lld\n", id, pos);
+	json_decref(res);
+	return st;
+}
+
+static int
+policy_test_exec(struct cmd_ctx *ctx)
+{
+	struct table *t;
+	json_t *res, *d;
+	char *rule;
+	size_t i, n = 0;
+	int st;
+
+	rule = join_args(ctx->argc, ctx->argv);
+	st = cmd_call(ctx, "policy.test", json_pack("{s:s}", "rule", rule),
+	    &res);
+	free(rule);
+	if (st != EXIT_OK || ctx->json)
+		goto out;
+	if (json_array_size(res) == 0) {
+		printf("no devices present\n");
+		goto out;
+	}
+	t = table_new(5, "BUSID", "STATE", "DEVICE", "MATCH", "WOULD");
+	json_array_foreach(res, i, d) {
+		int m = json_is_true(json_object_get(d, "match"));
+
+		n += (size_t)m;
+		table_add(t, jstr(d, "busid"), jstr(d, "state"), device_name(d),
+		    m ? "yes" : "no", m ? jfmt(d, "target") : "");
+	}
+	table_print(t, stdout);
+	table_free(t);
+	printf("the rule matches %zu of %zu present devices; nothing was "
+	    "changed\n", n, json_array_size(res));
+out:
+	json_decref(res);
+	return st;
+}
+
+static int
+policy_apply_exec(struct cmd_ctx *ctx)
+{
+	struct table *t;
+	json_t *res, *c;
+	size_t i;
+	int st;
+
+	if ((st = cmd_call(ctx, "policy.apply", NULL, &res)) != EXIT_OK ||
+	    ctx->json)
+		goto out;
+	if (json_array_size(res) == 0) {
+		printf("no device changed state\n");
+		goto out;
+	}
+	t = table_new(4, "BUSID", "FROM", "TO", "RULE");
+	json_array_foreach(res, i, c)
+		table_add(t, jstr(c, "busid"), jstr(c, "from"), jstr(c, "to"),
+		    jfmt(c, "rule_id"));
+	table_print(t, stdout);
+	table_free(t);
+out:
+	json_decref(res);
+	return st;
+}
+
+/* Rules from a file (or stdin): one a line, blank lines and #... skipped. */
+static int
+policy_import_exec(struct cmd_ctx *ctx)
+{
+	const char *path = ctx->argc > 0 ? ctx->argv[0] : "-";
+	json_t *rules, *res;
+	char *line = NULL, *s;
+	size_t cap = 0, n;
+	ssize_t len;
+	FILE *f;
+	int st, lineno = 0;
+
+	if (strcmp(path, "-") == 0)
+		f = stdin;
+	else if ((f = fopen(path, "r")) == NULL) {
+		fprintf(stderr, "usbgw policy import: %s: %s\n", path,
+		    strerror(errno));
+		return EXIT_USAGE;
+	}
+	rules = json_array();
+	while ((len = getline(&line, &cap, f)) != -1) {
+		lineno++;
+		if (len > POLICY_MAX_LINE ||
+		    json_array_size(rules) >= POLICY_MAX_RULES) {
+			fprintf(stderr, "usbgw policy import: %s:%d: line too "
+			    "long or too many rules\n", path, lineno);
+			st = EXIT_USAGE;
+			goto out;
+		}
+		s = line + strspn(line, " \t");
+		n = strlen(s);
+		while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' ||
+		    s[n - 1] == ' ' || s[n - 1] == '\t'))
+			s[--n] = '\0';
+		if (n == 0 || s[0] == '#')
+			continue;
+		if (json_array_append_new(rules, json_string(s)) != 0) {
+			fprintf(stderr, "usbgw policy import: %s:%d: not valid "
+			    "UTF-8\n", path, lineno);
+			st = EXIT_USAGE;
+			goto out;
+		}
+	}
+	st = cmd_call(ctx, "policy.import", json_pack("{s:O, s:b}", "rules",
+	    rules, "replace", arg_has(ctx, "replace")), &res);
+	if (st == EXIT_OK && !ctx->json)
+		printf("imported %s rules%s%s%s\n", jfmt(res, "added"),
+		    arg_has(ctx, "replace") ? " (removed " : "",
+		    arg_has(ctx, "replace") ? jfmt(res, "removed") : "",
+		    arg_has(ctx, "replace") ? ")" : "");
+	json_decref(res);
+out:
+	json_decref(rules);
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	return st;
+}
+
+const struct cmd_entry cmd_policy_list_entry = {
+	"policy list", "[--json]", "list the rules in evaluation order",
+	PRIV_READ, 0, 0, NULL, policy_list_exec
+};
+const struct cmd_entry cmd_policy_add_entry = {
+	"policy add", "RULE [-c COMMENT]", "append a rule",
+	PRIV_ADMIN, 1, -1, comment_opts, policy_add_exec
+};
+const struct cmd_entry cmd_policy_insert_entry = {
+	"policy insert", "POSITION RULE [-c COMMENT]",
+	"insert a rule at POSITION (1 is first)",
+	PRIV_ADMIN, 2, -1, comment_opts, policy_insert_exec
+};
+const struct cmd_entry cmd_policy_remove_entry = {
+	"policy remove", "ID", "remove rule ID",
+	PRIV_ADMIN, 1, 1, NULL, policy_remove_exec
+};
+const struct cmd_entry cmd_policy_move_entry = {
+	"policy move", "ID POSITION", "move rule ID to POSITION",
+	PRIV_ADMIN, 2, 2, NULL, policy_move_exec
+};
+const struct cmd_entry cmd_policy_test_entry = {
+	"policy test", "RULE [--json]",
+	"show what RULE would decide for every present device, changing nothing",
+	PRIV_READ, 1, -1, NULL, policy_test_exec
+};
+const struct cmd_entry cmd_policy_apply_entry = {
+	"policy apply", "[--json]",
+	"re-evaluate the present devices against the rules now",
+	PRIV_ADMIN, 0, 0, NULL, policy_apply_exec
+};
+const struct cmd_entry cmd_policy_import_entry = {
+	"policy import", "[FILE | -] [--replace]",
+	"add rules from FILE (one a line; USBGuard rules.conf syntax)",
+	PRIV_ADMIN, 0, 1, import_opts, policy_import_exec
+};

@@ -1,0 +1,116 @@
+/* usbgw show BUSID: everything the gateway knows about one device. */
+#include <stdio.h>
+#include <string.h>
+
+#include "usbgw.h"
+
+static void
+field(const char *name, const char *value)
+{
+	if (value == NULL || *value == '\0')
+		return;
+	printf("%-14s", name);
+	print_safe(stdout, value);
+	putchar('\n');
+}
+
+static void
+print_approval(const json_t *a)
+{
+	char when[32], buf[512];
+	const char *scope = jstr(a, "scope");
+	json_int_t exp = json_integer_value(json_object_get(a, "expires_at"));
+
+	if (!json_is_object(a))
+		return;
+	fmt_time(when, sizeof(when), exp);
+	snprintf(buf, sizeof(buf), "%s%s%s%s%s", *scope != '\0' ? scope :
+	    jstr(a, "kind"), exp > 0 ? ", until " : "", exp > 0 ? when : "",
+	    *jstr(a, "to") != '\0' ? ", to " : "", jstr(a, "to"));
+	field("approval", buf);
+}
+
+static void
+print_history(const json_t *h)
+{
+	struct table *t;
+	json_t *r;
+	size_t i;
+	char when[32], actor[128];
+
+	if (!json_is_array(h) || json_array_size(h) == 0)
+		return;
+	printf("\nhistory:\n");
+	t = table_new(6, "TIME", "ACTION", "FROM", "TO", "ACTOR", "REASON");
+	json_array_foreach(h, i, r) {
+		fmt_time(when, sizeof(when),
+		    json_integer_value(json_object_get(r, "time")));
+		table_add(t, when, jstr(r, "action"), jfmt(r, "from"),
+		    jfmt(r, "to"), actor_str(json_object_get(r, "actor"), actor,
+		    sizeof(actor)), jstr(r, "reason"));
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static int
+cmd_show_exec(struct cmd_ctx *ctx)
+{
+	json_t *res, *v;
+	char buf[1024], when[32], age[32];
+	size_t i;
+	int st;
+
+	st = cmd_call(ctx, "show", json_pack("{s:s}", "busid", ctx->argv[0]),
+	    &res);
+	if (st != EXIT_OK || ctx->json)
+		goto out;
+	field("busid", jstr(res, "busid"));
+	fmt_time(when, sizeof(when),
+	    json_integer_value(json_object_get(res, "since")));
+	fmt_age(age, sizeof(age),
+	    json_integer_value(json_object_get(res, "since")));
+	snprintf(buf, sizeof(buf), "%s%s%s%s%s", jstr(res, "state"),
+	    *when != '-' ? " since " : "", *when != '-' ? when : "",
+	    *when != '-' ? ", " : "", *when != '-' ? age : "");
+	field("state", buf);
+	snprintf(buf, sizeof(buf), "%s:%s%s%s%s%s", jstr(res, "vid"),
+	    jstr(res, "pid"), *jstr(res, "bcd_device") != '\0' ?
+	    "  bcdDevice " : "", jstr(res, "bcd_device"),
+	    *jstr(res, "class") != '\0' ? "  class " : "", jstr(res, "class"));
+	field("device", buf);
+	field("manufacturer", jstr(res, "manufacturer"));
+	field("product", jstr(res, "product"));
+	field("serial", jstr(res, "serial"));
+	snprintf(buf, sizeof(buf), "%s (busid %s)", jstr(res, "exporter"),
+	    jstr(res, "exporter_busid"));
+	field("exporter", buf);
+	field("speed", jfmt(res, "speed"));
+	if (json_is_array(v = json_object_get(res, "interfaces"))) {
+		json_t *x;
+
+		buf[0] = '\0';
+		json_array_foreach(v, i, x) {
+			if (!json_is_string(x))
+				continue;
+			if (buf[0] != '\0')
+				strncat(buf, " ", sizeof(buf) - strlen(buf) - 1);
+			strncat(buf, json_string_value(x),
+			    sizeof(buf) - strlen(buf) - 1);
+		}
+		field("interfaces", buf);
+	}
+	field("hash", jstr(res, "hash"));
+	print_approval(json_object_get(res, "approval"));
+	field("attached to", jstr(res, "attached_to"));
+	print_history(json_object_get(res, "history"));
+out:
+	json_decref(res);
+	return st;
+}
+
+const struct cmd_entry cmd_show_entry = {
+	"show", "BUSID [--json]",
+	"show one device: identity, state, approval and recent history",
+	PRIV_READ, 1, 1, NULL, cmd_show_exec
+};
