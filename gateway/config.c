@@ -312,8 +312,9 @@ config_parse_addr(const char *s, const char *dflt_port, struct config_addr *out,
 		*errstr = "expected a port number";
 		return -1;
 	}
-	if (parse_num(port, 1, 65535, &pn, &perrstr) != 0) {
-		*errstr = "expected a port number from 1 to 65535";
+	/* 0 lets a listener take any free port (usbgwd -P reports it) */
+	if (parse_num(port, 0, 65535, &pn, &perrstr) != 0) {
+		*errstr = "expected a port number from 0 to 65535";
 		return -1;
 	}
 	snprintf(out->port, sizeof(out->port), "%lld", pn);
@@ -705,6 +706,11 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 	if (a.host[0] == '\0') {
 		perr(p, line, "exporter %s: expected a host, got \"%s\"", name,
 		    addr);
+		return;
+	}
+	if (strcmp(a.port, "0") == 0) {
+		perr(p, line, "exporter %s: expected a port number from 1 to "
+		    "65535, got \"%s\"", name, addr);
 		return;
 	}
 	for (i = 0; i < c->nexporters; i++)

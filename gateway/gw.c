@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include <event2/dns.h>
 #include <event2/event.h>
@@ -70,6 +72,19 @@ gw_connect(const char *host, uint16_t port, struct bufferevent **bevp,
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Per-socket settings for the relay: no Nagle delay (a CMD_SUBMIT for an
+ * IN transfer is a lone 48-byte header that must leave at once).
+ */
+void
+gw_socket_tune(evutil_socket_t fd)
+{
+	int one = 1;
+
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 struct gw_deferred {

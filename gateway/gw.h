@@ -40,6 +40,7 @@ struct exporter;
 struct device;
 struct upstream;
 struct dsession;
+struct relay;
 
 /* One endpoint of the device's active configuration. */
 struct gw_ep {
@@ -213,6 +214,7 @@ struct dsession {
 	struct event		*wait_ev;	/* attach-pending timeout */
 	int64_t			 request_id;
 	struct inflight_tab	 inflight;
+	struct relay		*relay;		/* DS_RELAY */
 	uint64_t		 started;
 };
 
@@ -247,6 +249,7 @@ void		 gw_init(struct event_base *);
 void		 gw_shutdown(void);
 struct device	*gw_device_find(const char *busid, int *nmatch);
 void		 gw_defer(void (*)(void *), void *);
+void		 gw_socket_tune(evutil_socket_t);
 const char	*exp_state_name(enum exp_state);
 
 void		 gw_free(void);
@@ -350,7 +353,8 @@ void		 dsession_close(struct dsession *, const char *why);
 void		 server_device_decided(struct device *);
 
 /* relay.c */
-void		 relay_start(struct dsession *, struct device *);
+void		 relay_start(struct dsession *, struct device *,
+		    const void *first, size_t firstlen);
 void		 relay_stop(struct dsession *);
 void		 inflight_init(struct inflight_tab *, uint32_t cap);
 void		 inflight_free(struct inflight_tab *);

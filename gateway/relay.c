@@ -24,9 +24,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 
 #include "desc.h"
 #include "gw.h"
@@ -36,14 +40,8 @@
 #define IF_SUBMIT	1
 #define IF_UNLINK	2
 
-#define RELAY_STALL_SEC	30	/* partial PDU or unread output this long */
+#define RELAY_STALL_SEC	30	/* partial PDU or unwritten output this long */
 
-static void	relay_down_read(struct bufferevent *, void *);
-static void	relay_up_read(struct bufferevent *, void *);
-static void	relay_down_write(struct bufferevent *, void *);
-static void	relay_up_write(struct bufferevent *, void *);
-static void	relay_down_event(struct bufferevent *, short, void *);
-static void	relay_up_event(struct bufferevent *, short, void *);
 
 /* ---- in-flight table: open addressing on seqnum ---------------------- */
 
@@ -215,97 +213,356 @@ relay_control_done(struct device *dev, const struct inflight *f)
 
 /* ---- the relay ------------------------------------------------------- */
 
+/*
+ * The relay owns both sockets and does its own I/O on raw events rather
+ * than through bufferevents: libevent 2.1 reads at most 4096 bytes per
+ * call (EVBUFFER_MAX_READ) and asks FIONREAD first, which costs a wake-up,
+ * an ioctl and a readv per 4 KiB.  Here one readv takes up to
+ * RELAY_READ bytes into the input evbuffer, whole PDUs are moved to the
+ * other side's output evbuffer, and the output is written at once
+ * (an epoll round trip only when the socket is full).
+ *
+ * SO_RCVLOWAT: a 64 KiB URB arrives in several segments; the kernel is
+ * told to report the socket readable only once the rest of the PDU being
+ * received is there (the peer must send those bytes anyway, so this
+ * cannot deadlock; EOF still wakes us).  Set only when it changes.
+ */
+#define RELAY_READ		(128u * 1024)	/* one readv, one callback */
+#define RELAY_LOWAT_MAX		(256u * 1024)
+#define RELAY_TICK_SEC		5
+
+struct relay;
+
+struct rside {
+	struct relay	*r;
+	evutil_socket_t	 fd;
+	struct event	*rev, *wev;
+	struct evbuffer	*in;		/* bytes read from this socket */
+	struct evbuffer	*out;		/* bytes to write to this socket */
+	bool		 reading;
+	int		 lowat;
+	uint64_t	 partial_since;	/* a partial PDU is buffered */
+	uint64_t	 blocked_since;	/* output could not be written */
+	const char	*name;
+};
+
+struct relay {
+	struct dsession	*ds;
+	struct device	*dev;
+	struct rside	 down;		/* vhci host */
+	struct rside	 up;		/* exporter */
+	struct event	*tick;
+};
+
+static void	relay_from_down(struct relay *);
+static void	relay_from_up(struct relay *);
+
 static void
-relay_malformed(struct dsession *ds, const char *side, const char *why)
+rside_lowat(struct rside *s, size_t need)
+{
+	int v = need > RELAY_LOWAT_MAX ? (int)RELAY_LOWAT_MAX : (int)need;
+
+	if (v < 4096)
+		v = 1;		/* not worth a syscall */
+	if (v == s->lowat)
+		return;
+	s->lowat = v;
+	setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v));
+}
+
+static void
+relay_malformed(struct relay *r, const char *side, const char *why)
 {
 	char msg[256];
 
 	snprintf(msg, sizeof(msg), "malformed PDU from %s: %s", side, why);
-	device_audit_malformed(ds->dev, ds, msg);
-	dsession_close(ds, msg);
+	device_audit_malformed(r->dev, r->ds, msg);
+	dsession_close(r->ds, msg);
 }
 
-/* Arm or disarm the stall timer on a side holding a partial PDU. */
+/* The side's peer closed or failed. */
 static void
-relay_stall_timer(struct bufferevent *bev, bool partial)
+rside_lost(struct rside *s, const char *what)
 {
-	struct timeval tv = { RELAY_STALL_SEC, 0 };
+	struct relay *r = s->r;
+	char msg[128];
 
-	bufferevent_set_timeouts(bev, partial ? &tv : NULL, &tv);
+	snprintf(msg, sizeof(msg), "%s %s", s->name, what);
+	if (s == &r->up)
+		device_up_closed(r->dev, msg);	/* closes the session too */
+	else
+		dsession_close(r->ds, s == &r->down && strcmp(what, "closed") == 0 ?
+		    "vhci host detached" : msg);
+}
+
+static void
+rside_pause(struct rside *s)
+{
+	if (s->reading) {
+		event_del(s->rev);
+		s->reading = false;
+	}
+}
+
+static void
+rside_resume(struct rside *s)
+{
+	if (!s->reading) {
+		event_add(s->rev, NULL);
+		s->reading = true;
+	}
+}
+
+/* Write what we can now; wait for EV_WRITE only for the rest. */
+static int
+rside_flush(struct rside *s)
+{
+	int n;
+
+	if (evbuffer_get_length(s->out) > 0) {
+		n = evbuffer_write(s->out, s->fd);
+		if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK &&
+		    errno != EINTR) {
+			rside_lost(s, "write error");
+			return -1;
+		}
+	}
+	if (evbuffer_get_length(s->out) > 0) {
+		if (s->blocked_since == 0)
+			s->blocked_since = now_usec();
+		if (!event_pending(s->wev, EV_WRITE, NULL))
+			event_add(s->wev, NULL);
+	} else {
+		s->blocked_since = 0;
+		event_del(s->wev);
+	}
+	return 0;
+}
+
+static void
+rside_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct rside *s = arg;
+	struct relay *r = s->r;
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	size_t left;
+	ssize_t n;
+	int i, nv;
+
+	/*
+	 * One read per wake-up, then forward at once: reading on while
+	 * more arrives would turn the pipeline into batches (the peer
+	 * idles while we collect).  Level-triggered: we come back.
+	 */
+	nv = evbuffer_reserve_space(s->in, RELAY_READ, v, 2);
+	if (nv <= 0)
+		fatalx("evbuffer_reserve_space");
+	for (i = 0; i < nv; i++) {
+		iov[i].iov_base = v[i].iov_base;
+		iov[i].iov_len = v[i].iov_len;
+	}
+	n = readv(fd, iov, nv);
+	if (n == 0)
+		return rside_lost(s, "closed");
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		return rside_lost(s, "read error");
+	}
+	for (i = 0, left = (size_t)n; i < nv; i++) {
+		if (v[i].iov_len > left)
+			v[i].iov_len = left;
+		left -= v[i].iov_len;
+	}
+	evbuffer_commit_space(s->in, v, nv > 1 && v[1].iov_len ? nv : 1);
+	if (s == &r->down)
+		relay_from_down(r);
+	else
+		relay_from_up(r);
+}
+
+static void
+rside_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct rside *s = arg;
+	struct relay *r = s->r;
+	struct rside *other = s == &r->down ? &r->up : &r->down;
+
+	if (rside_flush(s) == -1)
+		return;
+	/* Output drained below half the mark: resume the other side. */
+	if (!other->reading && evbuffer_get_length(s->out) < GW_RELAY_HIWAT / 2 &&
+	    (other != &r->down || r->ds->inflight.count < GW_MAX_INFLIGHT)) {
+		rside_resume(other);
+		if (other == &r->down)
+			relay_from_down(r);
+		else
+			relay_from_up(r);
+	}
+}
+
+/* Stalls: a partial PDU or unwritten output for RELAY_STALL_SEC. */
+static void
+relay_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay *r = arg;
+	uint64_t now = now_usec(), lim = RELAY_STALL_SEC * 1000000ull;
+	struct rside *sides[2] = { &r->down, &r->up };
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		struct rside *s = sides[i];
+
+		if ((s->partial_since && now - s->partial_since > lim) ||
+		    (s->blocked_since && now - s->blocked_since > lim)) {
+			char msg[96];
+
+			snprintf(msg, sizeof(msg), "%s stalled", s->name);
+			if (s == &r->up)
+				device_up_closed(r->dev, msg);
+			else
+				dsession_close(r->ds, msg);
+			return;
+		}
+	}
+}
+
+/* Take the socket and any buffered bytes over from a bufferevent. */
+static void
+rside_init(struct relay *r, struct rside *s, struct bufferevent *bev,
+    const char *name)
+{
+	s->r = r;
+	s->name = name;
+	s->fd = bufferevent_getfd(bev);
+	s->in = evbuffer_new();
+	s->out = evbuffer_new();
+	/* (a socket bufferevent's output cannot be drained by others:
+	 * nothing may be pending there) */
+	evbuffer_add_buffer(s->in, bufferevent_get_input(bev));
+	bufferevent_disable(bev, EV_READ | EV_WRITE);
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	bufferevent_setfd(bev, -1);	/* the relay owns the socket now */
+	s->lowat = 1;
+	s->rev = event_new(gw->base, s->fd, EV_READ | EV_PERSIST,
+	    rside_read_cb, s);
+	s->wev = event_new(gw->base, s->fd, EV_WRITE | EV_PERSIST,
+	    rside_write_cb, s);
+	rside_resume(s);
+}
+
+static void
+rside_free(struct rside *s)
+{
+	if (s->rev != NULL)
+		event_free(s->rev);
+	if (s->wev != NULL)
+		event_free(s->wev);
+	if (s->in != NULL)
+		evbuffer_free(s->in);
+	if (s->out != NULL)
+		evbuffer_free(s->out);
+	if (s->fd != -1)
+		evutil_closesocket(s->fd);
+	s->fd = -1;
 }
 
 void
-relay_start(struct dsession *ds, struct device *dev)
+relay_start(struct dsession *ds, struct device *dev, const void *first,
+    size_t firstlen)
 {
 	struct upstream *up = dev->up;
+	struct relay *r;
+	struct timeval tv = { RELAY_TICK_SEC, 0 };
 
+	r = xcalloc(1, sizeof(*r));
+	r->ds = ds;
+	r->dev = dev;
+	ds->relay = r;
 	ds->state = DS_RELAY;
 	inflight_init(&ds->inflight, GW_MAX_INFLIGHT);
 	up->state = UP_RELAYING;
 	dev->bytes_down = dev->bytes_up = dev->urbs = 0;
 
-	bufferevent_setcb(ds->bev, relay_down_read, relay_down_write,
-	    relay_down_event, ds);
-	bufferevent_setcb(up->bev, relay_up_read, relay_up_write,
-	    relay_up_event, ds);
-	bufferevent_setwatermark(ds->bev, EV_READ, 0, USBIP_MAX_URB_PDU);
-	bufferevent_setwatermark(up->bev, EV_READ, 0, USBIP_MAX_URB_PDU);
-	bufferevent_setwatermark(ds->bev, EV_WRITE, GW_RELAY_HIWAT / 2, 0);
-	bufferevent_setwatermark(up->bev, EV_WRITE, GW_RELAY_HIWAT / 2, 0);
-	bufferevent_set_max_single_read(ds->bev, 256 * 1024);
-	bufferevent_set_max_single_read(up->bev, 256 * 1024);
-	bufferevent_set_max_single_write(ds->bev, 256 * 1024);
-	bufferevent_set_max_single_write(up->bev, 256 * 1024);
-	relay_stall_timer(ds->bev, false);
-	relay_stall_timer(up->bev, false);
-	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
-	bufferevent_enable(up->bev, EV_READ | EV_WRITE);
-	/* A vhci host may have pipelined its first URBs behind the import. */
-	if (evbuffer_get_length(bufferevent_get_input(ds->bev)) > 0)
-		relay_down_read(ds->bev, ds);
+	rside_init(r, &r->down, ds->bev, "vhci host");
+	rside_init(r, &r->up, up->bev, "exporter");
+	evbuffer_add(r->down.out, first, firstlen);
+	r->tick = event_new(gw->base, -1, EV_PERSIST, relay_tick, r);
+	event_add(r->tick, &tv);
+	/* the import reply; and URBs pipelined behind the import */
+	if (rside_flush(&r->down) == -1)
+		return;
+	if (evbuffer_get_length(r->down.in) > 0)
+		relay_from_down(r);
 }
 
+/* Close both sockets: the vhci host sees the disconnect, the exporter the
+ * claim's end (it resets the device). */
 void
 relay_stop(struct dsession *ds)
 {
+	struct relay *r = ds->relay;
+
+	if (r == NULL)
+		return;
+	ds->relay = NULL;
+	if (r->tick != NULL)
+		event_free(r->tick);
+	rside_free(&r->down);
+	rside_free(&r->up);
 	inflight_free(&ds->inflight);
+	free(r);
+}
+
+/* Bookkeeping after a pass over one side's input. */
+static void
+rside_after(struct rside *s, size_t need)
+{
+	if (evbuffer_get_length(s->in) > 0) {
+		if (s->partial_since == 0)
+			s->partial_since = now_usec();
+	} else
+		s->partial_since = 0;
+	rside_lowat(s, need);
 }
 
 /* vhci host → exporter */
 static void
-relay_down_read(struct bufferevent *bev, void *arg)
+relay_from_down(struct relay *r)
 {
-	struct dsession *ds = arg;
-	struct device *dev = ds->dev;
+	struct dsession *ds = r->ds;
+	struct device *dev = r->dev;
 	struct upstream *up = dev->up;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer *out = bufferevent_get_output(up->bev);
+	struct evbuffer *in = r->down.in, *out = r->up.out;
 	struct usbip_urb_hdr h;
 	struct usbip_urb_layout lay;
 	struct inflight *f;
 	const char *why;
 	uint8_t *p, iso[USBIP_MAX_ISO_PACKETS * USBIP_ISO_DESC_LEN];
-	size_t len;
+	size_t len, need = 0;
 	int ep_iso;
 
 	for (;;) {
 		if (evbuffer_get_length(out) >= GW_RELAY_HIWAT ||
 		    ds->inflight.count >= GW_MAX_INFLIGHT) {
-			bufferevent_disable(bev, EV_READ);
+			rside_pause(&r->down);
 			break;
 		}
 		len = evbuffer_get_length(in);
-		if (len < USBIP_URB_HDR_LEN)
+		if (len < USBIP_URB_HDR_LEN) {
+			need = USBIP_URB_HDR_LEN - len;
 			break;
+		}
 		p = evbuffer_pullup(in, USBIP_URB_HDR_LEN);
 		if (usbip_urb_hdr_decode(p, len, USBIP_FROM_CLIENT, &h,
 		    &why) < 0)
-			return relay_malformed(ds, "vhci host", why);
+			return relay_malformed(r, "vhci host", why);
 		if (h.devid != dev->gw_devid)
-			return relay_malformed(ds, "vhci host",
+			return relay_malformed(r, "vhci host",
 			    "devid does not name the imported device");
 		if (inflight_get(&ds->inflight, h.seqnum) != NULL)
-			return relay_malformed(ds, "vhci host",
+			return relay_malformed(r, "vhci host",
 			    "seqnum already in flight");
 
 		ep_iso = 0;
@@ -314,14 +571,16 @@ relay_down_read(struct bufferevent *bev, void *arg)
 			    &dev->ep_in[h.ep] : &dev->ep_out[h.ep];
 
 			if (!e->present)
-				return relay_malformed(ds, "vhci host",
+				return relay_malformed(r, "vhci host",
 				    "request to an endpoint the device does not have");
 			ep_iso = e->type == USB_XFER_ISO;
 		}
 		if (usbip_urb_layout(&h, NULL, ep_iso, &lay, &why) == -1)
-			return relay_malformed(ds, "vhci host", why);
-		if (len < lay.total)
+			return relay_malformed(r, "vhci host", why);
+		if (len < lay.total) {
+			need = lay.total - len;
 			break;
+		}
 		if (lay.niso > 0) {
 			struct evbuffer_ptr pos;
 
@@ -331,7 +590,7 @@ relay_down_read(struct bufferevent *bev, void *arg)
 			if (usbip_iso_check(&h, iso, lay.niso,
 			    (uint32_t)h.u.submit.transfer_buffer_length,
 			    &why) == -1)
-				return relay_malformed(ds, "vhci host", why);
+				return relay_malformed(r, "vhci host", why);
 		}
 
 		f = inflight_put(&ds->inflight, h.seqnum);
@@ -340,7 +599,7 @@ relay_down_read(struct bufferevent *bev, void *arg)
 			f->direction = (uint8_t)h.direction;
 			f->length = (uint32_t)h.u.submit.transfer_buffer_length;
 			f->npackets = lay.niso;
-			f->iso = lay.niso > 0;
+			f->iso = ep_iso;
 			f->ep = (uint8_t)h.ep;
 			if (h.ep == 0)
 				memcpy(f->setup, h.u.submit.setup, 8);
@@ -353,37 +612,39 @@ relay_down_read(struct bufferevent *bev, void *arg)
 		dev->bytes_up += lay.total;
 		evbuffer_remove_buffer(in, out, lay.total);
 	}
-	relay_stall_timer(bev, evbuffer_get_length(in) > 0);
+	rside_after(&r->down, need);
+	rside_flush(&r->up);
 }
 
 /* exporter → vhci host */
 static void
-relay_up_read(struct bufferevent *bev, void *arg)
+relay_from_up(struct relay *r)
 {
-	struct dsession *ds = arg;
-	struct device *dev = ds->dev;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer *out = bufferevent_get_output(ds->bev);
+	struct dsession *ds = r->ds;
+	struct device *dev = r->dev;
+	struct evbuffer *in = r->up.in, *out = r->down.out;
 	struct usbip_urb_hdr h;
 	struct usbip_urb_layout lay;
 	struct usbip_req_info req;
 	struct inflight *f, *t;
 	const char *why;
 	uint8_t *p, iso[USBIP_MAX_ISO_PACKETS * USBIP_ISO_DESC_LEN];
-	size_t len;
+	size_t len, need = 0;
 
 	for (;;) {
 		if (evbuffer_get_length(out) >= GW_RELAY_HIWAT) {
-			bufferevent_disable(bev, EV_READ);
+			rside_pause(&r->up);
 			break;
 		}
 		len = evbuffer_get_length(in);
-		if (len < USBIP_URB_HDR_LEN)
+		if (len < USBIP_URB_HDR_LEN) {
+			need = USBIP_URB_HDR_LEN - len;
 			break;
+		}
 		p = evbuffer_pullup(in, USBIP_URB_HDR_LEN);
 		if (usbip_urb_hdr_decode(p, len, USBIP_FROM_SERVER, &h,
 		    &why) < 0)
-			return relay_malformed(ds, "exporter", why);
+			return relay_malformed(r, "exporter", why);
 		f = inflight_get(&ds->inflight, h.seqnum);
 
 		if (h.command == USBIP_RET_UNLINK) {
@@ -394,8 +655,14 @@ relay_up_read(struct bufferevent *bev, void *arg)
 				evbuffer_drain(in, USBIP_URB_HDR_LEN);
 				continue;
 			}
-			if (h.u.ret_unlink.status == -ECONNRESET &&
-			    (t = inflight_get(&ds->inflight, f->target)) != NULL &&
+			/*
+			 * Whatever the status, the target is finished: if it
+			 * completed first its RET_SUBMIT retired it already;
+			 * if the unlink took effect the stub sends no
+			 * RET_SUBMIT, and the status is the URB's own
+			 * (usually -ECONNRESET).  vhci does the same.
+			 */
+			if ((t = inflight_get(&ds->inflight, f->target)) != NULL &&
 			    t->kind == IF_SUBMIT)
 				inflight_del(&ds->inflight, t);
 			inflight_del(&ds->inflight, f);
@@ -406,16 +673,18 @@ relay_up_read(struct bufferevent *bev, void *arg)
 
 		/* RET_SUBMIT */
 		if (f == NULL || f->kind != IF_SUBMIT)
-			return relay_malformed(ds, "exporter",
+			return relay_malformed(r, "exporter",
 			    "RET_SUBMIT for a seqnum not in flight");
 		req.direction = f->direction;
 		req.length = f->length;
 		req.npackets = f->npackets;
 		req.iso = f->iso;
 		if (usbip_urb_layout(&h, &req, -1, &lay, &why) == -1)
-			return relay_malformed(ds, "exporter", why);
-		if (len < lay.total)
+			return relay_malformed(r, "exporter", why);
+		if (len < lay.total) {
+			need = lay.total - len;
 			break;
+		}
 		if (lay.niso > 0) {
 			struct evbuffer_ptr pos;
 
@@ -424,7 +693,7 @@ relay_up_read(struct bufferevent *bev, void *arg)
 			evbuffer_copyout_from(in, &pos, iso, lay.iso_len);
 			if (usbip_iso_check(&h, iso, lay.niso, req.length,
 			    &why) == -1)
-				return relay_malformed(ds, "exporter", why);
+				return relay_malformed(r, "exporter", why);
 		}
 		{
 			struct inflight done = *f;
@@ -440,58 +709,15 @@ relay_up_read(struct bufferevent *bev, void *arg)
 			}
 		}
 	}
-	relay_stall_timer(bev, evbuffer_get_length(in) > 0);
-}
-
-/* Output drained below half the high-water mark: resume the other side. */
-static void
-relay_down_write(struct bufferevent *bev, void *arg)
-{
-	struct dsession *ds = arg;
-	struct upstream *up = ds->dev->up;
-
-	if (!(bufferevent_get_enabled(up->bev) & EV_READ)) {
-		bufferevent_enable(up->bev, EV_READ);
-		relay_up_read(up->bev, ds);
+	rside_after(&r->up, need);
+	if (rside_flush(&r->down) == -1)
+		return;
+	/* replies retired URBs: the vhci host may send more */
+	if (!r->down.reading && ds->inflight.count < GW_MAX_INFLIGHT &&
+	    evbuffer_get_length(r->up.out) < GW_RELAY_HIWAT / 2) {
+		rside_resume(&r->down);
+		relay_from_down(r);
 	}
-}
-
-static void
-relay_up_write(struct bufferevent *bev, void *arg)
-{
-	struct dsession *ds = arg;
-
-	if (!(bufferevent_get_enabled(ds->bev) & EV_READ)) {
-		bufferevent_enable(ds->bev, EV_READ);
-		relay_down_read(ds->bev, ds);
-	}
-}
-
-static void
-relay_down_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct dsession *ds = arg;
-
-	if (what & BEV_EVENT_TIMEOUT)
-		dsession_close(ds, "vhci host stalled");
-	else if (what & BEV_EVENT_EOF)
-		dsession_close(ds, "vhci host detached");
-	else
-		dsession_close(ds, "vhci host connection error");
-}
-
-static void
-relay_up_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct dsession *ds = arg;
-	struct device *dev = ds->dev;
-
-	if (what & BEV_EVENT_TIMEOUT)
-		device_up_closed(dev, "exporter stalled");
-	else if (what & BEV_EVENT_EOF)
-		device_up_closed(dev, "exporter closed the device's session");
-	else
-		device_up_closed(dev, "exporter connection error");
 }
 
 /* The interface list of configuration `value` (alt settings 0). */

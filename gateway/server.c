@@ -192,7 +192,6 @@ ds_import_accept(struct dsession *ds, struct device *dev)
 
 	ds_dev_record(dev, &rec);
 	n = usbip_import_rep_encode(rep, ST_OK, &rec);
-	bufferevent_write(ds->bev, rep, n);
 	if (ds->request_id != 0) {
 		store_access_outcome(ds->request_id, "attached");
 		ds->request_id = 0;
@@ -203,7 +202,7 @@ ds_import_accept(struct dsession *ds, struct device *dev)
 	dev->ds = ds;
 	device_set_state(dev, DEV_ATTACHED, NULL, ds->peer);
 	store_attachment_begin(dev, ds);
-	relay_start(ds, dev);
+	relay_start(ds, dev, rep, n);	/* the relay sends the reply */
 }
 
 /* Is the device free to be imported right now? */
@@ -363,7 +362,6 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 	struct dsession *ds;
 	struct timeval tv = { GW_OP_TIMEOUT_MS / 1000, 0 };
 	char host[INET6_ADDRSTRLEN];
-	int one = 1;
 
 	if (gw->nsessions >= gw->max_sessions) {
 		log_warnx("downstream connection refused: %u sessions",
@@ -385,7 +383,7 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 		    host, sizeof(host));
 	usbgw_strlcpy(ds->host, host, sizeof(ds->host));
 	snprintf(ds->peer, sizeof(ds->peer), "%s", host);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	gw_socket_tune(fd);
 	ds->bev = bufferevent_socket_new(gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (ds->bev == NULL) {
 		evutil_closesocket(fd);

@@ -113,6 +113,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
 	uint8_t req[USBIP_IMPORT_REQ_LEN];
 
 	if (what & BEV_EVENT_CONNECTED) {
+		gw_socket_tune(bufferevent_getfd(bev));
 		usbip_import_req_encode(req, up->dev->up_busid);
 		bufferevent_write(bev, req, sizeof(req));
 		up->state = UP_IMPORTING;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +246,13 @@ main(int argc, char *argv[])
 	log_init("usbgwd", cfg->log_stderr, cfg->log_level);
 
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * The relay allocates and frees 128 KiB buffers at URB rate: keep
+	 * them on the heap instead of mmap/munmap and trimming, which
+	 * would fault fresh pages in for every URB.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	if (!foreground && daemon(0, 0) == -1)
 		fatal("daemon");
 

@@ -441,7 +441,8 @@ usbip_urb_layout(const struct usbip_urb_hdr *h,
 	case USBIP_CMD_SUBMIT:
 		np = h->u.submit.number_of_packets;
 		iso = ep_iso < 0 ? np_is_iso(np) : ep_iso != 0;
-		if (iso && !np_is_iso(np))
+		/* 0 packets on an ISO endpoint is legal (usbip_recv_iso()) */
+		if (iso && !np_is_iso(np) && np != 0)
 			FAIL("ISO URB without packets");
 		if (!iso && !np_is_none(np))
 			FAIL("number_of_packets on a non-ISO URB");
@@ -454,6 +455,9 @@ usbip_urb_layout(const struct usbip_urb_hdr *h,
 	case USBIP_RET_SUBMIT:
 		if (req == NULL)
 			FAIL("RET_SUBMIT for an unknown request");
+		if (req->length > USBIP_MAX_TRANSFER ||
+		    req->npackets > USBIP_MAX_ISO_PACKETS)
+			FAIL("request info out of range");
 		np = h->u.ret_submit.number_of_packets;
 		if ((uint32_t)h->u.ret_submit.actual_length > req->length)
 			FAIL("actual_length exceeds the requested length");

@@ -1,0 +1,734 @@
+/*
+ * The audit log's hash chain, write queue, verification and pruning.
+ *
+ * Row hash (lowercase hex of SHA-256) over:
+ *   "usbgw-audit-1" || prev_hash (64 ASCII hex digits) || the 16 columns
+ *   seq, ts, event, device_id, busid, exporter, object, old_state,
+ *   new_state, actor, actor_uid, actor_name, rule_id, host, reason, detail
+ * each encoded by its SQLite storage class:
+ *   NULL    0x00
+ *   INTEGER 0x01, 8 bytes big-endian two's complement
+ *   TEXT    0x02, 4-byte big-endian length, the bytes
+ *   REAL    0x03, 8 bytes big-endian of the IEEE 754 value
+ *   BLOB    0x04, 4-byte big-endian length, the bytes
+ * The first row's prev_hash is 64 zeros.  Verification encodes what is
+ * stored, so a change of type (5 -> '5') breaks the hash too.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "audit.h"
+#include "db.h"
+#include "log.h"
+#include "util.h"
+
+#define HASH_TAG	"usbgw-audit-1"
+#define ZERO_HASH	"0000000000000000000000000000000000000000000000000000000000000000"
+#define NCOLS		16	/* hashed columns */
+
+enum qstr {
+	Q_EVENT,
+	Q_BUSID,
+	Q_EXPORTER,
+	Q_OBJECT,
+	Q_OLD,
+	Q_NEW,
+	Q_ACTOR,
+	Q_ACTOR_NAME,
+	Q_HOST,
+	Q_REASON,
+	Q_DETAIL,
+	Q_NSTR
+};
+
+struct qrow {
+	int64_t		 ts;
+	int64_t		 device_id;	/* 0: NULL */
+	int64_t		 actor_uid;	/* -1: NULL */
+	int64_t		 rule_id;	/* 0: NULL */
+	char		*s[Q_NSTR];
+};
+
+struct audit {
+	struct db	*db;
+	struct qrow	*q;
+	size_t		 n, cap;
+	sqlite3_stmt	*st_head;
+	sqlite3_stmt	*st_insert;
+};
+
+static const char insert_sql[] =
+    "INSERT INTO audit_log (seq, ts, event, device_id, busid, exporter, "
+    "object, old_state, new_state, actor, actor_uid, actor_name, rule_id, "
+    "host, reason, detail, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+    "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+static const char head_sql[] =
+    "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1";
+
+/* ------------------------------------------------------------------ */
+/* Hashing                                                              */
+
+/* One column value, as stored or about to be stored. */
+struct hval {
+	int		 type;		/* SQLITE_NULL, _INTEGER, _TEXT, ... */
+	int64_t		 i;
+	double		 d;
+	const void	*p;
+	size_t		 len;
+};
+
+static void
+put_be(unsigned char *b, uint64_t v, int n)
+{
+	int i;
+
+	for (i = n - 1; i >= 0; i--) {
+		b[i] = (unsigned char)(v & 0xff);
+		v >>= 8;
+	}
+}
+
+static int
+row_hash(const char *prev, const struct hval *v, char out[65])
+{
+	static const char hex[] = "0123456789abcdef";
+	EVP_MD_CTX	*ctx;
+	unsigned char	 md[EVP_MAX_MD_SIZE], b[9];
+	unsigned int	 mdlen = 0;
+	uint64_t	 u;
+	int		 i, ok = 0;
+
+	if ((ctx = EVP_MD_CTX_new()) == NULL)
+		return -1;
+	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
+	    EVP_DigestUpdate(ctx, HASH_TAG, strlen(HASH_TAG)) != 1 ||
+	    EVP_DigestUpdate(ctx, prev, 64) != 1)
+		goto done;
+	for (i = 0; i < NCOLS; i++) {
+		switch (v[i].type) {
+		case SQLITE_INTEGER:
+			b[0] = 0x01;
+			put_be(b + 1, (uint64_t)v[i].i, 8);
+			if (EVP_DigestUpdate(ctx, b, 9) != 1)
+				goto done;
+			break;
+		case SQLITE_FLOAT:
+			b[0] = 0x03;
+			memcpy(&u, &v[i].d, sizeof(u));
+			put_be(b + 1, u, 8);
+			if (EVP_DigestUpdate(ctx, b, 9) != 1)
+				goto done;
+			break;
+		case SQLITE_TEXT:
+		case SQLITE_BLOB:
+			b[0] = v[i].type == SQLITE_TEXT ? 0x02 : 0x04;
+			put_be(b + 1, (uint64_t)v[i].len, 4);
+			if (EVP_DigestUpdate(ctx, b, 5) != 1 ||
+			    (v[i].len > 0 &&
+			    EVP_DigestUpdate(ctx, v[i].p, v[i].len) != 1))
+				goto done;
+			break;
+		default:
+			b[0] = 0x00;
+			if (EVP_DigestUpdate(ctx, b, 1) != 1)
+				goto done;
+			break;
+		}
+	}
+	if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
+		goto done;
+	for (i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 0xf];
+	}
+	out[64] = '\0';
+	ok = 1;
+done:
+	EVP_MD_CTX_free(ctx);
+	return ok ? 0 : -1;
+}
+
+static void
+hv_int(struct hval *v, int64_t i, int null)
+{
+	memset(v, 0, sizeof(*v));
+	v->type = null ? SQLITE_NULL : SQLITE_INTEGER;
+	v->i = i;
+}
+
+static void
+hv_text(struct hval *v, const char *s)
+{
+	memset(v, 0, sizeof(*v));
+	v->type = s == NULL ? SQLITE_NULL : SQLITE_TEXT;
+	v->p = s;
+	v->len = s == NULL ? 0 : strlen(s);
+}
+
+/* The 16 hashed columns of a queued row at seq. */
+static void
+qrow_values(const struct qrow *r, int64_t seq, struct hval *v)
+{
+	hv_int(&v[0], seq, 0);
+	hv_int(&v[1], r->ts, 0);
+	hv_text(&v[2], r->s[Q_EVENT]);
+	hv_int(&v[3], r->device_id, r->device_id <= 0);
+	hv_text(&v[4], r->s[Q_BUSID]);
+	hv_text(&v[5], r->s[Q_EXPORTER]);
+	hv_text(&v[6], r->s[Q_OBJECT]);
+	hv_text(&v[7], r->s[Q_OLD]);
+	hv_text(&v[8], r->s[Q_NEW]);
+	hv_text(&v[9], r->s[Q_ACTOR]);
+	hv_int(&v[10], r->actor_uid, r->actor_uid < 0);
+	hv_text(&v[11], r->s[Q_ACTOR_NAME]);
+	hv_int(&v[12], r->rule_id, r->rule_id <= 0);
+	hv_text(&v[13], r->s[Q_HOST]);
+	hv_text(&v[14], r->s[Q_REASON]);
+	hv_text(&v[15], r->s[Q_DETAIL]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Queue                                                                */
+
+struct audit *
+audit_new(struct db *db)
+{
+	struct audit *a;
+
+	a = xcalloc(1, sizeof(*a));
+	a->db = db;
+	return a;
+}
+
+static void
+qrow_free(struct qrow *r)
+{
+	int i;
+
+	for (i = 0; i < Q_NSTR; i++)
+		free(r->s[i]);
+	memset(r, 0, sizeof(*r));
+}
+
+void
+audit_free(struct audit *a)
+{
+	size_t i;
+
+	if (a == NULL)
+		return;
+	if (a->n > 0 && audit_flush(a) == -1)
+		log_warnx("audit: %zu rows could not be written", a->n);
+	for (i = 0; i < a->n; i++)
+		qrow_free(&a->q[i]);
+	free(a->q);
+	sqlite3_finalize(a->st_head);
+	sqlite3_finalize(a->st_insert);
+	free(a);
+}
+
+size_t
+audit_pending(const struct audit *a)
+{
+	return a->n;
+}
+
+static char *
+dup_or_null(const char *s)
+{
+	return s == NULL ? NULL : xstrdup(s);
+}
+
+static void
+qrow_fill(struct qrow *r, const struct audit_event *e, int64_t now)
+{
+	const struct actor	*w = e->who;
+	const char		*kind = "system", *name = NULL;
+
+	memset(r, 0, sizeof(*r));
+	r->ts = now;
+	r->device_id = e->device_id;
+	r->actor_uid = -1;
+	if (w != NULL) {
+		switch (w->kind) {
+		case ACTOR_RULE:
+			kind = "rule";
+			r->rule_id = w->rule_id;
+			break;
+		case ACTOR_OPERATOR:
+			kind = "operator";
+			r->actor_uid = (int64_t)w->uid;
+			break;
+		case ACTOR_SYSTEM:
+			break;
+		}
+		if (w->name[0] != '\0')
+			name = w->name;
+	}
+	r->s[Q_EVENT] = xstrdup(e->event);
+	r->s[Q_BUSID] = dup_or_null(e->busid);
+	r->s[Q_EXPORTER] = dup_or_null(e->exporter);
+	r->s[Q_OBJECT] = dup_or_null(e->object);
+	r->s[Q_OLD] = dup_or_null(e->old_state);
+	r->s[Q_NEW] = dup_or_null(e->new_state);
+	r->s[Q_ACTOR] = xstrdup(kind);
+	r->s[Q_ACTOR_NAME] = dup_or_null(name);
+	r->s[Q_HOST] = dup_or_null(e->host);
+	r->s[Q_REASON] = dup_or_null(e->reason);
+	r->s[Q_DETAIL] = dup_or_null(e->detail);
+}
+
+int
+audit_append(struct audit *a, const struct audit_event *e, int64_t now)
+{
+	if (e->event == NULL || e->event[0] == '\0')
+		return -1;
+	if (a->n >= AUDIT_QUEUE_MAX && audit_flush(a) == -1 &&
+	    a->n >= AUDIT_QUEUE_HARD_MAX) {
+		log_warnx("audit: queue full and database failing: row "
+		    "\"%s\" dropped", e->event);
+		return -1;
+	}
+	if (a->n == a->cap) {
+		a->cap = a->cap ? a->cap * 2 : 64;
+		a->q = xreallocarray(a->q, a->cap, sizeof(*a->q));
+	}
+	qrow_fill(&a->q[a->n++], e, now);
+	return 0;
+}
+
+static int
+prep(struct audit *a, sqlite3_stmt **st, const char *sql)
+{
+	sqlite3 *h = db_sqlite(a->db);
+
+	if (*st != NULL) {
+		sqlite3_reset(*st);
+		sqlite3_clear_bindings(*st);
+		return 0;
+	}
+	if (sqlite3_prepare_v3(h, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+	    NULL) != SQLITE_OK) {
+		log_warnx("audit: prepare: %s", sqlite3_errmsg(h));
+		return -1;
+	}
+	return 0;
+}
+
+/* The chain's head, inside the current transaction. */
+static int
+read_head(struct audit *a, int64_t *seq, char hash[65])
+{
+	sqlite3	*h = db_sqlite(a->db);
+	int	 rc;
+
+	if (prep(a, &a->st_head, head_sql) == -1)
+		return -1;
+	rc = sqlite3_step(a->st_head);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(a->st_head, 1);
+
+		*seq = sqlite3_column_int64(a->st_head, 0);
+		usbgw_strlcpy(hash, t ? (const char *)t : "", 65);
+	} else {
+		*seq = 0;
+		memcpy(hash, ZERO_HASH, 65);
+	}
+	sqlite3_reset(a->st_head);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		log_warnx("audit: head: %s", sqlite3_errmsg(h));
+		return -1;
+	}
+	return 0;
+}
+
+/* Chain and insert one row after (*seq, prev); advances them. */
+static int
+write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
+{
+	sqlite3		*h = db_sqlite(a->db);
+	sqlite3_stmt	*st;
+	struct hval	 v[NCOLS];
+	char		 hash[65];
+	int		 i, rc;
+
+	qrow_values(r, *seq + 1, v);
+	if (row_hash(prev, v, hash) == -1 ||
+	    prep(a, &a->st_insert, insert_sql) == -1)
+		return -1;
+	st = a->st_insert;
+	for (i = 0; i < NCOLS; i++) {
+		if (v[i].type == SQLITE_INTEGER)
+			sqlite3_bind_int64(st, i + 1, v[i].i);
+		else if (v[i].type == SQLITE_TEXT)
+			sqlite3_bind_text(st, i + 1, v[i].p, (int)v[i].len,
+			    SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, i + 1);
+	}
+	sqlite3_bind_text(st, 17, prev, 64, SQLITE_STATIC);
+	sqlite3_bind_text(st, 18, hash, 64, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE) {
+		log_warnx("audit: insert: %s", sqlite3_errmsg(h));
+		return -1;
+	}
+	(*seq)++;
+	memcpy(prev, hash, 65);
+	return 0;
+}
+
+static int
+sql(struct audit *a, const char *s)
+{
+	sqlite3 *h = db_sqlite(a->db);
+
+	if (sqlite3_exec(h, s, NULL, NULL, NULL) != SQLITE_OK) {
+		log_warnx("audit: %s: %s", s, sqlite3_errmsg(h));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+tx_begin(struct audit *a, int *nested)
+{
+	*nested = !sqlite3_get_autocommit(db_sqlite(a->db));
+	return sql(a, *nested ? "SAVEPOINT audit_tx" : "BEGIN IMMEDIATE");
+}
+
+static int
+tx_end(struct audit *a, int nested, int ok)
+{
+	sqlite3 *h = db_sqlite(a->db);
+
+	if (ok)
+		return sql(a, nested ? "RELEASE audit_tx" : "COMMIT");
+	if (nested) {
+		sqlite3_exec(h, "ROLLBACK TO audit_tx", NULL, NULL, NULL);
+		sqlite3_exec(h, "RELEASE audit_tx", NULL, NULL, NULL);
+	} else
+		sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+int
+audit_flush(struct audit *a)
+{
+	int64_t	seq;
+	char	prev[65];
+	size_t	i, n = a->n;
+	int	nested, ok = 0;
+
+	if (n == 0)
+		return 0;
+	if (tx_begin(a, &nested) == -1)
+		return -1;
+	if (read_head(a, &seq, prev) == -1)
+		goto done;
+	for (i = 0; i < n; i++)
+		if (write_row(a, &a->q[i], &seq, prev) == -1)
+			goto done;
+	ok = 1;
+done:
+	if (tx_end(a, nested, ok) == -1)
+		return -1;
+	for (i = 0; i < n; i++)
+		qrow_free(&a->q[i]);
+	a->n = 0;
+	return (int)n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Verification                                                         */
+
+int
+audit_head(struct db *db, int64_t *seq, char hash[65])
+{
+	sqlite3		*h = db_sqlite(db);
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if (sqlite3_prepare_v2(h, head_sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 1);
+
+		*seq = sqlite3_column_int64(st, 0);
+		usbgw_strlcpy(hash, t ? (const char *)t : "", 65);
+	} else {
+		*seq = 0;
+		memcpy(hash, ZERO_HASH, 65);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int vfail(struct audit_verify *, int64_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+static int
+vfail(struct audit_verify *v, int64_t seq, const char *fmt, ...)
+{
+	va_list ap;
+
+	v->bad_seq = seq;
+	va_start(ap, fmt);
+	vsnprintf(v->reason, sizeof(v->reason), fmt, ap);
+	va_end(ap);
+	return 1;
+}
+
+/*
+ * The last_hash of the prune checkpoint that removed the rows up to
+ * through, into out.  1 if found, 0 if not, -1 on error.
+ */
+static int
+find_checkpoint(sqlite3 *h, int64_t through, char out[65])
+{
+	sqlite3_stmt	*st;
+	long long	 t;
+	char		 hash[65];
+	int		 rc, found = 0;
+
+	if (sqlite3_prepare_v2(h, "SELECT detail FROM audit_log WHERE event = "
+	    "?1 ORDER BY seq DESC", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(st, 1, AUDIT_EVENT_PRUNE, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *d = sqlite3_column_text(st, 0);
+
+		if (d != NULL && sscanf((const char *)d,
+		    "through_seq=%lld last_hash=%64[0-9a-f]", &t, hash) == 2 &&
+		    t == through && strlen(hash) == 64) {
+			memcpy(out, hash, 65);
+			found = 1;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+	if (!found && rc != SQLITE_DONE)
+		return -1;
+	return found;
+}
+
+static void
+col_value(sqlite3_stmt *st, int i, struct hval *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->type = sqlite3_column_type(st, i);
+	switch (v->type) {
+	case SQLITE_INTEGER:
+		v->i = sqlite3_column_int64(st, i);
+		break;
+	case SQLITE_FLOAT:
+		v->d = sqlite3_column_double(st, i);
+		break;
+	case SQLITE_TEXT:
+		v->p = sqlite3_column_text(st, i);
+		v->len = (size_t)sqlite3_column_bytes(st, i);
+		break;
+	case SQLITE_BLOB:
+		v->p = sqlite3_column_blob(st, i);
+		v->len = (size_t)sqlite3_column_bytes(st, i);
+		break;
+	}
+}
+
+int
+audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
+    struct audit_verify *v)
+{
+	sqlite3		*h = db_sqlite(db);
+	sqlite3_stmt	*st;
+	struct hval	 val[NCOLS];
+	char		 expect_prev[65], hash[65], stored[65], prev[65];
+	int64_t		 seq, last = 0, guard = 0;
+	int		 rc, i, broken = 0, anchor_seen = 0;
+
+	memset(v, 0, sizeof(*v));
+	memcpy(v->head, ZERO_HASH, 65);
+	if (sqlite3_prepare_v2(h, "SELECT count(*) FROM audit_prune_guard",
+	    -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		guard = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (guard != 0)
+		return vfail(v, 0, "audit_prune_guard is not empty: deletes "
+		    "of audit rows are enabled");
+
+	if (sqlite3_prepare_v2(h, "SELECT seq, ts, event, device_id, busid, "
+	    "exporter, object, old_state, new_state, actor, actor_uid, "
+	    "actor_name, rule_id, host, reason, detail, prev_hash, hash "
+	    "FROM audit_log ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	memcpy(expect_prev, ZERO_HASH, 65);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		seq = sqlite3_column_int64(st, 0);
+		for (i = 0; i < NCOLS; i++)
+			col_value(st, i, &val[i]);
+		usbgw_strlcpy(prev, sqlite3_column_text(st, 16) ?
+		    (const char *)sqlite3_column_text(st, 16) : "", sizeof(prev));
+		usbgw_strlcpy(stored, sqlite3_column_text(st, 17) ?
+		    (const char *)sqlite3_column_text(st, 17) : "",
+		    sizeof(stored));
+		if (v->rows == 0) {
+			v->first_seq = seq;
+			if (seq > 1) {
+				int f = find_checkpoint(h, seq - 1, expect_prev);
+
+				if (f == -1) {
+					sqlite3_finalize(st);
+					return -1;
+				}
+				if (f == 0) {
+					broken = vfail(v, seq, "seq %" PRId64
+					    ": the rows before it were removed "
+					    "without a prune checkpoint", seq);
+					break;
+				}
+			}
+		} else if (seq != last + 1) {
+			if (seq == last + 2)
+				broken = vfail(v, seq, "seq %" PRId64 " follows "
+				    "seq %" PRId64 ": row %" PRId64 " is missing",
+				    seq, last, last + 1);
+			else
+				broken = vfail(v, seq, "seq %" PRId64 " follows "
+				    "seq %" PRId64 ": rows %" PRId64 "-%" PRId64
+				    " are missing", seq, last, last + 1, seq - 1);
+			break;
+		}
+		if (row_hash(prev, val, hash) == -1) {
+			sqlite3_finalize(st);
+			return -1;
+		}
+		if (strcmp(hash, stored) != 0) {
+			broken = vfail(v, seq, "seq %" PRId64 ": its content "
+			    "does not match its hash (the row was changed)",
+			    seq);
+			break;
+		}
+		if (strcmp(prev, expect_prev) != 0) {
+			broken = vfail(v, seq, "seq %" PRId64 ": prev_hash does "
+			    "not match %s (a row before it was changed or "
+			    "replaced)", seq, v->rows == 0 ?
+			    "the prune checkpoint" : "the previous row's hash");
+			break;
+		}
+		if (expect_head != NULL && seq == expect_seq) {
+			anchor_seen = 1;
+			if (strcmp(stored, expect_head) != 0) {
+				broken = vfail(v, seq, "seq %" PRId64 ": hash "
+				    "differs from the recorded head", seq);
+				break;
+			}
+		}
+		memcpy(expect_prev, stored, 65);
+		memcpy(v->head, stored, 65);
+		last = seq;
+		v->last_seq = seq;
+		v->rows++;
+	}
+	sqlite3_finalize(st);
+	if (!broken && rc != SQLITE_DONE)
+		return -1;
+	if (!broken && expect_head != NULL && expect_seq > 0 && !anchor_seen)
+		broken = vfail(v, expect_seq, "seq %" PRId64 " (the recorded "
+		    "head) is missing: the log was cut after seq %" PRId64,
+		    expect_seq, last);
+	if (broken && v->reason[0] == '\0')
+		vfail(v, v->bad_seq, "broken");
+	return broken ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pruning                                                              */
+
+int
+audit_prune(struct audit *a, int64_t before, const struct actor *who,
+    const char *reason, int64_t now, int64_t *pruned)
+{
+	sqlite3			*h = db_sqlite(a->db);
+	sqlite3_stmt		*st = NULL;
+	struct audit_event	 e;
+	struct qrow		 r;
+	int64_t			 through = 0, count = 0, seq;
+	char			 last_hash[65], prev[65], detail[256];
+	int			 nested, ok = 0;
+
+	*pruned = 0;
+	if (audit_flush(a) == -1)
+		return -1;
+	if (tx_begin(a, &nested) == -1)
+		return -1;
+	memset(&r, 0, sizeof(r));
+	if (sqlite3_prepare_v2(h, "SELECT seq, hash, (SELECT count(*) FROM "
+	    "audit_log l WHERE l.seq <= m.seq) FROM audit_log m WHERE seq = "
+	    "(SELECT max(seq) FROM audit_log WHERE ts < ?1)", -1, &st,
+	    NULL) != SQLITE_OK)
+		goto done;
+	sqlite3_bind_int64(st, 1, before);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		through = sqlite3_column_int64(st, 0);
+		usbgw_strlcpy(last_hash, sqlite3_column_text(st, 1) ?
+		    (const char *)sqlite3_column_text(st, 1) : "",
+		    sizeof(last_hash));
+		count = sqlite3_column_int64(st, 2);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (through == 0) {
+		ok = 1;
+		goto done;
+	}
+	snprintf(detail, sizeof(detail), "through_seq=%" PRId64 " last_hash=%s "
+	    "rows=%" PRId64 " before=%" PRId64, through, last_hash, count,
+	    before);
+	memset(&e, 0, sizeof(e));
+	e.event = AUDIT_EVENT_PRUNE;
+	e.who = who;
+	e.reason = reason;
+	e.detail = detail;
+	qrow_fill(&r, &e, now);
+	if (read_head(a, &seq, prev) == -1 || write_row(a, &r, &seq, prev) == -1)
+		goto done;
+	if (sqlite3_prepare_v2(h, "INSERT INTO audit_prune_guard (through_seq) "
+	    "VALUES (?1)", -1, &st, NULL) != SQLITE_OK)
+		goto done;
+	sqlite3_bind_int64(st, 1, through);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto done;
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(h, "DELETE FROM audit_log WHERE seq <= ?1", -1,
+	    &st, NULL) != SQLITE_OK)
+		goto done;
+	sqlite3_bind_int64(st, 1, through);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto done;
+	*pruned = sqlite3_changes(h);
+	sqlite3_finalize(st);
+	st = NULL;
+	if (sql(a, "DELETE FROM audit_prune_guard") == -1)
+		goto done;
+	ok = 1;
+done:
+	if (!ok)
+		log_warnx("audit: prune: %s", sqlite3_errmsg(h));
+	sqlite3_finalize(st);
+	qrow_free(&r);
+	if (tx_end(a, nested, ok) == -1) {
+		*pruned = 0;
+		return -1;
+	}
+	return 0;
+}

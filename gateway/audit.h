@@ -1,0 +1,94 @@
+/*
+ * The audit log: append-only rows in the audit_log table, each chained
+ * to the previous one by a SHA-256 hash, so that editing, inserting or
+ * deleting a row with the sqlite3 shell is found by audit_verify().
+ *
+ * Writes are queued in memory by audit_append() (cheap, no I/O) and
+ * written by audit_flush() in one transaction: call it from a short
+ * timer or at the end of a loop iteration, and at shutdown; after a
+ * decision that must be on disk before anything else happens (revoke,
+ * approve), call it at once.  A full queue flushes synchronously.
+ *
+ * The chain holds against anyone who changes rows without recomputing
+ * every later hash.  Someone with write access who does recompute them
+ * is only caught against a copy of the head (audit_head()) kept
+ * elsewhere: log it (syslog) or export it regularly.
+ */
+#ifndef USBGW_AUDIT_H
+#define USBGW_AUDIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctl.h"
+
+struct db;
+struct audit;
+
+#define AUDIT_QUEUE_MAX		1024	/* rows queued before a forced flush */
+#define AUDIT_QUEUE_HARD_MAX	65536	/* rows kept while the database fails */
+#define AUDIT_EVENT_PRUNE	"audit-prune"	/* the prune checkpoint row */
+
+/*
+ * One row.  Only event is required; strings may be NULL (SQL NULL).
+ * who NULL means the system.  For ACTOR_RULE the rule id is who->rule_id,
+ * for ACTOR_OPERATOR uid and name are who->uid and who->name.
+ */
+struct audit_event {
+	const char		*event;		/* "state", "approve", ... */
+	int64_t			 device_id;	/* 0: none */
+	const char		*busid;
+	const char		*exporter;
+	const char		*object;	/* what else it is about */
+	const char		*old_state;
+	const char		*new_state;
+	const struct actor	*who;
+	const char		*host;		/* vhci host involved */
+	const char		*reason;	/* the operator's message */
+	const char		*detail;
+};
+
+struct audit	*audit_new(struct db *);
+/* Flushes what is queued, then frees (NULL is fine). */
+void		 audit_free(struct audit *);
+
+/* Queue a row stamped `now` (Unix seconds).  0, or -1 (queue full). */
+int		 audit_append(struct audit *, const struct audit_event *,
+		    int64_t now);
+/* Write the queue in one transaction: rows written, or -1 (kept queued). */
+int		 audit_flush(struct audit *);
+size_t		 audit_pending(const struct audit *);
+
+struct audit_verify {
+	int64_t		rows;		/* rows checked */
+	int64_t		first_seq, last_seq;
+	int64_t		bad_seq;	/* first broken row, 0 if intact */
+	char		reason[256];	/* why, "" if intact */
+	char		head[65];	/* hash of the last row */
+};
+
+/*
+ * Recompute the chain.  Returns 0 if intact, 1 if broken (bad_seq and
+ * reason name the first broken link), -1 on a database error.  Rows
+ * before the first one must have been removed by audit_prune(): their
+ * checkpoint row is checked.  If expect_head is not NULL it must equal
+ * the hash of the row expect_seq (catches a truncated tail).
+ */
+int		 audit_verify(struct db *, int64_t expect_seq,
+		    const char *expect_head, struct audit_verify *);
+
+/* The last row's seq and hash (seq 0 and 64 zeros if empty).  0 or -1. */
+int		 audit_head(struct db *, int64_t *seq, char hash[65]);
+
+/*
+ * Remove the rows older than `before` (Unix seconds): every row up to
+ * the last row with ts < before.  It first appends, in the same
+ * transaction, a checkpoint row (event AUDIT_EVENT_PRUNE, detail
+ * "through_seq=N last_hash=H rows=C before=T") so that the chain stays
+ * verifiable.  *pruned gets the number of rows removed.  0 or -1.
+ */
+int		 audit_prune(struct audit *, int64_t before,
+		    const struct actor *, const char *reason, int64_t now,
+		    int64_t *pruned);
+
+#endif

@@ -1,0 +1,1435 @@
+/*
+ * The SQLite database: schema migrations from the embedded schema.sql,
+ * and the daemon's reads and writes as cached prepared statements.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "log.h"
+#include "policy.h"
+#include "rule.h"
+#include "util.h"
+
+/* schema.sql, compiled in by the Makefile (build dir: gen/schema_sql.c). */
+extern const char usbgw_schema_sql[];
+
+#define DB_BUSY_MS	2000	/* wait for a lock held by another process */
+
+enum stmt_id {
+	S_EXP_UPSERT,
+	S_EXP_REMOVE,
+	S_EXP_STATUS,
+	S_EXP_LIST,
+	S_DEV_FIND,
+	S_DEV_TOUCH,
+	S_DEV_INSERT,
+	S_IFACE_INSERT,
+	S_DEV_STATE,
+	S_DEV_GET,
+	S_DEV_LIST,
+	S_IFACE_GET,
+	S_PRES_OPEN,
+	S_PRES_INSERT,
+	S_PRES_END,
+	S_APPR_END_PRESENCE,
+	S_RULE_COUNT,
+	S_RULE_SHIFT,
+	S_RULE_INSERT,
+	S_RULE_POS,
+	S_RULE_REMOVE,
+	S_RULE_SETPOS,
+	S_RULE_DEVICE,
+	S_RULE_LOAD,
+	S_APPR_SUPERSEDE,
+	S_APPR_INSERT,
+	S_APPR_END,
+	S_APPR_END_DEV,
+	S_APPR_ACTIVE,
+	S_APPR_NEXT,
+	S_APPR_DUE,
+	S_ATT_INSERT,
+	S_ATT_COUNTERS,
+	S_ATT_END,
+	S_ACC_INSERT,
+	S_ACC_DECIDE,
+	S_SET_GET,
+	S_SET_PUT,
+	S_USER_VERSION,
+	S_NSTMTS
+};
+
+static const char *const stmt_sql[S_NSTMTS] = {
+	[S_EXP_UPSERT] =
+	    "INSERT INTO exporters (name, host, port, created_at) "
+	    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE SET "
+	    "host = excluded.host, port = excluded.port, removed_at = NULL "
+	    "RETURNING id",
+	[S_EXP_REMOVE] =
+	    "UPDATE exporters SET removed_at = ?2 "
+	    "WHERE name = ?1 AND removed_at IS NULL",
+	[S_EXP_STATUS] =
+	    "UPDATE exporters SET status = ?2, last_seen = "
+	    "CASE WHEN ?2 = 'up' THEN ?3 ELSE last_seen END WHERE id = ?1",
+	[S_EXP_LIST] =
+	    "SELECT id, name, host, port, status FROM exporters "
+	    "WHERE removed_at IS NULL ORDER BY name",
+	[S_DEV_FIND] =
+	    "SELECT id FROM devices WHERE exporter_id = ?1 AND "
+	    "exporter_busid = ?2 AND hash = ?3 AND serial = ?4 AND "
+	    "manufacturer = ?5 AND product = ?6",
+	[S_DEV_TOUCH] =
+	    "UPDATE devices SET busid = ?2, last_seen = ?3 WHERE id = ?1",
+	[S_DEV_INSERT] =
+	    "INSERT INTO devices (exporter_id, exporter_busid, busid, vid, pid, "
+	    "bcd_device, dev_class, dev_subclass, dev_protocol, speed, "
+	    "manufacturer, product, serial, hash, state, state_since, "
+	    "first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+	    "?10, ?11, ?12, ?13, ?14, 'probing', ?15, ?15, ?15)",
+	[S_IFACE_INSERT] =
+	    "INSERT INTO interfaces (device_id, idx, class, subclass, protocol) "
+	    "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[S_DEV_STATE] =
+	    "UPDATE devices SET state = ?2, rule_id = ?3, state_since = ?4, "
+	    "last_seen = max(last_seen, ?4) WHERE id = ?1",
+	[S_DEV_GET] =
+	    "SELECT d.id, d.exporter_id, e.name, d.exporter_busid, d.busid, "
+	    "d.vid, d.pid, d.bcd_device, d.dev_class, d.dev_subclass, "
+	    "d.dev_protocol, d.speed, d.manufacturer, d.product, d.serial, "
+	    "d.hash, d.state, d.state_since, d.rule_id, d.first_seen, "
+	    "d.last_seen FROM devices d JOIN exporters e ON e.id = d.exporter_id "
+	    "WHERE d.id = ?1",
+	[S_DEV_LIST] =
+	    "SELECT d.id, d.exporter_id, e.name, d.exporter_busid, d.busid, "
+	    "d.vid, d.pid, d.bcd_device, d.dev_class, d.dev_subclass, "
+	    "d.dev_protocol, d.speed, d.manufacturer, d.product, d.serial, "
+	    "d.hash, d.state, d.state_since, d.rule_id, d.first_seen, "
+	    "d.last_seen FROM devices d JOIN exporters e ON e.id = d.exporter_id "
+	    "WHERE ?1 OR d.state != 'gone' ORDER BY d.id",
+	[S_IFACE_GET] =
+	    "SELECT class, subclass, protocol FROM interfaces "
+	    "WHERE device_id = ?1 ORDER BY idx",
+	[S_PRES_OPEN] =
+	    "SELECT id FROM presences WHERE device_id = ?1 AND "
+	    "departed_at IS NULL",
+	[S_PRES_INSERT] =
+	    "INSERT INTO presences (device_id, busid, arrived_at) "
+	    "VALUES (?1, ?2, ?3)",
+	[S_PRES_END] =
+	    "UPDATE presences SET departed_at = ?2, depart_reason = ?3 "
+	    "WHERE device_id = ?1 AND departed_at IS NULL RETURNING id",
+	[S_APPR_END_PRESENCE] =
+	    "UPDATE approvals SET ended_at = ?2, end_reason = 'gone', "
+	    "ended_by = 'system' WHERE presence_id = ?1 AND scope = 'once' "
+	    "AND ended_at IS NULL",
+	[S_RULE_COUNT] =
+	    "SELECT count(*) FROM rules WHERE position IS NOT NULL",
+	[S_RULE_SHIFT] =
+	    "UPDATE rules SET position = position + ?3 "
+	    "WHERE position >= ?1 AND position <= ?2",
+	[S_RULE_INSERT] =
+	    "INSERT INTO rules (position, text, target, origin, device_id, "
+	    "comment, created_at, created_by) "
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[S_RULE_POS] =
+	    "SELECT position FROM rules WHERE id = ?1 AND position IS NOT NULL",
+	[S_RULE_REMOVE] =
+	    "UPDATE rules SET position = NULL, removed_at = ?2, removed_by = ?3 "
+	    "WHERE id = ?1 AND position IS NOT NULL",
+	[S_RULE_SETPOS] =
+	    "UPDATE rules SET position = ?2 WHERE id = ?1",
+	[S_RULE_DEVICE] =
+	    "SELECT id, position FROM rules WHERE device_id = ?1 AND "
+	    "removed_at IS NULL",
+	[S_RULE_LOAD] =
+	    "SELECT id, text FROM rules WHERE position IS NOT NULL "
+	    "ORDER BY position",
+	[S_APPR_SUPERSEDE] =
+	    "UPDATE approvals SET ended_at = ?3, end_reason = 'superseded', "
+	    "ended_by = ?4 WHERE device_id = ?1 AND IFNULL(to_host, '') = ?2 "
+	    "AND ended_at IS NULL",
+	[S_APPR_INSERT] =
+	    "INSERT INTO approvals (device_id, presence_id, decision, scope, "
+	    "to_host, created_at, expires_at, actor_uid, actor_name, reason, "
+	    "rule_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	[S_APPR_END] =
+	    "UPDATE approvals SET ended_at = ?2, end_reason = ?3, ended_by = ?4 "
+	    "WHERE id = ?1 AND ended_at IS NULL",
+	[S_APPR_END_DEV] =
+	    "UPDATE approvals SET ended_at = ?2, end_reason = ?3, ended_by = ?4 "
+	    "WHERE device_id = ?1 AND ended_at IS NULL",
+	[S_APPR_ACTIVE] =
+	    "SELECT id, device_id, presence_id, decision, scope, to_host, "
+	    "created_at, expires_at, actor_uid, actor_name, reason, rule_id "
+	    "FROM approvals WHERE device_id = ?1 AND ended_at IS NULL AND "
+	    "(expires_at IS NULL OR expires_at > ?3) AND "
+	    "(scope != 'once' OR presence_id = ?2) AND (to_host IS NULL OR "
+	    "(?4 IS NOT NULL AND to_host = ?4 COLLATE NOCASE) OR "
+	    "(?5 IS NOT NULL AND to_host = ?5)) "
+	    "ORDER BY created_at DESC, id DESC LIMIT 1",
+	[S_APPR_NEXT] =
+	    "SELECT id, expires_at FROM approvals WHERE ended_at IS NULL AND "
+	    "expires_at IS NOT NULL ORDER BY expires_at, id LIMIT 1",
+	[S_APPR_DUE] =
+	    "SELECT id FROM approvals WHERE ended_at IS NULL AND "
+	    "expires_at IS NOT NULL AND expires_at <= ?1 "
+	    "ORDER BY expires_at, id LIMIT ?2",
+	[S_ATT_INSERT] =
+	    "INSERT INTO attachments (device_id, presence_id, approval_id, "
+	    "rule_id, mode, host_name, host_addr, started_at) "
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[S_ATT_COUNTERS] =
+	    "UPDATE attachments SET bytes_to_device = ?2, bytes_from_device = ?3, "
+	    "urbs_to_device = ?4, urbs_from_device = ?5 WHERE id = ?1",
+	[S_ATT_END] =
+	    "UPDATE attachments SET bytes_to_device = ?2, bytes_from_device = ?3, "
+	    "urbs_to_device = ?4, urbs_from_device = ?5, ended_at = ?6, "
+	    "end_reason = ?7 WHERE id = ?1 AND ended_at IS NULL",
+	[S_ACC_INSERT] =
+	    "INSERT INTO access_requests (device_id, busid, host_name, host_addr, "
+	    "requested_at, outcome, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+	    "CASE WHEN ?6 = 'waiting' THEN NULL ELSE ?5 END)",
+	[S_ACC_DECIDE] =
+	    "UPDATE access_requests SET outcome = ?2, decided_at = ?3, "
+	    "decided_by = ?4, approval_id = ?5 WHERE id = ?1 AND "
+	    "outcome = 'waiting'",
+	[S_SET_GET] =
+	    "SELECT value FROM settings WHERE key = ?1",
+	[S_SET_PUT] =
+	    "INSERT INTO settings (key, value, updated_at) VALUES (?1, ?2, ?3) "
+	    "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
+	    "updated_at = excluded.updated_at",
+	[S_USER_VERSION] =
+	    "PRAGMA user_version",
+};
+
+struct db {
+	sqlite3		*h;
+	char		*path;
+	sqlite3_stmt	*st[S_NSTMTS];
+	char		 err[DB_ERR_MAX];
+};
+
+static const char *const scope_names[] = {
+	[SCOPE_ONCE] = "once",
+	[SCOPE_FOR] = "for",
+	[SCOPE_UNTIL] = "until",
+	[SCOPE_PERMANENT] = "permanent",
+};
+
+/* ------------------------------------------------------------------ */
+
+static int db_fail(struct db *, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
+static int
+db_fail(struct db *db, const char *fmt, ...)
+{
+	char	what[128];
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(db->err, sizeof(db->err), "%s: %s", what,
+	    sqlite3_errmsg(db->h));
+	log_warnx("database %s: %s", db->path, db->err);
+	return -1;
+}
+
+const char *
+db_errmsg(struct db *db)
+{
+	return db->err;
+}
+
+sqlite3 *
+db_sqlite(struct db *db)
+{
+	return db->h;
+}
+
+/* The statement, prepared once and ready for binding. */
+static sqlite3_stmt *
+stmt(struct db *db, enum stmt_id id)
+{
+	sqlite3_stmt *st = db->st[id];
+
+	if (st == NULL) {
+		if (sqlite3_prepare_v3(db->h, stmt_sql[id], -1,
+		    SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+			db_fail(db, "prepare %d", (int)id);
+			return NULL;
+		}
+		db->st[id] = st;
+		return st;
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return st;
+}
+
+static void
+bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s == NULL)
+		sqlite3_bind_null(st, i);
+	else
+		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+}
+
+/* 0 binds NULL (for optional ids). */
+static void
+bind_id(sqlite3_stmt *st, int i, int64_t id)
+{
+	if (id <= 0)
+		sqlite3_bind_null(st, i);
+	else
+		sqlite3_bind_int64(st, i, id);
+}
+
+static void
+bind_u64(sqlite3_stmt *st, int i, uint64_t v)
+{
+	sqlite3_bind_int64(st, i, v > INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
+/* Run a statement that returns no row.  Returns the changes, or -1. */
+static int
+step_done(struct db *db, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(db, "%s", what);
+	return sqlite3_changes(db->h);
+}
+
+/* Run a statement returning at most one integer.  1, 0 (no row) or -1. */
+static int
+step_int(struct db *db, sqlite3_stmt *st, int64_t *out, const char *what)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(st, 0);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			;
+		sqlite3_reset(st);
+		if (rc != SQLITE_DONE)
+			return db_fail(db, "%s", what);
+		return 1;
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(db, "%s", what);
+	return 0;
+}
+
+static void
+col_text(sqlite3_stmt *st, int i, char *out, size_t len)
+{
+	const unsigned char *s = sqlite3_column_text(st, i);
+
+	usbgw_strlcpy(out, s != NULL ? (const char *)s : "", len);
+}
+
+static int
+exec(struct db *db, const char *sql)
+{
+	if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return db_fail(db, "%.40s", sql);
+	return 0;
+}
+
+/* A transaction, or a savepoint inside the caller's transaction. */
+static int
+tx_begin(struct db *db, int *nested)
+{
+	*nested = !sqlite3_get_autocommit(db->h);
+	return exec(db, *nested ? "SAVEPOINT db_tx" : "BEGIN IMMEDIATE");
+}
+
+static int
+tx_end(struct db *db, int nested, int ok)
+{
+	if (ok)
+		return exec(db, nested ? "RELEASE db_tx" : "COMMIT");
+	if (nested) {
+		sqlite3_exec(db->h, "ROLLBACK TO db_tx", NULL, NULL, NULL);
+		sqlite3_exec(db->h, "RELEASE db_tx", NULL, NULL, NULL);
+	} else
+		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+int
+db_begin(struct db *db)
+{
+	return exec(db, "BEGIN IMMEDIATE");
+}
+
+int
+db_commit(struct db *db)
+{
+	return exec(db, "COMMIT");
+}
+
+int
+db_rollback(struct db *db)
+{
+	return exec(db, "ROLLBACK");
+}
+
+/* ------------------------------------------------------------------ */
+/* Schema                                                               */
+
+#define MIG_MARK	"\n-- @migration "
+#define VIEWS_MARK	"\n-- @views"
+
+/*
+ * Section n of the schema (n > 0: migration n; n == 0: the views) as
+ * [*start, *end): from the line after its marker to the next marker.
+ * Returns 0, or -1 if there is no such section.
+ */
+static int
+schema_section(int n, const char **start, const char **end)
+{
+	const char	*p = usbgw_schema_sql, *m, *v, *mark, *body = NULL;
+	long		 num, cur = -1;
+
+	for (;;) {
+		m = strstr(p, MIG_MARK);
+		v = strstr(p, VIEWS_MARK);
+		if (m != NULL && (v == NULL || m < v)) {
+			mark = m;
+			num = strtol(m + strlen(MIG_MARK), NULL, 10);
+		} else {
+			mark = v;
+			num = 0;
+		}
+		if (body != NULL && cur == n) {
+			*start = body;
+			*end = mark != NULL ? mark : body + strlen(body);
+			return 0;
+		}
+		if (mark == NULL)
+			return -1;
+		cur = num;
+		if ((body = strchr(mark + 1, '\n')) == NULL)
+			body = mark + strlen(mark);
+		p = body;
+	}
+}
+
+int
+db_schema_version(void)
+{
+	const char	*p = usbgw_schema_sql, *m;
+	int		 max = 0;
+	long		 v;
+
+	while ((m = strstr(p, MIG_MARK)) != NULL) {
+		v = strtol(m + strlen(MIG_MARK), NULL, 10);
+		if (v > max && v < 1000000)
+			max = (int)v;
+		p = m + 1;
+	}
+	return max;
+}
+
+int
+db_version(struct db *db)
+{
+	sqlite3_stmt	*st = stmt(db, S_USER_VERSION);
+	int64_t		 v = -1;
+
+	if (st == NULL || step_int(db, st, &v, "user_version") != 1)
+		return -1;
+	return (int)v;
+}
+
+static int
+exec_section(struct db *db, const char *start, const char *end)
+{
+	char	*sql = xstrndup(start, (size_t)(end - start));
+	char	*msg = NULL;
+	int	 rc;
+
+	rc = sqlite3_exec(db->h, sql, NULL, NULL, &msg);
+	free(sql);
+	if (rc != SQLITE_OK) {
+		snprintf(db->err, sizeof(db->err), "%s", msg ? msg : "?");
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+migrate(struct db *db, int target, char *err, size_t errlen)
+{
+	const char	*s, *e;
+	int		 cur, n, applied = 0;
+
+	if ((cur = db_version(db)) == -1) {
+		snprintf(err, errlen, "%s", db->err);
+		return -1;
+	}
+	if (cur > db_schema_version()) {
+		snprintf(err, errlen, "database schema version %d is newer than "
+		    "this program's (%d)", cur, db_schema_version());
+		return -1;
+	}
+	for (n = cur + 1; n <= target; n++) {
+		if (schema_section(n, &s, &e) == -1) {
+			snprintf(err, errlen, "schema.sql has no migration %d", n);
+			return -1;
+		}
+		if (exec(db, "BEGIN IMMEDIATE") == -1 ||
+		    exec_section(db, s, e) == -1 || db_version(db) != n) {
+			snprintf(err, errlen, "migration to version %d: %s", n,
+			    db->err[0] ? db->err : "user_version not set");
+			sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+			return -1;
+		}
+		if (exec(db, "COMMIT") == -1) {
+			snprintf(err, errlen, "migration to version %d: %s", n,
+			    db->err);
+			return -1;
+		}
+		log_info("database %s: migrated to schema version %d",
+		    db->path, n);
+		applied = 1;
+	}
+	if (applied) {
+		if (schema_section(0, &s, &e) == -1 ||
+		    exec(db, "BEGIN IMMEDIATE") == -1 ||
+		    exec_section(db, s, e) == -1 || exec(db, "COMMIT") == -1) {
+			snprintf(err, errlen, "views: %s", db->err);
+			sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+struct db *
+db_open_version(const char *path, int version, char *err, size_t errlen)
+{
+	struct db	*db;
+	int		 rc;
+
+	if (errlen > 0)
+		err[0] = '\0';
+	db = xcalloc(1, sizeof(*db));
+	db->path = xstrdup(path);
+	rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", path, db->h ?
+		    sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+		db_close(db);
+		return NULL;
+	}
+	sqlite3_extended_result_codes(db->h, 1);
+	sqlite3_busy_timeout(db->h, DB_BUSY_MS);
+	if (exec(db, "PRAGMA journal_mode = WAL") == -1 ||
+	    exec(db, "PRAGMA synchronous = NORMAL") == -1 ||
+	    exec(db, "PRAGMA foreign_keys = ON") == -1 ||
+	    exec(db, "PRAGMA trusted_schema = OFF") == -1 ||
+	    migrate(db, version, err, errlen) == -1) {
+		if (db->err[0] != '\0' && err[0] == '\0')
+			snprintf(err, errlen, "%s", db->err);
+		db_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+struct db *
+db_open(const char *path, char *err, size_t errlen)
+{
+	if (errlen > 0)
+		err[0] = '\0';
+	return db_open_version(path, db_schema_version(), err, errlen);
+}
+
+void
+db_close(struct db *db)
+{
+	int i;
+
+	if (db == NULL)
+		return;
+	for (i = 0; i < S_NSTMTS; i++)
+		sqlite3_finalize(db->st[i]);
+	if (db->h != NULL)
+		sqlite3_close(db->h);
+	free(db->path);
+	free(db);
+}
+
+/* ------------------------------------------------------------------ */
+/* Exporters                                                            */
+
+int64_t
+db_exporter_upsert(struct db *db, const char *name, const char *host,
+    int port, int64_t now)
+{
+	sqlite3_stmt	*st;
+	int64_t		 id;
+
+	if ((st = stmt(db, S_EXP_UPSERT)) == NULL)
+		return -1;
+	bind_text(st, 1, name);
+	bind_text(st, 2, host);
+	sqlite3_bind_int(st, 3, port);
+	sqlite3_bind_int64(st, 4, now);
+	if (step_int(db, st, &id, "exporter upsert") != 1)
+		return -1;
+	return id;
+}
+
+int
+db_exporter_remove(struct db *db, const char *name, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_REMOVE)) == NULL)
+		return -1;
+	bind_text(st, 1, name);
+	sqlite3_bind_int64(st, 2, now);
+	return step_done(db, st, "exporter remove");
+}
+
+int
+db_exporter_status(struct db *db, int64_t id, const char *status, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_STATUS)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, status);
+	sqlite3_bind_int64(st, 3, now);
+	return step_done(db, st, "exporter status") == -1 ? -1 : 0;
+}
+
+int
+db_exporter_foreach(struct db *db, int (*cb)(void *, const struct db_exporter *),
+    void *arg)
+{
+	sqlite3_stmt		*st;
+	struct db_exporter	 e;
+	int			 rc;
+
+	if ((st = stmt(db, S_EXP_LIST)) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&e, 0, sizeof(e));
+		e.id = sqlite3_column_int64(st, 0);
+		col_text(st, 1, e.name, sizeof(e.name));
+		col_text(st, 2, e.host, sizeof(e.host));
+		e.port = sqlite3_column_int(st, 3);
+		col_text(st, 4, e.status, sizeof(e.status));
+		if (cb(arg, &e) != 0) {
+			sqlite3_reset(st);
+			return 0;
+		}
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(db, "exporter list");
+}
+
+/* ------------------------------------------------------------------ */
+/* Devices                                                              */
+
+int64_t
+db_device_upsert(struct db *db, int64_t exporter_id,
+    const struct usbgw_identity *id, int64_t now, int *created)
+{
+	sqlite3_stmt	*st;
+	int64_t		 dev = 0;
+	int		 nested, rc, ok = 0;
+	unsigned	 i;
+
+	if (created != NULL)
+		*created = 0;
+	if (tx_begin(db, &nested) == -1)
+		return -1;
+	if ((st = stmt(db, S_DEV_FIND)) == NULL)
+		goto done;
+	sqlite3_bind_int64(st, 1, exporter_id);
+	bind_text(st, 2, id->exporter_busid);
+	bind_text(st, 3, id->hash);
+	bind_text(st, 4, id->serial);
+	bind_text(st, 5, id->manufacturer);
+	bind_text(st, 6, id->product);
+	if ((rc = step_int(db, st, &dev, "device find")) == -1)
+		goto done;
+	if (rc == 1) {
+		if ((st = stmt(db, S_DEV_TOUCH)) == NULL)
+			goto done;
+		sqlite3_bind_int64(st, 1, dev);
+		bind_text(st, 2, id->busid);
+		sqlite3_bind_int64(st, 3, now);
+		ok = step_done(db, st, "device touch") != -1;
+		goto done;
+	}
+	if ((st = stmt(db, S_DEV_INSERT)) == NULL)
+		goto done;
+	sqlite3_bind_int64(st, 1, exporter_id);
+	bind_text(st, 2, id->exporter_busid);
+	bind_text(st, 3, id->busid);
+	sqlite3_bind_int(st, 4, id->vid);
+	sqlite3_bind_int(st, 5, id->pid);
+	sqlite3_bind_int(st, 6, id->bcd_device);
+	sqlite3_bind_int(st, 7, id->dev_class);
+	sqlite3_bind_int(st, 8, id->dev_subclass);
+	sqlite3_bind_int(st, 9, id->dev_protocol);
+	sqlite3_bind_int64(st, 10, id->speed);
+	bind_text(st, 11, id->manufacturer);
+	bind_text(st, 12, id->product);
+	bind_text(st, 13, id->serial);
+	bind_text(st, 14, id->hash);
+	sqlite3_bind_int64(st, 15, now);
+	if (step_done(db, st, "device insert") == -1)
+		goto done;
+	dev = sqlite3_last_insert_rowid(db->h);
+	for (i = 0; i < id->n_ifaces && i < USBGW_IFACE_MAX; i++) {
+		if ((st = stmt(db, S_IFACE_INSERT)) == NULL)
+			goto done;
+		sqlite3_bind_int64(st, 1, dev);
+		sqlite3_bind_int(st, 2, (int)i);
+		sqlite3_bind_int(st, 3, id->ifaces[i].cls);
+		sqlite3_bind_int(st, 4, id->ifaces[i].subcls);
+		sqlite3_bind_int(st, 5, id->ifaces[i].proto);
+		if (step_done(db, st, "interface insert") == -1)
+			goto done;
+	}
+	if (created != NULL)
+		*created = 1;
+	ok = 1;
+done:
+	if (tx_end(db, nested, ok) == -1)
+		return -1;
+	return dev;
+}
+
+int
+db_device_set_state(struct db *db, int64_t device_id, enum dev_state state,
+    int64_t rule_id, int64_t now)
+{
+	sqlite3_stmt	*st;
+	int		 n;
+
+	if ((unsigned)state >= DEV_NSTATES ||
+	    (st = stmt(db, S_DEV_STATE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	bind_text(st, 2, dev_state_name(state));
+	bind_id(st, 3, rule_id);
+	sqlite3_bind_int64(st, 4, now);
+	if ((n = step_done(db, st, "device state")) == -1)
+		return -1;
+	return n == 1 ? 0 : -1;
+}
+
+static int
+read_device(struct db *db, sqlite3_stmt *st, struct db_device *d)
+{
+	sqlite3_stmt	*fs;
+	char		 state[16];
+	int		 s, rc;
+
+	memset(d, 0, sizeof(*d));
+	d->id = sqlite3_column_int64(st, 0);
+	d->exporter_id = sqlite3_column_int64(st, 1);
+	col_text(st, 2, d->ident.exporter, sizeof(d->ident.exporter));
+	col_text(st, 3, d->ident.exporter_busid,
+	    sizeof(d->ident.exporter_busid));
+	col_text(st, 4, d->ident.busid, sizeof(d->ident.busid));
+	d->ident.vid = (uint16_t)sqlite3_column_int(st, 5);
+	d->ident.pid = (uint16_t)sqlite3_column_int(st, 6);
+	d->ident.bcd_device = (uint16_t)sqlite3_column_int(st, 7);
+	d->ident.dev_class = (uint8_t)sqlite3_column_int(st, 8);
+	d->ident.dev_subclass = (uint8_t)sqlite3_column_int(st, 9);
+	d->ident.dev_protocol = (uint8_t)sqlite3_column_int(st, 10);
+	d->ident.speed = (uint32_t)sqlite3_column_int64(st, 11);
+	col_text(st, 12, d->ident.manufacturer, sizeof(d->ident.manufacturer));
+	col_text(st, 13, d->ident.product, sizeof(d->ident.product));
+	col_text(st, 14, d->ident.serial, sizeof(d->ident.serial));
+	col_text(st, 15, d->ident.hash, sizeof(d->ident.hash));
+	col_text(st, 16, state, sizeof(state));
+	s = dev_state_parse(state);
+	d->state = s < 0 ? DEV_PENDING : (enum dev_state)s;
+	d->state_since = sqlite3_column_int64(st, 17);
+	d->rule_id = sqlite3_column_int64(st, 18);
+	d->first_seen = sqlite3_column_int64(st, 19);
+	d->last_seen = sqlite3_column_int64(st, 20);
+
+	if ((fs = stmt(db, S_IFACE_GET)) == NULL)
+		return -1;
+	sqlite3_bind_int64(fs, 1, d->id);
+	while ((rc = sqlite3_step(fs)) == SQLITE_ROW &&
+	    d->ident.n_ifaces < USBGW_IFACE_MAX) {
+		struct usbgw_iface *f = &d->ident.ifaces[d->ident.n_ifaces++];
+
+		f->cls = (uint8_t)sqlite3_column_int(fs, 0);
+		f->subcls = (uint8_t)sqlite3_column_int(fs, 1);
+		f->proto = (uint8_t)sqlite3_column_int(fs, 2);
+	}
+	sqlite3_reset(fs);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_fail(db, "interfaces");
+	return 0;
+}
+
+int
+db_device_get(struct db *db, int64_t device_id, struct db_device *out)
+{
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if ((st = stmt(db, S_DEV_GET)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		sqlite3_reset(st);
+		return 0;
+	}
+	if (rc != SQLITE_ROW) {
+		sqlite3_reset(st);
+		return db_fail(db, "device get");
+	}
+	rc = read_device(db, st, out);
+	sqlite3_reset(st);
+	return rc == -1 ? -1 : 1;
+}
+
+int
+db_device_foreach(struct db *db, int include_gone,
+    int (*cb)(void *, const struct db_device *), void *arg)
+{
+	sqlite3_stmt		*st;
+	struct db_device	 d;
+	int			 rc;
+
+	if ((st = stmt(db, S_DEV_LIST)) == NULL)
+		return -1;
+	sqlite3_bind_int(st, 1, include_gone ? 1 : 0);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (read_device(db, st, &d) == -1) {
+			sqlite3_reset(st);
+			return -1;
+		}
+		if (cb(arg, &d) != 0) {
+			sqlite3_reset(st);
+			return 0;
+		}
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(db, "device list");
+}
+
+/* ------------------------------------------------------------------ */
+/* Presences                                                            */
+
+int64_t
+db_presence_current(struct db *db, int64_t device_id)
+{
+	sqlite3_stmt	*st;
+	int64_t		 id = 0;
+
+	if ((st = stmt(db, S_PRES_OPEN)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	if (step_int(db, st, &id, "presence") == -1)
+		return -1;
+	return id;
+}
+
+int64_t
+db_presence_begin(struct db *db, int64_t device_id, const char *busid,
+    int64_t now)
+{
+	sqlite3_stmt	*st;
+	int64_t		 id;
+
+	if ((id = db_presence_current(db, device_id)) != 0)
+		return id;
+	if ((st = stmt(db, S_PRES_INSERT)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	bind_text(st, 2, busid);
+	sqlite3_bind_int64(st, 3, now);
+	if (step_done(db, st, "presence insert") == -1)
+		return -1;
+	return sqlite3_last_insert_rowid(db->h);
+}
+
+int
+db_presence_end(struct db *db, int64_t device_id, const char *reason,
+    int64_t now)
+{
+	sqlite3_stmt	*st;
+	int64_t		 pid = 0;
+	int		 nested, rc = -1;
+
+	if (tx_begin(db, &nested) == -1)
+		return -1;
+	if ((st = stmt(db, S_PRES_END)) == NULL)
+		goto done;
+	sqlite3_bind_int64(st, 1, device_id);
+	sqlite3_bind_int64(st, 2, now);
+	bind_text(st, 3, reason);
+	if ((rc = step_int(db, st, &pid, "presence end")) != 1)
+		goto done;
+	if ((st = stmt(db, S_APPR_END_PRESENCE)) == NULL) {
+		rc = -1;
+		goto done;
+	}
+	sqlite3_bind_int64(st, 1, pid);
+	sqlite3_bind_int64(st, 2, now);
+	if (step_done(db, st, "once-approvals end") == -1)
+		rc = -1;
+done:
+	if (tx_end(db, nested, rc != -1) == -1)
+		return -1;
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Rules                                                                */
+
+static int64_t
+rule_count(struct db *db)
+{
+	sqlite3_stmt	*st;
+	int64_t		 n = -1;
+
+	if ((st = stmt(db, S_RULE_COUNT)) == NULL ||
+	    step_int(db, st, &n, "rule count") != 1)
+		return -1;
+	return n;
+}
+
+static int
+rule_shift(struct db *db, int64_t from, int64_t to, int delta)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_RULE_SHIFT)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, from);
+	sqlite3_bind_int64(st, 2, to);
+	sqlite3_bind_int(st, 3, delta);
+	return step_done(db, st, "rule shift") == -1 ? -1 : 0;
+}
+
+/* Position of an active rule, 0 if none. */
+static int64_t
+rule_position(struct db *db, int64_t rule_id)
+{
+	sqlite3_stmt	*st;
+	int64_t		 pos = 0;
+
+	if ((st = stmt(db, S_RULE_POS)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, rule_id);
+	if (step_int(db, st, &pos, "rule position") == -1)
+		return -1;
+	return pos;
+}
+
+/* Insert at a 1-based position (inside a transaction). */
+static int64_t
+rule_insert(struct db *db, long position, const struct rule *r,
+    const char *origin, int64_t device_id, const char *comment,
+    const char *by, int64_t now)
+{
+	sqlite3_stmt	*st;
+	int64_t		 n;
+	char		*text;
+	int		 rc;
+
+	if ((n = rule_count(db)) == -1)
+		return -1;
+	if (position <= 0 || position > n)
+		position = (long)n + 1;
+	else if (rule_shift(db, position, INT64_MAX, 1) == -1)
+		return -1;
+	if ((st = stmt(db, S_RULE_INSERT)) == NULL)
+		return -1;
+	text = rule_format(r);
+	sqlite3_bind_int64(st, 1, position);
+	bind_text(st, 2, text);
+	bind_text(st, 3, rule_target_name(rule_target(r)));
+	bind_text(st, 4, origin);
+	bind_id(st, 5, device_id);
+	bind_text(st, 6, comment);
+	sqlite3_bind_int64(st, 7, now);
+	bind_text(st, 8, by);
+	rc = step_done(db, st, "rule insert");
+	free(text);
+	if (rc == -1)
+		return -1;
+	return sqlite3_last_insert_rowid(db->h);
+}
+
+/* Remove an active rule at pos (inside a transaction). */
+static int
+rule_unlink(struct db *db, int64_t rule_id, int64_t pos, const char *by,
+    int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_RULE_REMOVE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, rule_id);
+	sqlite3_bind_int64(st, 2, now);
+	bind_text(st, 3, by);
+	if (step_done(db, st, "rule remove") == -1)
+		return -1;
+	return rule_shift(db, pos + 1, INT64_MAX, -1);
+}
+
+int64_t
+db_rule_add(struct db *db, long position, const struct rule *r,
+    const char *origin, int64_t device_id, const char *comment,
+    const char *by, int64_t now)
+{
+	int64_t	id;
+	int	nested;
+
+	if (tx_begin(db, &nested) == -1)
+		return -1;
+	id = rule_insert(db, position, r, origin, device_id, comment, by, now);
+	if (tx_end(db, nested, id != -1) == -1)
+		return -1;
+	return id;
+}
+
+int
+db_rule_remove(struct db *db, int64_t rule_id, const char *by, int64_t now)
+{
+	int64_t	pos;
+	int	nested, rc = -1;
+
+	if (tx_begin(db, &nested) == -1)
+		return -1;
+	if ((pos = rule_position(db, rule_id)) == -1)
+		goto done;
+	if (pos == 0) {
+		rc = 0;
+		goto done;
+	}
+	if (rule_unlink(db, rule_id, pos, by, now) == 0)
+		rc = 1;
+done:
+	if (tx_end(db, nested, rc != -1) == -1)
+		return -1;
+	return rc;
+}
+
+int
+db_rule_move(struct db *db, int64_t rule_id, long position)
+{
+	sqlite3_stmt	*st;
+	int64_t		 pos, n;
+	int		 nested, rc = -1;
+
+	if (tx_begin(db, &nested) == -1)
+		return -1;
+	if ((pos = rule_position(db, rule_id)) == -1 ||
+	    (n = rule_count(db)) == -1)
+		goto done;
+	if (pos == 0) {
+		rc = 0;
+		goto done;
+	}
+	if (position < 1)
+		position = 1;
+	if (position > n)
+		position = (long)n;
+	if (position < pos) {
+		if (rule_shift(db, position, pos - 1, 1) == -1)
+			goto done;
+	} else if (position > pos) {
+		if (rule_shift(db, pos + 1, position, -1) == -1)
+			goto done;
+	}
+	if ((st = stmt(db, S_RULE_SETPOS)) == NULL)
+		goto done;
+	sqlite3_bind_int64(st, 1, rule_id);
+	sqlite3_bind_int64(st, 2, position);
+	if (step_done(db, st, "rule move") != -1)
+		rc = 1;
+done:
+	if (tx_end(db, nested, rc != -1) == -1)
+		return -1;
+	return rc;
+}
+
+int64_t
+db_rule_set_device(struct db *db, int64_t device_id, const struct rule *r,
+    const char *origin, const char *comment, const char *by, int64_t now)
+{
+	sqlite3_stmt	*st;
+	int64_t		 old = 0, pos = 1, id = -1;
+	int		 nested, rc;
+
+	if (tx_begin(db, &nested) == -1)
+		return -1;
+	if ((st = stmt(db, S_RULE_DEVICE)) == NULL)
+		goto done;
+	sqlite3_bind_int64(st, 1, device_id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		old = sqlite3_column_int64(st, 0);
+		pos = sqlite3_column_int64(st, 1);
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		db_fail(db, "device rule");
+		goto done;
+	}
+	if (old != 0 && rule_unlink(db, old, pos, by, now) == -1)
+		goto done;
+	id = rule_insert(db, (long)pos, r, origin, device_id, comment, by, now);
+done:
+	if (tx_end(db, nested, id != -1) == -1)
+		return -1;
+	return id;
+}
+
+int
+db_rules_load(struct db *db, struct policy *p,
+    void (*bad)(void *, int64_t, const char *, const char *), void *arg)
+{
+	sqlite3_stmt		*st;
+	struct rule_error	 err;
+	struct rule		*r;
+	const char		*text;
+	int64_t			 id;
+	int			 rc, nbad = 0;
+
+	if ((st = stmt(db, S_RULE_LOAD)) == NULL)
+		return -1;
+	policy_clear(p);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		id = sqlite3_column_int64(st, 0);
+		text = (const char *)sqlite3_column_text(st, 1);
+		if (text == NULL || (r = rule_parse(text, &err)) == NULL) {
+			if (text == NULL)
+				snprintf(err.msg, sizeof(err.msg), "no text");
+			if (bad != NULL)
+				bad(arg, id, text ? text : "", err.msg);
+			log_warnx("rule %lld does not parse (%s): it counts "
+			    "as \"ask\"", (long long)id, err.msg);
+			r = rule_parse("ask", &err);
+			nbad++;
+		}
+		if (policy_append(p, id, r) == -1)
+			rule_free(r);
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(db, "rules load");
+	return nbad;
+}
+
+/* ------------------------------------------------------------------ */
+/* Approvals                                                            */
+
+int64_t
+db_approval_add(struct db *db, const struct db_approval *a)
+{
+	sqlite3_stmt	*st;
+	int64_t		 id = -1;
+	int		 nested;
+
+	if ((unsigned)a->scope >= nitems(scope_names))
+		return -1;
+	if (tx_begin(db, &nested) == -1)
+		return -1;
+	if ((st = stmt(db, S_APPR_SUPERSEDE)) == NULL)
+		goto done;
+	sqlite3_bind_int64(st, 1, a->device_id);
+	bind_text(st, 2, a->to_host);
+	sqlite3_bind_int64(st, 3, a->created_at);
+	bind_text(st, 4, a->actor_name);
+	if (step_done(db, st, "approval supersede") == -1)
+		goto done;
+	if ((st = stmt(db, S_APPR_INSERT)) == NULL)
+		goto done;
+	sqlite3_bind_int64(st, 1, a->device_id);
+	bind_id(st, 2, a->presence_id);
+	bind_text(st, 3, a->deny ? "deny" : "allow");
+	bind_text(st, 4, scope_names[a->scope]);
+	bind_text(st, 5, a->to_host[0] ? a->to_host : NULL);
+	sqlite3_bind_int64(st, 6, a->created_at);
+	if (a->scope == SCOPE_FOR || a->scope == SCOPE_UNTIL)
+		sqlite3_bind_int64(st, 7, a->expires_at);
+	else
+		sqlite3_bind_null(st, 7);
+	if (a->actor_uid >= 0)
+		sqlite3_bind_int64(st, 8, a->actor_uid);
+	else
+		sqlite3_bind_null(st, 8);
+	bind_text(st, 9, a->actor_name);
+	bind_text(st, 10, a->reason[0] ? a->reason : NULL);
+	bind_id(st, 11, a->rule_id);
+	if (step_done(db, st, "approval insert") == -1)
+		goto done;
+	id = sqlite3_last_insert_rowid(db->h);
+done:
+	if (tx_end(db, nested, id != -1) == -1)
+		return -1;
+	return id;
+}
+
+int
+db_approval_end(struct db *db, int64_t approval_id, const char *reason,
+    const char *by, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_APPR_END)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, approval_id);
+	sqlite3_bind_int64(st, 2, now);
+	bind_text(st, 3, reason);
+	bind_text(st, 4, by);
+	return step_done(db, st, "approval end");
+}
+
+int
+db_approvals_end_device(struct db *db, int64_t device_id, const char *reason,
+    const char *by, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_APPR_END_DEV)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	sqlite3_bind_int64(st, 2, now);
+	bind_text(st, 3, reason);
+	bind_text(st, 4, by);
+	return step_done(db, st, "approvals end");
+}
+
+int
+db_approval_active(struct db *db, int64_t device_id, int64_t presence_id,
+    const char *host_name, const char *host_addr, int64_t now,
+    struct db_approval *a)
+{
+	sqlite3_stmt	*st;
+	char		 scope[16], decision[8];
+	int		 rc;
+	size_t		 i;
+
+	if ((st = stmt(db, S_APPR_ACTIVE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	sqlite3_bind_int64(st, 2, presence_id);
+	sqlite3_bind_int64(st, 3, now);
+	bind_text(st, 4, host_name);
+	bind_text(st, 5, host_addr);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		sqlite3_reset(st);
+		return rc == SQLITE_DONE ? 0 : db_fail(db, "approval active");
+	}
+	memset(a, 0, sizeof(*a));
+	a->id = sqlite3_column_int64(st, 0);
+	a->device_id = sqlite3_column_int64(st, 1);
+	a->presence_id = sqlite3_column_int64(st, 2);
+	col_text(st, 3, decision, sizeof(decision));
+	a->deny = strcmp(decision, "deny") == 0;
+	col_text(st, 4, scope, sizeof(scope));
+	for (i = 0; i < nitems(scope_names); i++)
+		if (strcmp(scope, scope_names[i]) == 0)
+			a->scope = (enum approve_scope)i;
+	col_text(st, 5, a->to_host, sizeof(a->to_host));
+	a->created_at = sqlite3_column_int64(st, 6);
+	a->expires_at = sqlite3_column_int64(st, 7);
+	a->actor_uid = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, 8);
+	col_text(st, 9, a->actor_name, sizeof(a->actor_name));
+	col_text(st, 10, a->reason, sizeof(a->reason));
+	a->rule_id = sqlite3_column_int64(st, 11);
+	sqlite3_reset(st);
+	return 1;
+}
+
+int
+db_approval_next_expiry(struct db *db, int64_t *when, int64_t *approval_id)
+{
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if ((st = stmt(db, S_APPR_NEXT)) == NULL)
+		return -1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		if (approval_id != NULL)
+			*approval_id = sqlite3_column_int64(st, 0);
+		*when = sqlite3_column_int64(st, 1);
+	}
+	sqlite3_reset(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : db_fail(db, "next expiry");
+}
+
+int
+db_approvals_due(struct db *db, int64_t now, int64_t *ids, size_t max)
+{
+	sqlite3_stmt	*st;
+	int		 rc, n = 0;
+
+	if ((st = stmt(db, S_APPR_DUE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_int64(st, 2, (int64_t)(max > INT32_MAX ? INT32_MAX : max));
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && (size_t)n < max)
+		ids[n++] = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_fail(db, "approvals due");
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Attachments, access requests, settings                               */
+
+int64_t
+db_attachment_begin(struct db *db, int64_t device_id, int64_t presence_id,
+    int64_t approval_id, int64_t rule_id, const char *mode,
+    const char *host_name, const char *host_addr, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_ATT_INSERT)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	bind_id(st, 2, presence_id);
+	bind_id(st, 3, approval_id);
+	bind_id(st, 4, rule_id);
+	bind_text(st, 5, mode);
+	bind_text(st, 6, host_name);
+	bind_text(st, 7, host_addr);
+	sqlite3_bind_int64(st, 8, now);
+	if (step_done(db, st, "attachment insert") == -1)
+		return -1;
+	return sqlite3_last_insert_rowid(db->h);
+}
+
+static void
+bind_counters(sqlite3_stmt *st, const struct db_counters *c)
+{
+	bind_u64(st, 2, c->bytes_to_device);
+	bind_u64(st, 3, c->bytes_from_device);
+	bind_u64(st, 4, c->urbs_to_device);
+	bind_u64(st, 5, c->urbs_from_device);
+}
+
+int
+db_attachment_counters(struct db *db, int64_t id, const struct db_counters *c)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_ATT_COUNTERS)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_counters(st, c);
+	return step_done(db, st, "attachment counters") == -1 ? -1 : 0;
+}
+
+int
+db_attachment_end(struct db *db, int64_t id, const struct db_counters *c,
+    const char *reason, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_ATT_END)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_counters(st, c);
+	sqlite3_bind_int64(st, 6, now);
+	bind_text(st, 7, reason);
+	return step_done(db, st, "attachment end") == -1 ? -1 : 0;
+}
+
+int64_t
+db_access_request_add(struct db *db, int64_t device_id, const char *busid,
+    const char *host_name, const char *host_addr, const char *outcome,
+    int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_ACC_INSERT)) == NULL)
+		return -1;
+	bind_id(st, 1, device_id);
+	bind_text(st, 2, busid);
+	bind_text(st, 3, host_name);
+	bind_text(st, 4, host_addr);
+	sqlite3_bind_int64(st, 5, now);
+	bind_text(st, 6, outcome);
+	if (step_done(db, st, "access request") == -1)
+		return -1;
+	return sqlite3_last_insert_rowid(db->h);
+}
+
+int
+db_access_request_decide(struct db *db, int64_t id, const char *outcome,
+    const char *by, int64_t approval_id, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_ACC_DECIDE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, outcome);
+	sqlite3_bind_int64(st, 3, now);
+	bind_text(st, 4, by);
+	bind_id(st, 5, approval_id);
+	return step_done(db, st, "access decide");
+}
+
+int
+db_setting_get(struct db *db, const char *key, char *value, size_t len)
+{
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if ((st = stmt(db, S_SET_GET)) == NULL)
+		return -1;
+	bind_text(st, 1, key);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		col_text(st, 0, value, len);
+	sqlite3_reset(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : db_fail(db, "setting get");
+}
+
+int
+db_setting_set(struct db *db, const char *key, const char *value, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_SET_PUT)) == NULL)
+		return -1;
+	bind_text(st, 1, key);
+	bind_text(st, 2, value);
+	sqlite3_bind_int64(st, 3, now);
+	return step_done(db, st, "setting set") == -1 ? -1 : 0;
+}

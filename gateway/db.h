@@ -1,0 +1,239 @@
+/*
+ * The gateway's SQLite database (schema.sql, embedded): opening and
+ * migrating it, and the writes and reads the daemon needs, each one
+ * prepared statement (prepared once, kept for the connection's life).
+ *
+ * Contract for every function below unless it says otherwise: returns
+ * -1 on a database error (logged with log_warnx, and db_errmsg() has
+ * SQLite's message); ids are > 0; `now` is Unix seconds; strings are
+ * copied (NULL means SQL NULL where a column allows it).  One connection
+ * per process, used from one thread; statements are short, so calling
+ * them from the event loop is fine (the audit log batches its writes,
+ * see audit.h).  db_begin()/db_commit() group several calls into one
+ * transaction; without them each call commits on its own.
+ */
+#ifndef USBGW_DB_H
+#define USBGW_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "ctl.h"
+#include "identity.h"
+
+struct db;
+struct policy;
+struct rule;
+
+#define DB_ERR_MAX	256
+
+/*
+ * Open (creating the file, not its directory) and migrate to the newest
+ * schema version.  NULL on error with a message in err.
+ * db_open_version() stops at `version` (tests build old databases).
+ */
+struct db	*db_open(const char *path, char *err, size_t errlen);
+struct db	*db_open_version(const char *path, int version, char *err,
+		    size_t errlen);
+void		 db_close(struct db *);
+
+/* The newest version schema.sql defines, and the database's. */
+int		 db_schema_version(void);
+int		 db_version(struct db *);
+sqlite3		*db_sqlite(struct db *);
+const char	*db_errmsg(struct db *);
+
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK.  0 or -1. */
+int		 db_begin(struct db *);
+int		 db_commit(struct db *);
+int		 db_rollback(struct db *);
+
+/* --- exporters ------------------------------------------------------ */
+
+struct db_exporter {
+	int64_t		id;
+	char		name[USBGW_EXPORTER_MAX];
+	char		host[USBGW_HOST_MAX];
+	int		port;
+	char		status[8];	/* unknown, up, down */
+};
+
+/* Add or update (and un-remove) by name.  Returns the id. */
+int64_t		 db_exporter_upsert(struct db *, const char *name,
+		    const char *host, int port, int64_t now);
+/* Mark removed.  1 if done, 0 if no such (active) exporter. */
+int		 db_exporter_remove(struct db *, const char *name, int64_t now);
+/* status "up" (also sets last_seen), "down" or "unknown".  0 or -1. */
+int		 db_exporter_status(struct db *, int64_t id, const char *status,
+		    int64_t now);
+/* Active exporters by name; stops early if cb returns non-zero. */
+int		 db_exporter_foreach(struct db *,
+		    int (*cb)(void *, const struct db_exporter *), void *arg);
+
+/* --- devices -------------------------------------------------------- */
+
+struct db_device {
+	int64_t			id;
+	int64_t			exporter_id;
+	struct usbgw_identity	ident;		/* busid: the last one used */
+	enum dev_state		state;
+	int64_t			state_since;
+	int64_t			rule_id;	/* 0: none */
+	int64_t			first_seen, last_seen;
+};
+
+/*
+ * Find the device row of this identity at this exporter (same port,
+ * descriptor hash, serial, manufacturer and product strings) or create
+ * it in state probing with its interfaces.  Updates busid and last_seen.
+ * *created (if not NULL) says which.  Fails if another device that is
+ * not gone holds ident->busid: mark the old one gone first.
+ */
+int64_t		 db_device_upsert(struct db *, int64_t exporter_id,
+		    const struct usbgw_identity *, int64_t now, int *created);
+/* Set state (and the deciding rule, 0 for none); state_since = now. */
+int		 db_device_set_state(struct db *, int64_t device_id,
+		    enum dev_state, int64_t rule_id, int64_t now);
+/* 1 and *out filled, 0 if no such device. */
+int		 db_device_get(struct db *, int64_t device_id,
+		    struct db_device *out);
+/* Devices by id; gone ones only if include_gone.  cb non-zero stops. */
+int		 db_device_foreach(struct db *, int include_gone,
+		    int (*cb)(void *, const struct db_device *), void *arg);
+
+/* --- presences ------------------------------------------------------ */
+
+/* Open a presence (or return the open one).  Returns its id. */
+int64_t		 db_presence_begin(struct db *, int64_t device_id,
+		    const char *busid, int64_t now);
+/*
+ * End the device's open presence, and its once-approvals (end reason
+ * "gone").  1 if one was open, 0 if none.
+ */
+int		 db_presence_end(struct db *, int64_t device_id,
+		    const char *reason, int64_t now);
+/* The open presence's id, 0 if none. */
+int64_t		 db_presence_current(struct db *, int64_t device_id);
+
+/* --- rules ---------------------------------------------------------- */
+
+/*
+ * origin: "admin", "approval", "denial", "import" or "config".
+ * Positions are 1-based; position <= 0 or past the end appends.  The
+ * stored text is rule_format(rule).
+ */
+int64_t		 db_rule_add(struct db *, long position, const struct rule *,
+		    const char *origin, int64_t device_id, const char *comment,
+		    const char *by, int64_t now);
+/* Remove (keeps the row).  1 if removed, 0 if no such active rule. */
+int		 db_rule_remove(struct db *, int64_t rule_id, const char *by,
+		    int64_t now);
+/* Move to position (clamped).  1 if moved, 0 if no such active rule. */
+int		 db_rule_move(struct db *, int64_t rule_id, long position);
+/*
+ * The rule a permanent approval or denial writes for a device: replaces
+ * the device's previous such rule in its position (the old row is
+ * removed), or goes first.  Returns the new rule's id.
+ */
+int64_t		 db_rule_set_device(struct db *, int64_t device_id,
+		    const struct rule *, const char *origin, const char *comment,
+		    const char *by, int64_t now);
+/*
+ * Replace the policy's rules with the active rules, in order.  A stored
+ * rule that no longer parses is reported through bad (if not NULL) and
+ * replaced by "ask" at its position: fail safe, devices go pending.
+ * Returns the number of such rules, or -1.
+ */
+int		 db_rules_load(struct db *, struct policy *,
+		    void (*bad)(void *, int64_t rule_id, const char *text,
+		    const char *error), void *arg);
+
+/* --- approvals ------------------------------------------------------ */
+
+struct db_approval {
+	int64_t			id;
+	int64_t			device_id;
+	int64_t			presence_id;	/* SCOPE_ONCE: required */
+	int			deny;		/* 0: allow, 1: deny */
+	enum approve_scope	scope;
+	char			to_host[USBGW_HOST_MAX]; /* "": any host */
+	int64_t			created_at;
+	int64_t			expires_at;	/* SCOPE_FOR/UNTIL, else 0 */
+	int64_t			actor_uid;	/* -1: none */
+	char			actor_name[64];
+	char			reason[512];
+	int64_t			rule_id;	/* SCOPE_PERMANENT, else 0 */
+};
+
+/*
+ * Record a decision; the device's earlier active decisions for the same
+ * to_host end ("superseded") in the same transaction.  Returns the id.
+ */
+int64_t		 db_approval_add(struct db *, const struct db_approval *);
+/* End one (reason: "revoked", "expired", ...).  1 if ended, 0 if not active. */
+int		 db_approval_end(struct db *, int64_t approval_id,
+		    const char *reason, const char *by, int64_t now);
+/* End all of a device's active decisions.  Returns how many. */
+int		 db_approvals_end_device(struct db *, int64_t device_id,
+		    const char *reason, const char *by, int64_t now);
+/*
+ * The newest active decision that applies to the device now: not ended,
+ * not expired, of this presence if scope once, and for this host
+ * (to_host empty, or equal to host_name ignoring case, or to host_addr).
+ * host_name/host_addr may be NULL (no host: only decisions for any
+ * host apply).  1 and *out filled, 0 if none.
+ */
+int		 db_approval_active(struct db *, int64_t device_id,
+		    int64_t presence_id, const char *host_name,
+		    const char *host_addr, int64_t now, struct db_approval *out);
+/* The earliest expiry of an active decision: 1 with *when, *id; 0 none. */
+int		 db_approval_next_expiry(struct db *, int64_t *when,
+		    int64_t *approval_id);
+/* Active decisions with expires_at <= now (up to max ids).  Count or -1. */
+int		 db_approvals_due(struct db *, int64_t now, int64_t *ids,
+		    size_t max);
+
+/* --- attachments ---------------------------------------------------- */
+
+struct db_counters {
+	uint64_t	bytes_to_device;
+	uint64_t	bytes_from_device;
+	uint64_t	urbs_to_device;
+	uint64_t	urbs_from_device;
+};
+
+/* mode: "proxy" or "local".  Ids may be 0 (none).  Returns the id. */
+int64_t		 db_attachment_begin(struct db *, int64_t device_id,
+		    int64_t presence_id, int64_t approval_id, int64_t rule_id,
+		    const char *mode, const char *host_name,
+		    const char *host_addr, int64_t now);
+int		 db_attachment_counters(struct db *, int64_t attachment_id,
+		    const struct db_counters *);
+int		 db_attachment_end(struct db *, int64_t attachment_id,
+		    const struct db_counters *, const char *reason, int64_t now);
+
+/* --- access requests ------------------------------------------------ */
+
+/*
+ * device_id 0: unknown busid.  outcome: "waiting" (held) or any final
+ * one: "granted", "refused", "denied", "timeout", "withdrawn".
+ */
+int64_t		 db_access_request_add(struct db *, int64_t device_id,
+		    const char *busid, const char *host_name,
+		    const char *host_addr, const char *outcome, int64_t now);
+/* Final outcome of a waiting request.  1 if set, 0 if not waiting. */
+int		 db_access_request_decide(struct db *, int64_t request_id,
+		    const char *outcome, const char *by, int64_t approval_id,
+		    int64_t now);
+
+/* --- settings ------------------------------------------------------- */
+
+/* 1 and value copied (truncated to len), 0 if unset. */
+int		 db_setting_get(struct db *, const char *key, char *value,
+		    size_t len);
+int		 db_setting_set(struct db *, const char *key, const char *value,
+		    int64_t now);
+
+#endif
