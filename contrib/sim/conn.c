@@ -28,10 +28,15 @@
 #include "util.h"
 #include "sim.h"
 
-/* A multiple of 63, so chained references continue the mod63 pattern. */
-#define PATTERN_LEN	(63 * 1024)
+/*
+ * g_zero's mod63 pattern: byte i of a transfer is (i % wMaxPacketSize) %
+ * 63.  One buffer per packet size; PATTERN_LEN is a multiple of each, so
+ * chained references to the same buffer continue the pattern.
+ */
+#define PATTERN_LEN	(64 * 1024)
 
-static uint8_t		 pattern_mod63[PATTERN_LEN];
+static const uint16_t	 pattern_maxp[] = { 64, 512, 1024 };
+static uint8_t		 pattern_mod63[3][PATTERN_LEN];
 static uint8_t		 pattern_zero[PATTERN_LEN];
 static bool		 pattern_ready;
 static unsigned		 conn_nextid = 1;
@@ -299,13 +304,21 @@ urb_done_evbuf(struct sim_urb *u, int32_t status, struct evbuffer *src,
 }
 
 void
-urb_done_pattern(struct sim_urb *u, enum sim_pattern pat, uint32_t len)
+urb_done_pattern(struct sim_urb *u, enum sim_pattern pat, uint16_t maxp,
+    uint32_t len)
 {
-	const uint8_t *p = pat == SIM_PATTERN_ZERO ? pattern_zero :
-	    pattern_mod63;
 	struct evbuffer *out = conn_out(u->conn);
+	const uint8_t *p = pattern_zero;
 	uint32_t n;
+	size_t i;
 
+	if (pat == SIM_PATTERN_MOD63) {
+		for (i = 0; i < nitems(pattern_maxp); i++)
+			if (pattern_maxp[i] == maxp)
+				p = pattern_mod63[i];
+		if (p == pattern_zero)
+			fatalx("no mod63 pattern for packet size %u", maxp);
+	}
 	ret_submit_hdr(u, 0, len, 0);
 	while (len > 0) {
 		n = len < PATTERN_LEN ? len : PATTERN_LEN;
@@ -783,10 +796,12 @@ conn_timeout_cb(int fd, short events, void *arg)
 static void
 pattern_init(void)
 {
-	size_t i;
+	size_t i, k;
 
-	for (i = 0; i < PATTERN_LEN; i++)
-		pattern_mod63[i] = (uint8_t)(i % 63);
+	for (k = 0; k < nitems(pattern_maxp); k++)
+		for (i = 0; i < PATTERN_LEN; i++)
+			pattern_mod63[k][i] = (uint8_t)((i % pattern_maxp[k]) %
+			    63);
 	pattern_ready = true;
 }
 

@@ -1138,7 +1138,7 @@ dev_submit(struct sim_dev *dev, struct sim_urb *u, const uint8_t setup[8])
 		loop_service(dev);
 		break;
 	case EPK_SOURCE_IN:
-		urb_done_pattern(u, dev->spec.pattern, u->length);
+		urb_done_pattern(u, dev->spec.pattern, ep->maxp, u->length);
 		break;
 	case EPK_SINK_OUT:
 		urb_done(u, 0, u->length);

@@ -60,7 +60,7 @@ enum sim_type {
 };
 
 enum sim_pattern {
-	SIM_PATTERN_MOD63,	/* byte i of a transfer is i % 63, as g_zero */
+	SIM_PATTERN_MOD63,	/* byte i: (i % wMaxPacketSize) % 63, as g_zero */
 	SIM_PATTERN_ZERO,
 };
 
@@ -285,7 +285,7 @@ void		 conn_closeall(void);
  * its endpoint queue).  urb_done: no data (OUT, or a status only);
  * urb_done_buf: IN data copied from buf; urb_done_evbuf: IN data moved
  * from src; urb_done_pattern: IN data from the static pattern, not
- * copied; urb_done_iso: ISO, packed IN data moved from `packed` (NULL
+ * copied (maxp: the endpoint's packet size); urb_done_iso: ISO, packed IN data moved from `packed` (NULL
  * for OUT), descriptors from u->iso.
  */
 void		 urb_done(struct sim_urb *, int32_t status, uint32_t actual);
@@ -294,7 +294,7 @@ void		 urb_done_buf(struct sim_urb *, int32_t status,
 void		 urb_done_evbuf(struct sim_urb *, int32_t status,
 		    struct evbuffer *src, uint32_t len);
 void		 urb_done_pattern(struct sim_urb *, enum sim_pattern,
-		    uint32_t len);
+		    uint16_t maxp, uint32_t len);
 void		 urb_done_iso(struct sim_urb *, struct evbuffer *packed,
 		    uint32_t actual, int32_t start_frame);
 void		 urb_free(struct sim_urb *);
