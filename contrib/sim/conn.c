@@ -44,6 +44,19 @@ static struct sim_connq	 dead_conns = TAILQ_HEAD_INITIALIZER(dead_conns);
 static struct event	*reaper;
 
 static void	conn_process(struct sim_conn *);
+static const char *inject_name(enum sim_inject);
+
+static int
+hexdigit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
 
 static const char *
 conn_state_name(enum sim_conn_state s)
@@ -235,13 +248,64 @@ conn_out(struct sim_conn *conn)
 	return conn->out;
 }
 
+/*
+ * Apply a pending fault (conn_inject()) to the reply being written.
+ * Returns how many zero bytes must follow the reply's data so that the
+ * stream stays in step with the actual_length it now claims.
+ */
+static uint32_t
+inject_apply(struct sim_urb *u, struct usbip_urb_hdr *h)
+{
+	struct sim_conn *conn = u->conn;
+	uint32_t extra = 0;
+
+	switch (conn->inject) {
+	case INJ_NONE:
+		return 0;
+	case INJ_SEQNUM:
+		h->seqnum ^= 0x80000000u;
+		break;
+	case INJ_COMMAND:
+		h->command = 7;
+		break;
+	case INJ_OVERFLOW:
+		if (u->dir != USBIP_DIR_IN || u->npackets > 0)
+			return 0;
+		extra = u->length + 1 - (uint32_t)h->u.ret_submit.actual_length;
+		h->u.ret_submit.actual_length = (int32_t)(u->length + 1);
+		break;
+	case INJ_ISO:
+		if (u->npackets == 0)
+			return 0;
+		u->iso[0].actual_length = u->iso[0].length + 1;
+		break;
+	}
+	log_info("conn %u %s: injected %s into the reply to seqnum %u",
+	    conn->id, conn->peer, inject_name(conn->inject), u->seqnum);
+	conn->inject = INJ_NONE;
+	return extra;
+}
+
 static void
+add_zeros(struct evbuffer *out, uint32_t len)
+{
+	uint32_t n;
+
+	while (len > 0) {
+		n = len < PATTERN_LEN ? len : PATTERN_LEN;
+		evbuffer_add_reference(out, pattern_zero, n, NULL, NULL);
+		len -= n;
+	}
+}
+
+/* Write the RET_SUBMIT header; returns the zero bytes owed after data. */
+static uint32_t
 ret_submit_hdr(struct sim_urb *u, int32_t status, uint32_t actual,
     int32_t start_frame)
 {
 	struct usbip_urb_hdr h;
 	uint8_t buf[USBIP_URB_HDR_LEN];
-	uint32_t i, errors = 0;
+	uint32_t i, errors = 0, extra;
 
 	for (i = 0; i < u->npackets; i++)
 		if (u->iso[i].status != 0)
@@ -254,10 +318,12 @@ ret_submit_hdr(struct sim_urb *u, int32_t status, uint32_t actual,
 	h.u.ret_submit.start_frame = start_frame;
 	h.u.ret_submit.number_of_packets = (int32_t)u->npackets;
 	h.u.ret_submit.error_count = (int32_t)errors;
+	extra = inject_apply(u, &h);
 	usbip_urb_hdr_encode(buf, &h);
 	evbuffer_add(conn_out(u->conn), buf, sizeof(buf));
 	if (u->dir == USBIP_DIR_IN && u->conn->dev != NULL)
 		u->conn->dev->bytes_in += actual;
+	return extra;
 }
 
 static void
@@ -280,7 +346,11 @@ ret_submit_iso(struct sim_urb *u)
 void
 urb_done(struct sim_urb *u, int32_t status, uint32_t actual)
 {
-	ret_submit_hdr(u, status, u->dir == USBIP_DIR_IN ? 0 : actual, 0);
+	uint32_t extra;
+
+	extra = ret_submit_hdr(u, status, u->dir == USBIP_DIR_IN ? 0 : actual,
+	    0);
+	add_zeros(conn_out(u->conn), extra);
 	ret_submit_iso(u);
 	urb_free(u);
 }
@@ -289,8 +359,11 @@ void
 urb_done_buf(struct sim_urb *u, int32_t status, const void *buf,
     uint32_t len)
 {
-	ret_submit_hdr(u, status, len, 0);
+	uint32_t extra;
+
+	extra = ret_submit_hdr(u, status, len, 0);
 	evbuffer_add(conn_out(u->conn), buf, len);
+	add_zeros(conn_out(u->conn), extra);
 	urb_free(u);
 }
 
@@ -298,8 +371,11 @@ void
 urb_done_evbuf(struct sim_urb *u, int32_t status, struct evbuffer *src,
     uint32_t len)
 {
-	ret_submit_hdr(u, status, len, 0);
+	uint32_t extra;
+
+	extra = ret_submit_hdr(u, status, len, 0);
 	evbuffer_remove_buffer(src, conn_out(u->conn), len);
+	add_zeros(conn_out(u->conn), extra);
 	urb_free(u);
 }
 
@@ -309,7 +385,7 @@ urb_done_pattern(struct sim_urb *u, enum sim_pattern pat, uint16_t maxp,
 {
 	struct evbuffer *out = conn_out(u->conn);
 	const uint8_t *p = pattern_zero;
-	uint32_t n;
+	uint32_t n, extra;
 	size_t i;
 
 	if (pat == SIM_PATTERN_MOD63) {
@@ -319,12 +395,13 @@ urb_done_pattern(struct sim_urb *u, enum sim_pattern pat, uint16_t maxp,
 		if (p == pattern_zero)
 			fatalx("no mod63 pattern for packet size %u", maxp);
 	}
-	ret_submit_hdr(u, 0, len, 0);
+	extra = ret_submit_hdr(u, 0, len, 0);
 	while (len > 0) {
 		n = len < PATTERN_LEN ? len : PATTERN_LEN;
 		evbuffer_add_reference(out, p, n, NULL, NULL);
 		len -= n;
 	}
+	add_zeros(out, extra);
 	urb_free(u);
 }
 
@@ -337,6 +414,87 @@ urb_done_iso(struct sim_urb *u, struct evbuffer *packed, uint32_t actual,
 		evbuffer_add_buffer(conn_out(u->conn), packed);
 	ret_submit_iso(u);
 	urb_free(u);
+}
+
+/* ---- faults, for tests of the importer's robustness --------------------- */
+
+static const struct {
+	const char	*name;
+	enum sim_inject	 inject;
+} injects[] = {
+	{ "seqnum",	INJ_SEQNUM },
+	{ "command",	INJ_COMMAND },
+	{ "overflow",	INJ_OVERFLOW },
+	{ "iso",	INJ_ISO },
+};
+
+static const char *
+inject_name(enum sim_inject inj)
+{
+	size_t i;
+
+	for (i = 0; i < nitems(injects); i++)
+		if (injects[i].inject == inj)
+			return injects[i].name;
+	return "none";
+}
+
+/*
+ * Make the imported device's connection misbehave (control `inject`):
+ * the next RET_SUBMIT gets an unknown seqnum, an unknown command, an
+ * actual_length one more than was asked (IN), or an ISO packet longer
+ * than itself; `raw HEX` writes bytes now; `freeze` stops answering
+ * (input is read and dropped, so a close is still noticed).
+ */
+int
+conn_inject(struct sim_conn *conn, const char *what, const char *arg,
+    char *err, size_t errsz)
+{
+	uint8_t *bytes;
+	size_t i, n;
+	int hi, lo;
+
+	if (strcmp(what, "freeze") == 0) {
+		conn->frozen = true;
+		if (event_pending(conn->wev, EV_WRITE, NULL))
+			event_del(conn->wev);
+		log_info("conn %u %s: frozen", conn->id, conn->peer);
+		return 0;
+	}
+	if (strcmp(what, "raw") == 0) {
+		n = arg != NULL ? strlen(arg) : 0;
+		if (n == 0 || n % 2 != 0 || n / 2 > SIM_INJECT_MAX) {
+			snprintf(err, errsz, "raw: expected 1..%d bytes in hex",
+			    SIM_INJECT_MAX);
+			return -1;
+		}
+		bytes = xmalloc(n / 2);
+		for (i = 0; i < n / 2; i++) {
+			hi = hexdigit(arg[2 * i]);
+			lo = hexdigit(arg[2 * i + 1]);
+			if (hi < 0 || lo < 0) {
+				free(bytes);
+				snprintf(err, errsz, "raw: expected hex digits");
+				return -1;
+			}
+			bytes[i] = (uint8_t)(hi << 4 | lo);
+		}
+		evbuffer_add(conn->out, bytes, n / 2);
+		free(bytes);
+		log_info("conn %u %s: injected %zu raw bytes", conn->id,
+		    conn->peer, n / 2);
+		conn_flush(conn);
+		return 0;
+	}
+	for (i = 0; i < nitems(injects); i++) {
+		if (strcmp(what, injects[i].name) == 0) {
+			conn->inject = injects[i].inject;
+			return 0;
+		}
+	}
+	snprintf(err, errsz, "expected seqnum, command, overflow, iso, freeze "
+	    "or raw HEX");
+	return -1;
 }
 
 /* ---- op phase -------------------------------------------------------- */
@@ -718,7 +876,7 @@ conn_flush(struct sim_conn *conn)
 	char why[128];
 	int n;
 
-	if (conn->state == CONN_DEAD)
+	if (conn->state == CONN_DEAD || conn->frozen)
 		return;
 	while (evbuffer_get_length(conn->out) > 0) {
 		n = evbuffer_write(conn->out, conn->fd);
@@ -769,6 +927,11 @@ conn_read_cb(int fd, short events, void *arg)
 	if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK) {
 		snprintf(why, sizeof(why), "read: %s", strerror(errno));
 		conn_close(conn, why);
+		return;
+	}
+	if (conn->frozen) {
+		/* Frozen: requests are swallowed unanswered. */
+		evbuffer_drain(conn->in, evbuffer_get_length(conn->in));
 		return;
 	}
 	conn_process(conn);

@@ -7,6 +7,7 @@
  *	unplug BUSID
  *	list
  *	reload
+ *	inject BUSID seqnum|command|overflow|iso|freeze|raw HEX
  *	help
  */
 #include <sys/socket.h>
@@ -145,6 +146,33 @@ cmd_unplug(struct ctl_client *c, int argc, char **argv)
 }
 
 static void
+cmd_inject(struct ctl_client *c, int argc, char **argv)
+{
+	struct sim_dev *dev;
+	char err[256];
+
+	if (argc < 3 || argc > 4) {
+		ctl_reply(c, "error: usage: inject BUSID seqnum|command|"
+		    "overflow|iso|freeze|raw HEX");
+		return;
+	}
+	if ((dev = dev_find(argv[1])) == NULL) {
+		ctl_reply(c, "error: no device %s", argv[1]);
+		return;
+	}
+	if (dev->owner == NULL) {
+		ctl_reply(c, "error: device %s is not imported", argv[1]);
+		return;
+	}
+	if (conn_inject(dev->owner, argv[2], argc == 4 ? argv[3] : NULL, err,
+	    sizeof(err)) == -1) {
+		ctl_reply(c, "error: %s", err);
+		return;
+	}
+	ctl_reply(c, "ok");
+}
+
+static void
 ctl_command(struct ctl_client *c, char *line)
 {
 	char *argv[CTL_MAX_ARGS];
@@ -163,6 +191,8 @@ ctl_command(struct ctl_client *c, char *line)
 		cmd_plug(c, argc, argv);
 	else if (strcmp(argv[0], "unplug") == 0)
 		cmd_unplug(c, argc, argv);
+	else if (strcmp(argv[0], "inject") == 0)
+		cmd_inject(c, argc, argv);
 	else if (strcmp(argv[0], "reload") == 0 && argc == 1) {
 		sim_reload();
 		ctl_reply(c, "ok");
@@ -171,10 +201,12 @@ ctl_command(struct ctl_client *c, char *line)
 		ctl_reply(c, "unplug BUSID");
 		ctl_reply(c, "list");
 		ctl_reply(c, "reload");
+		ctl_reply(c, "inject BUSID seqnum|command|overflow|iso|freeze|"
+		    "raw HEX");
 		ctl_reply(c, "ok");
 	} else
 		ctl_reply(c, "error: unknown command (expected plug, unplug, "
-		    "list, reload or help)");
+		    "list, reload, inject or help)");
 }
 
 static void

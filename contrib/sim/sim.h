@@ -50,6 +50,7 @@
 #define SIM_CTL_LINE		4096
 #define SIM_MAX_ERRORS		20		/* config errors reported */
 #define SIM_MAX_LISTEN		8
+#define SIM_INJECT_MAX		1024		/* bytes of `inject raw` */
 
 enum sim_type {
 	SIM_KEYBOARD,
@@ -190,6 +191,15 @@ struct sim_urb {
 	bool		 queued;	/* on ep->queue */
 };
 
+/* A fault to put into the next reply (control `inject`). */
+enum sim_inject {
+	INJ_NONE,
+	INJ_SEQNUM,	/* RET_SUBMIT for a seqnum never sent */
+	INJ_COMMAND,	/* unknown command code */
+	INJ_OVERFLOW,	/* actual_length > transfer_buffer_length (IN) */
+	INJ_ISO,	/* ISO packet actual_length > its length */
+};
+
 struct sim_conn {
 	TAILQ_ENTRY(sim_conn) entry;
 	unsigned	 id;
@@ -207,6 +217,8 @@ struct sim_conn {
 	unsigned	 nurbs;
 	size_t		 pending_bytes;
 	bool		 read_paused;
+	bool		 frozen;	/* injected: no more replies */
+	enum sim_inject	 inject;
 	bool		 have_hdr;	/* hdr/lay describe the next PDU */
 	struct usbip_urb_hdr hdr;
 	struct usbip_urb_layout lay;
@@ -279,6 +291,8 @@ void		 conn_accept(int fd, const struct sockaddr *, int socklen);
 void		 conn_close(struct sim_conn *, const char *why);
 /* Write what the connection has queued (after completions off a timer). */
 void		 conn_flush(struct sim_conn *);
+int		 conn_inject(struct sim_conn *, const char *what,
+		    const char *arg, char *err, size_t errsz);
 void		 conn_closeall(void);
 /*
  * Completing a URB writes its RET_SUBMIT and frees it (taking it off

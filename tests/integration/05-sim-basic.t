@@ -10,7 +10,7 @@
 . "$(dirname "$0")/../lib/sim.sh"
 
 need_prog "$SIM" socat
-plan 74
+plan 79
 
 cat >"$T/sim.conf" <<'EOF'
 # test devices
@@ -125,6 +125,31 @@ is "$(usbip_import_status "$port" 1-7)" 0 "plugged device can be imported"
 # usbip_import_status closed that connection: the device is free again.
 wait_for -t 5 bash -c "printf 'list\n' | socat - UNIX-CONNECT:$(sim_ctlpath sim) | grep -q '^1-7 .*state=available'"
 check $? "closing the import connection releases the device"
+
+# ---- faults injected into the exporter's replies ---------------------------
+usbip_open 6 "$port"
+usbip_send_import 6 1-5
+rep=$(usbip_read_hex 6 320)
+d15=$(printf '%08x' $(((16#${rep:592:8} << 16) | 16#${rep:600:8})))
+getdev() {	# getdev SEQNUM-HEX8: GET_DESCRIPTOR(device), 18 bytes
+	usbip_send_hex 6 "00000001$1${d15}00000001000000000000000000000012000000000000000000000000 8006000100001200"
+}
+sim_ctl sim inject 1-5 seqnum
+getdev 00000011
+ret=$(usbip_read_hex 6 66)
+is "${ret:8:8}" 80000011 "inject seqnum: the next RET_SUBMIT answers a seqnum never sent"
+sim_ctl sim inject 1-5 overflow
+getdev 00000012
+ret=$(usbip_read_hex 6 67)
+is "${ret:48:8}" 00000013 "inject overflow: actual_length one more than asked, bytes to match"
+sim_ctl sim inject 1-5 raw 0123abcd
+is "$(usbip_read_hex 6 4)" 0123abcd "inject raw: the bytes are written as given"
+sim_ctl sim inject 1-5 freeze
+getdev 00000013
+is "$(usbip_read_hex 6 48 1)" "" "inject freeze: no more replies"
+sim_ctl sim inject 1-5 bogus
+like "$CTL_OUT" '^error: expected seqnum, command' "unknown fault refused"
+usbip_close 6
 
 # ---- connection-level errors close one connection only --------------------
 usbip_open 6 "$port"
