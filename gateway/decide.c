@@ -42,6 +42,19 @@ device_decide(struct device *dev, const struct dsession *ds,
 			return;
 		}
 	}
+	if (ds != NULL) {
+		struct dev_grant g;
+
+		/* a decision limited to this vhci host */
+		if (store_grant_for_host(dev, ds->host, &g) == 1 &&
+		    grant_host_ok(&g, ds)) {
+			d->target = g.deny ? DECIDE_BLOCK : DECIDE_ALLOW;
+			d->actor = g.by;
+			usbgw_strlcpy(d->why, g.deny ? "denied for this host" :
+			    "approved for this host", sizeof(d->why));
+			return;
+		}
+	}
 	if (dev->revoked) {
 		d->target = DECIDE_ASK;
 		usbgw_strlcpy(d->why, "revoked; waiting for an operator",

@@ -181,3 +181,21 @@ device_config_changed(struct device *dev)
 	control_event("configuration", d);
 	device_eval(dev, NULL, msg);
 }
+
+void
+gw_identity_event(struct device *dev)
+{
+	json_t *d = device_json(dev);
+
+	json_object_set_new(d, "old_hash", json_string(dev->old_hash));
+	gw_emit("identity-change", d);
+}
+
+void
+gw_policy_event(const struct actor *who, const char *change)
+{
+	json_t *d = json_pack("{s:s, s:s}", "actor", who ? who->name : "system",
+	    "change", change);
+
+	gw_emit("policy", d);
+}

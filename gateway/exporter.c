@@ -105,6 +105,7 @@ exp_set_state(struct exporter *exp, enum exp_state st, const char *why)
 	log_info("exporter %s (%s:%u) %s%s%s", exp->name, exp->host, exp->port,
 	    exp_state_name(st), why ? ": " : "", why ? why : "");
 	exp->state = st;
+	store_exporter_status(exp);
 	gw_exporter_event(exp, why);
 }
 

@@ -98,6 +98,8 @@ struct dev_grant {
 	int64_t			 id;		/* approvals row */
 	char			 to_host[256];	/* "" = any vhci host */
 	struct actor		 by;
+	char			 message[512];
+	int64_t			 rule_id;	/* a permanent one's rule */
 };
 
 enum decide_target {
@@ -142,6 +144,8 @@ struct device {
 	bool			 revoked;	/* operator revoked: pending */
 	bool			 rejected;	/* reject rule released it */
 	bool			 identity_changed;
+	int64_t			 old_id;	/* row of the previous identity */
+	char			 old_hash[65];
 	struct event		*expire_ev;
 	int64_t			 presence_id;
 	/* counters of the current attachment */
@@ -259,8 +263,9 @@ bool		 gw_exporter_name_valid(const char *);
 double		 gw_urb_rate(void);
 
 /* handlers.c */
-extern const struct ctl_cmd gw_ctl_cmds[];
-extern const size_t gw_nctl_cmds;
+const struct ctl_cmd *gw_ctl_table(size_t *n);
+extern const struct ctl_cmd gwpolicy_cmds[];
+extern const size_t gwpolicy_ncmds;
 void		 gw_audit_refusal(const struct actor *, const char *cmd,
 		    const char *why);
 
@@ -305,7 +310,17 @@ int		 gwpolicy_add_device_rule(struct device *, bool deny,
 		    char *err, size_t errlen);
 
 /* store.c: persistence and audit (SQLite) */
+struct db;
+struct usbgw_identity;
 int		 store_open(const char *path);
+struct db	*store_db(void);
+void		 store_flush(void);
+void		 device_identity(const struct device *, struct usbgw_identity *);
+int		 store_grant_for_host(struct device *, const char *host,
+		    struct dev_grant *);
+void		 store_exporter_status(struct exporter *);
+int		 store_audit_prune(int64_t before, const struct actor *,
+		    int64_t *pruned);
 void		 store_close(void);
 void		 store_device_load(struct device *);
 void		 store_device_state(struct device *, enum dev_state old,
@@ -333,6 +348,8 @@ void		 gw_exporter_event(struct exporter *, const char *why);
 void		 gw_audit_exporter(struct exporter *, const char *action,
 		    const char *detail);
 void		 gw_access_event(struct device *, struct dsession *);
+void		 gw_identity_event(struct device *);
+void		 gw_policy_event(const struct actor *, const char *change);
 json_t		*device_json(const struct device *);
 void		 device_load_endpoints(struct device *, uint8_t config_value);
 void		 device_load_interfaces(struct device *, uint8_t config_value);

@@ -1,19 +1,188 @@
 /*
- * The daemon's rule set.  (Interim: no rules until the policy database
- * is wired in.)
+ * The daemon's rule set: loaded from the database, asked for every
+ * decision, changed through the control socket (policy.*), and watched
+ * by a timer so that time conditions are evaluated continuously: when a
+ * window closes, the devices it allowed are re-decided (and torn down).
+ * Also the audit commands (audit.*).
  */
-#include "gw.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-int
-policy_decide_device(struct device *dev, const struct dsession *ds,
-    struct decision *d)
+#include <event2/event.h>
+
+#include "audit.h"
+#include "control.h"
+#include "db.h"
+#include "gw.h"
+#include "log.h"
+#include "policy.h"
+#include "rule.h"
+#include "util.h"
+
+#define ERR(code, ...) do { snprintf(err, errlen, __VA_ARGS__); return code; } while (0)
+#define POLICY_MAX_RULES	100000
+
+static struct policy	*pol;
+static struct event	*edge_ev;	/* next time-condition edge */
+static int64_t		 edge_at;
+
+static void	edge_cb(evutil_socket_t, short, void *);
+
+static int64_t
+now_s(void)
 {
-	return -1;
+	return (int64_t)time(NULL);
+}
+
+static void
+bad_rule(void *arg, int64_t id, const char *text, const char *error)
+{
+	log_warnx("rule %lld no longer parses (%s); it acts as \"ask\"",
+	    (long long)id, error);
 }
 
 int
 gwpolicy_load(void)
 {
+	struct policy *np;
+
+	if (store_db() == NULL)
+		return -1;
+	if ((np = policy_new()) == NULL)
+		return -1;
+	if (db_rules_load(store_db(), np, bad_rule, NULL) == -1) {
+		policy_free(np);
+		return -1;
+	}
+	policy_prepare(np);
+	policy_free(pol);
+	pol = np;
+	if (edge_ev == NULL && gw != NULL)
+		edge_ev = evtimer_new(gw->base, edge_cb, NULL);
+	log_info("policy: %zu rules", policy_count(pol));
+	return 0;
+}
+
+/* Remember the earliest instant a decision may change with the clock. */
+static void
+edge_note(int64_t when)
+{
+	struct timeval tv;
+	int64_t now = now_s();
+
+	if (when == RULE_NEVER || edge_ev == NULL)
+		return;
+	if (edge_at != 0 && edge_at <= when && evtimer_pending(edge_ev, NULL))
+		return;
+	edge_at = when;
+	tv.tv_sec = when > now ? (time_t)(when - now) : 0;
+	tv.tv_usec = 0;
+	evtimer_add(edge_ev, &tv);
+}
+
+/* Re-decide every present device (tears down what no longer passes). */
+static int
+reevaluate_all(json_t *changes, const struct actor *who, const char *why)
+{
+	struct exporter *exp;
+	struct device *dev;
+	int n = 0;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			enum dev_state before = dev->state;
+
+			if (dev->dead || dev->state == DEV_GONE ||
+			    dev->state == DEV_PROBING)
+				continue;
+			device_eval(dev, who, why);
+			if (dev->state != before) {
+				n++;
+				if (changes != NULL)
+					json_array_append_new(changes, json_pack(
+					    "{s:s, s:s, s:s, s:I}", "busid",
+					    dev->busid, "from",
+					    dev_state_name(before), "to",
+					    dev_state_name(dev->state),
+					    "rule_id", (json_int_t)dev->rule_id));
+			}
+		}
+	return n;
+}
+
+static void
+edge_cb(evutil_socket_t fd, short what, void *arg)
+{
+	edge_at = 0;
+	reevaluate_all(NULL, NULL, "time condition changed");
+}
+
+static int
+allowed_matches(void *arg, const struct rule *query)
+{
+	struct device *self = arg;
+	struct usbgw_identity id;
+	struct exporter *exp;
+	struct device *dev;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev == self || (dev->state != DEV_AUTHORIZED &&
+			    dev->state != DEV_ATTACHED))
+				continue;
+			device_identity(dev, &id);
+			if (rule_match_attrs(query, &id, NULL))
+				return 1;
+		}
+	return 0;
+}
+
+int
+policy_decide_device(struct device *dev, const struct dsession *ds,
+    struct decision *d)
+{
+	struct usbgw_identity id;
+	struct usbgw_context ctx;
+	struct policy_decision pd;
+
+	if (pol == NULL)
+		return -1;
+	device_identity(dev, &id);
+	memset(&ctx, 0, sizeof(ctx));
+	if (ds != NULL) {
+		ctx.host_name = ds->host;
+		usbgw_addr_parse(ds->host, &ctx.host_addr);
+	}
+	ctx.allowed_matches = allowed_matches;
+	ctx.arg = dev;
+	policy_evaluate(pol, &id, &ctx, now_s(), &pd);
+	edge_note(pd.next_change);
+	if (pd.rule_id == 0)
+		return -1;
+	switch (pd.target) {
+	case RULE_ALLOW:
+		d->target = DECIDE_ALLOW;
+		break;
+	case RULE_BLOCK:
+		d->target = DECIDE_BLOCK;
+		break;
+	case RULE_REJECT:
+		d->target = DECIDE_REJECT;
+		break;
+	case RULE_ASK:
+	default:
+		d->target = DECIDE_ASK;
+		break;
+	}
+	d->rule_id = pd.rule_id;
+	d->actor.kind = ACTOR_RULE;
+	d->actor.rule_id = pd.rule_id;
+	snprintf(d->actor.name, sizeof(d->actor.name), "rule %lld",
+	    (long long)pd.rule_id);
+	snprintf(d->why, sizeof(d->why), "rule %lld: %s", (long long)pd.rule_id,
+	    rule_target_name(pd.target));
 	return 0;
 }
 
@@ -21,5 +190,440 @@ int
 gwpolicy_add_device_rule(struct device *dev, bool deny, const char *to_host,
     const struct actor *who, const char *comment, char *err, size_t errlen)
 {
+	struct usbgw_identity id;
+	struct rule *r;
+	int64_t rid;
+
+	device_identity(dev, &id);
+	r = rule_from_identity(&id, deny ? RULE_BLOCK : RULE_ALLOW,
+	    RULE_FROM_ID_EXPORTER, to_host[0] ? to_host : NULL);
+	if (r == NULL) {
+		snprintf(err, errlen, "cannot make a rule for host \"%.64s\"",
+		    to_host);
+		return -1;
+	}
+	rid = db_rule_set_device(store_db(), dev->id, r, deny ? "denial" :
+	    "approval", comment[0] ? comment : NULL, who->name, now_s());
+	rule_free(r);
+	if (rid <= 0) {
+		snprintf(err, errlen, "database: %s", db_errmsg(store_db()));
+		return -1;
+	}
+	dev->approval.rule_id = rid;
+	gwpolicy_load();
+	gw_policy_event(who, deny ? "denial" : "approval");
 	return 0;
 }
+
+/* ---- control commands ------------------------------------------------ */
+
+static enum ctl_err
+h_policy_list(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *st;
+	json_t *a;
+
+	if (sqlite3_prepare_v2(db_sqlite(store_db()),
+	    "SELECT id, position, text, IFNULL(comment, ''), created_at, "
+	    "created_by, origin FROM rules WHERE position IS NOT NULL "
+	    "ORDER BY position", -1, &st, NULL) != SQLITE_OK)
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	a = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(a, json_pack(
+		    "{s:I, s:I, s:s, s:s, s:I, s:s, s:s}",
+		    "id", (json_int_t)sqlite3_column_int64(st, 0),
+		    "position", (json_int_t)sqlite3_column_int64(st, 1),
+		    "rule", (const char *)sqlite3_column_text(st, 2),
+		    "comment", (const char *)sqlite3_column_text(st, 3),
+		    "created_at", (json_int_t)sqlite3_column_int64(st, 4),
+		    "created_by", (const char *)sqlite3_column_text(st, 5),
+		    "origin", (const char *)sqlite3_column_text(st, 6)));
+	sqlite3_finalize(st);
+	*res = a;
+	return CTL_OK;
+}
+
+static enum ctl_err
+parse_rule_arg(json_t *args, struct rule **r, char *err, size_t errlen)
+{
+	struct rule_error re;
+	const char *text;
+	enum ctl_err e;
+
+	if ((e = ctl_arg_str(args, "rule", 1, &text, err, errlen)) != CTL_OK)
+		return e;
+	if ((*r = rule_parse(text, &re)) == NULL)
+		ERR(CTL_E_USAGE, "rule: %s", re.msg);
+	return CTL_OK;
+}
+
+static void
+policy_changed(const struct actor *who, const char *change)
+{
+	gwpolicy_load();
+	gw_policy_event(who, change);
+	/* a new or changed rule decides pending devices at once */
+	{
+		struct exporter *exp;
+		struct device *dev;
+
+		TAILQ_FOREACH(exp, &gw->exporters, entry)
+			TAILQ_FOREACH(dev, &exp->devices, entry)
+				if (!dev->dead && (dev->state == DEV_PENDING ||
+				    dev->state == DEV_BLOCKED) &&
+				    !dev->approval.active)
+					device_eval(dev, NULL, "policy changed");
+	}
+}
+
+static enum ctl_err
+policy_add_at(json_t *args, const struct actor *who, long pos, json_t **res,
+    char *err, size_t errlen)
+{
+	const char *comment = NULL;
+	struct rule *r;
+	enum ctl_err e;
+	int64_t id;
+	char detail[512];
+
+	if ((e = parse_rule_arg(args, &r, err, errlen)) != CTL_OK)
+		return e;
+	if ((e = ctl_arg_str(args, "comment", 0, &comment, err, errlen)) !=
+	    CTL_OK) {
+		rule_free(r);
+		return e;
+	}
+	if (policy_count(pol) >= POLICY_MAX_RULES) {
+		rule_free(r);
+		ERR(CTL_E_REFUSED, "the policy has %d rules already",
+		    POLICY_MAX_RULES);
+	}
+	id = db_rule_add(store_db(), pos, r, "admin", 0, comment, who->name,
+	    now_s());
+	{
+		char *text = rule_format(r);
+
+		snprintf(detail, sizeof(detail), "%s", text ? text : "");
+		free(text);
+	}
+	rule_free(r);
+	if (id <= 0)
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	store_audit("policy-add", who, "rules", detail);
+	policy_changed(who, pos > 0 ? "insert" : "add");
+	*res = json_pack("{s:I, s:I}", "id", (json_int_t)id, "position",
+	    (json_int_t)(policy_find(pol, id) + 1));
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_policy_add(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	return policy_add_at(args, who, 0, res, err, errlen);
+}
+
+static enum ctl_err
+h_policy_insert(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	json_int_t pos;
+	enum ctl_err e;
+
+	if ((e = ctl_arg_int(args, "position", 1, 1, POLICY_MAX_RULES, &pos,
+	    err, errlen)) != CTL_OK)
+		return e;
+	return policy_add_at(args, who, (long)pos, res, err, errlen);
+}
+
+static enum ctl_err
+h_policy_remove(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	json_int_t id;
+	enum ctl_err e;
+	char detail[64];
+	int r;
+
+	if ((e = ctl_arg_int(args, "id", 1, 1, INT64_MAX, &id, err, errlen)) !=
+	    CTL_OK)
+		return e;
+	r = db_rule_remove(store_db(), id, who->name, now_s());
+	if (r == -1)
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	if (r == 0)
+		ERR(CTL_E_NOTFOUND, "no rule with id %lld", (long long)id);
+	snprintf(detail, sizeof(detail), "rule %lld", (long long)id);
+	store_audit("policy-remove", who, "rules", detail);
+	policy_changed(who, "remove");
+	*res = json_object();
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	json_int_t id, pos;
+	enum ctl_err e;
+	char detail[64];
+	int r;
+
+	if ((e = ctl_arg_int(args, "id", 1, 1, INT64_MAX, &id, err, errlen)) !=
+	    CTL_OK ||
+	    (e = ctl_arg_int(args, "position", 1, 1, POLICY_MAX_RULES, &pos,
+	    err, errlen)) != CTL_OK)
+		return e;
+	r = db_rule_move(store_db(), id, (long)pos);
+	if (r == -1)
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	if (r == 0)
+		ERR(CTL_E_NOTFOUND, "no rule with id %lld", (long long)id);
+	snprintf(detail, sizeof(detail), "rule %lld to %lld", (long long)id,
+	    (long long)pos);
+	store_audit("policy-move", who, "rules", detail);
+	policy_changed(who, "move");
+	*res = json_object();
+	return CTL_OK;
+}
+
+/* What would this rule decide for every present device?  Changes nothing. */
+static enum ctl_err
+h_policy_test(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	struct usbgw_identity id;
+	struct exporter *exp;
+	struct device *dev;
+	struct rule *r;
+	enum ctl_err e;
+	json_t *a;
+	int m;
+
+	if ((e = parse_rule_arg(args, &r, err, errlen)) != CTL_OK)
+		return e;
+	a = json_array();
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			char vid[5], pid[5];
+
+			if (dev->dead || dev->state == DEV_GONE || !dev->probed)
+				continue;
+			device_identity(dev, &id);
+			m = rule_match(r, &id, NULL, now_s());
+			snprintf(vid, sizeof(vid), "%04x", dev->ident.vid);
+			snprintf(pid, sizeof(pid), "%04x", dev->ident.pid);
+			json_array_append_new(a, json_pack(
+			    "{s:s, s:s, s:s, s:s, s:s, s:b, s:o}",
+			    "busid", dev->busid, "state",
+			    dev_state_name(dev->state), "vid", vid, "pid", pid,
+			    "product", dev->ident.product, "match", m,
+			    "target", m ? json_string(rule_target_name(
+			    rule_target(r))) : json_null()));
+		}
+	rule_free(r);
+	*res = a;
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_policy_apply(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	json_t *changes = json_array();
+	struct exporter *exp;
+	struct device *dev;
+
+	gwpolicy_load();
+	/*
+	 * Present devices are decided again; what no longer passes is
+	 * revoked.  Operator grants of this presence still stand.
+	 */
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry)
+			dev->revoked = false;
+	reevaluate_all(changes, who, "policy apply");
+	store_audit("policy-apply", who, "rules", NULL);
+	*res = changes;
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_policy_import(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	json_t *rules = json_object_get(args, "rules"), *v;
+	struct rule **parsed;
+	struct rule_error re;
+	size_t i, n;
+	int replace = 0, removed = 0;
+	enum ctl_err e;
+
+	if (!json_is_array(rules))
+		ERR(CTL_E_USAGE, "argument rules: expected an array of rule text");
+	if ((e = ctl_arg_bool(args, "replace", &replace, err, errlen)) != CTL_OK)
+		return e;
+	n = json_array_size(rules);
+	if (n > POLICY_MAX_RULES)
+		ERR(CTL_E_USAGE, "argument rules: at most %d rules",
+		    POLICY_MAX_RULES);
+	parsed = n ? xcalloc(n, sizeof(*parsed)) : NULL;
+	json_array_foreach(rules, i, v) {
+		if (!json_is_string(v) ||
+		    (parsed[i] = rule_parse(json_string_value(v), &re)) == NULL) {
+			size_t k;
+
+			for (k = 0; k < i; k++)
+				rule_free(parsed[k]);
+			free(parsed);
+			ERR(CTL_E_USAGE, "rule %zu: %s", i + 1,
+			    json_is_string(v) ? re.msg : "expected a string");
+		}
+	}
+	db_begin(store_db());
+	if (replace) {
+		size_t k;
+		int64_t id;
+
+		for (k = policy_count(pol); k > 0; k--) {
+			if (policy_rule_at(pol, k - 1, &id) != NULL &&
+			    db_rule_remove(store_db(), id, who->name, now_s()) == 1)
+				removed++;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (db_rule_add(store_db(), 0, parsed[i], "import", 0, NULL,
+		    who->name, now_s()) <= 0)
+			break;
+	for (size_t k = 0; k < n; k++)
+		rule_free(parsed[k]);
+	free(parsed);
+	if (i < n) {
+		db_rollback(store_db());
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	}
+	db_commit(store_db());
+	{
+		char detail[64];
+
+		snprintf(detail, sizeof(detail), "%zu added, %d removed", n,
+		    removed);
+		store_audit("policy-import", who, "rules", detail);
+	}
+	policy_changed(who, "import");
+	*res = json_pack("{s:I, s:i}", "added", (json_int_t)n, "removed",
+	    removed);
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	const char *device = NULL;
+	json_int_t since = 0, limit = 100;
+	sqlite3_stmt *st;
+	enum ctl_err e;
+	json_t *a;
+	char like[64];
+	int i;
+
+	if ((e = ctl_arg_int(args, "since", 0, 0, INT64_MAX, &since, err,
+	    errlen)) != CTL_OK ||
+	    (e = ctl_arg_int(args, "limit", 0, 1, 10000, &limit, err,
+	    errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "device", 0, &device, err, errlen)) != CTL_OK)
+		return e;
+	store_flush();
+	snprintf(like, sizeof(like), "%.40s%%", device ? device : "");
+	if (sqlite3_prepare_v2(db_sqlite(store_db()),
+	    "SELECT seq, ts, event, busid, old_state, new_state, actor, "
+	    "actor_uid, actor_name, rule_id, host, reason, detail, exporter, "
+	    "object FROM (SELECT * FROM audit_log WHERE ts >= ?1 AND "
+	    "(?2 = 0 OR busid LIKE ?3 ESCAPE '\\') ORDER BY seq DESC LIMIT ?4) "
+	    "ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	sqlite3_bind_int64(st, 1, since);
+	sqlite3_bind_int(st, 2, device != NULL);
+	sqlite3_bind_text(st, 3, like, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, limit);
+	a = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		static const char *const names[] = { "id", "time", "action",
+		    "busid", "from", "to", "actor", "actor_uid", "actor_name",
+		    "rule_id", "host", "reason", "detail", "exporter", "object" };
+		json_t *o = json_object();
+
+		for (i = 0; i < (int)nitems(names); i++) {
+			switch (sqlite3_column_type(st, i)) {
+			case SQLITE_INTEGER:
+				json_object_set_new(o, names[i], json_integer(
+				    sqlite3_column_int64(st, i)));
+				break;
+			case SQLITE_TEXT:
+				json_object_set_new(o, names[i], json_string(
+				    (const char *)sqlite3_column_text(st, i)));
+				break;
+			default:
+				json_object_set_new(o, names[i], json_null());
+				break;
+			}
+		}
+		json_array_append_new(a, o);
+	}
+	sqlite3_finalize(st);
+	*res = a;
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_audit_verify(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	struct audit_verify v;
+	int r;
+
+	store_flush();
+	r = audit_verify(store_db(), 0, NULL, &v);
+	if (r == -1)
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	*res = json_pack("{s:b, s:I, s:I, s:s, s:s}", "ok", r == 0,
+	    "rows", (json_int_t)v.rows, "bad_seq", (json_int_t)v.bad_seq,
+	    "message", r == 0 ? "chain intact" : v.reason, "head", v.head);
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_audit_prune(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	json_int_t before;
+	int64_t pruned = 0;
+	enum ctl_err e;
+
+	if ((e = ctl_arg_int(args, "before", 1, 1, INT64_MAX, &before, err,
+	    errlen)) != CTL_OK)
+		return e;
+	store_flush();
+	if (store_audit_prune(before, who, &pruned) == -1)
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	*res = json_pack("{s:I}", "deleted", (json_int_t)pruned);
+	return CTL_OK;
+}
+
+const struct ctl_cmd gwpolicy_cmds[] = {
+	{ "policy.list",	PRIV_READ,	h_policy_list },
+	{ "policy.test",	PRIV_READ,	h_policy_test },
+	{ "audit.list",		PRIV_READ,	h_audit_list },
+	{ "audit.verify",	PRIV_READ,	h_audit_verify },
+	{ "policy.add",		PRIV_ADMIN,	h_policy_add },
+	{ "policy.insert",	PRIV_ADMIN,	h_policy_insert },
+	{ "policy.remove",	PRIV_ADMIN,	h_policy_remove },
+	{ "policy.move",	PRIV_ADMIN,	h_policy_move },
+	{ "policy.apply",	PRIV_ADMIN,	h_policy_apply },
+	{ "policy.import",	PRIV_ADMIN,	h_policy_import },
+	{ "audit.prune",	PRIV_ADMIN,	h_audit_prune },
+};
+const size_t gwpolicy_ncmds = nitems(gwpolicy_cmds);

@@ -144,6 +144,9 @@ grant(json_t *args, const struct actor *who, bool deny, json_t **res,
 	usbgw_strlcpy(dev->approval.to_host, opts.to_host,
 	    sizeof(dev->approval.to_host));
 	dev->approval.by = *who;
+	usbgw_strlcpy(dev->approval.message, opts.message,
+	    sizeof(dev->approval.message));
+	dev->approval.rule_id = 0;
 	dev->revoked = false;
 	dev->rejected = false;
 	store_approval_begin(dev);
@@ -311,7 +314,7 @@ h_status(json_t *args, const struct actor *who, json_t **res, char *err,
 	return CTL_OK;
 }
 
-const struct ctl_cmd gw_ctl_cmds[] = {
+static const struct ctl_cmd gw_ctl_cmds[] = {
 	{ "status",		PRIV_READ,	h_status },
 	{ "list",		PRIV_READ,	h_list },
 	{ "show",		PRIV_READ,	h_show },
@@ -322,7 +325,24 @@ const struct ctl_cmd gw_ctl_cmds[] = {
 	{ "exporter.add",	PRIV_ADMIN,	h_exporter_add },
 	{ "exporter.remove",	PRIV_ADMIN,	h_exporter_remove },
 };
-const size_t gw_nctl_cmds = nitems(gw_ctl_cmds);
+
+/* Every command the daemon offers: the core's and the policy's. */
+const struct ctl_cmd *
+gw_ctl_table(size_t *n)
+{
+	static struct ctl_cmd *table;
+	static size_t ntable;
+
+	if (table == NULL) {
+		ntable = nitems(gw_ctl_cmds) + gwpolicy_ncmds;
+		table = xcalloc(ntable, sizeof(*table));
+		memcpy(table, gw_ctl_cmds, sizeof(gw_ctl_cmds));
+		memcpy(table + nitems(gw_ctl_cmds), gwpolicy_cmds,
+		    gwpolicy_ncmds * sizeof(*table));
+	}
+	*n = ntable;
+	return table;
+}
 
 void
 gw_audit_refusal(const struct actor *who, const char *cmd, const char *why)

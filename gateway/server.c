@@ -131,7 +131,8 @@ device_visible_to(const struct device *dev, const struct dsession *ds)
 	case DEV_ATTACHED:
 		return device_allowed_for((struct device *)dev, ds);
 	case DEV_PENDING:
-		return gw->show_pending;
+		return gw->show_pending ||
+		    device_allowed_for((struct device *)dev, ds);
 	default:
 		return false;
 	}
@@ -281,6 +282,13 @@ ds_import(struct dsession *ds, const char *busid)
 	case DEV_ATTACHED:
 		return ds_import_refuse(ds, ST_DEV_BUSY, "already attached");
 	case DEV_PENDING:
+		if (device_allowed_for(dev, ds) && ds_importable(dev)) {
+			/* a rule or grant limited to this vhci host */
+			device_set_state(dev, DEV_AUTHORIZED, NULL,
+			    "allowed for this vhci host");
+			return ds_import_accept(ds, dev);
+		}
+		/* FALLTHROUGH */
 	case DEV_PROBING:
 		ds->dev = dev;
 		ds->request_id = store_access_request(dev, ds);

@@ -1,108 +1,562 @@
 /*
- * Persistence and audit for the daemon core.  (Interim: in memory only,
- * until the SQLite layer is wired in.)
+ * Persistence and audit for the daemon core, on the SQLite layer
+ * (db.c) and the chained audit log (audit.c).
+ *
+ * Audit rows are queued and written in one transaction per loop pass
+ * (a zero-delay timer armed by the first row), so a burst of
+ * transitions costs one commit; decisions an operator waits for flush
+ * at once.  Database errors are logged and never stop the gateway: the
+ * device keeps working from memory and the audit queue holds rows
+ * (bounded) until the database accepts them again.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <event2/event.h>
+
+#include "audit.h"
+#include "db.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
 
-static int64_t next_id = 1;
+static struct db	*db;
+static struct audit	*audit;
+static struct event	*flush_ev;
+static sqlite3_stmt	*st_history;
+
+struct db *
+store_db(void)
+{
+	return db;
+}
+
+static int64_t
+now_s(void)
+{
+	return (int64_t)time(NULL);
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	if (audit != NULL && audit_pending(audit) > 0 && audit_flush(audit) == -1)
+		log_warnx("audit: flush failed: %s; %zu rows held", db_errmsg(db),
+		    audit_pending(audit));
+}
+
+static void
+flush_soon(void)
+{
+	struct timeval tv = { 0, 0 };
+
+	if (flush_ev != NULL && !evtimer_pending(flush_ev, NULL))
+		evtimer_add(flush_ev, &tv);
+}
+
+void
+store_flush(void)
+{
+	flush_cb(-1, 0, NULL);
+}
 
 int
 store_open(const char *path)
 {
+	char err[DB_ERR_MAX];
+
+	if ((db = db_open(path, err, sizeof(err))) == NULL) {
+		log_warnx("database %s: %s", path, err);
+		return -1;
+	}
+	if ((audit = audit_new(db)) == NULL) {
+		log_warnx("database %s: cannot start the audit log", path);
+		return -1;
+	}
+	if (sqlite3_prepare_v3(db_sqlite(db),
+	    "SELECT seq, ts, event, busid, old_state, new_state, actor, "
+	    "actor_uid, actor_name, rule_id, host, reason, detail "
+	    "FROM audit_log WHERE device_id = ?1 OR (device_id IS NULL AND "
+	    "busid = ?2) ORDER BY seq DESC LIMIT ?3", -1,
+	    SQLITE_PREPARE_PERSISTENT, &st_history, NULL) != SQLITE_OK) {
+		log_warnx("database %s: %s", path, db_errmsg(db));
+		return -1;
+	}
+	if (gw != NULL)
+		flush_ev = evtimer_new(gw->base, flush_cb, NULL);
+	log_info("database %s (schema version %d)", path, db_version(db));
 	return 0;
 }
 
 void
 store_close(void)
 {
+	store_flush();
+	if (flush_ev != NULL)
+		event_free(flush_ev);
+	flush_ev = NULL;
+	sqlite3_finalize(st_history);
+	st_history = NULL;
+	audit_free(audit);
+	audit = NULL;
+	db_close(db);
+	db = NULL;
+}
+
+static void
+append(struct audit_event *ev)
+{
+	static const struct actor sys = { .kind = ACTOR_SYSTEM, .name = "system" };
+
+	if (audit == NULL)
+		return;
+	if (ev->who == NULL)
+		ev->who = &sys;
+	audit_append(audit, ev, now_s());
+	flush_soon();
+}
+
+/* The identity as the policy and the database see it. */
+void
+device_identity(const struct device *dev, struct usbgw_identity *id)
+{
+	int i;
+
+	memset(id, 0, sizeof(*id));
+	usbgw_strlcpy(id->exporter, dev->exp->name, sizeof(id->exporter));
+	usbgw_strlcpy(id->exporter_busid, dev->up_busid,
+	    sizeof(id->exporter_busid));
+	usbgw_strlcpy(id->busid, dev->busid, sizeof(id->busid));
+	id->vid = dev->ident.vid;
+	id->pid = dev->ident.pid;
+	id->bcd_device = dev->ident.bcd;
+	id->dev_class = dev->ident.dclass;
+	id->dev_subclass = dev->ident.dsubclass;
+	id->dev_protocol = dev->ident.dprotocol;
+	id->speed = dev->up != NULL ? dev->up->rec.speed : dev->listed.speed;
+	id->n_ifaces = dev->nintf;
+	for (i = 0; i < dev->nintf && i < USBGW_IFACE_MAX; i++) {
+		id->ifaces[i].cls = dev->intf[i].bInterfaceClass;
+		id->ifaces[i].subcls = dev->intf[i].bInterfaceSubClass;
+		id->ifaces[i].proto = dev->intf[i].bInterfaceProtocol;
+	}
+	usbgw_strlcpy(id->manufacturer, dev->ident.manufacturer,
+	    sizeof(id->manufacturer));
+	usbgw_strlcpy(id->product, dev->ident.product, sizeof(id->product));
+	usbgw_strlcpy(id->serial, dev->ident.serial, sizeof(id->serial));
+	usbgw_strlcpy(id->hash, dev->ident.hash, sizeof(id->hash));
 }
 
 void
 store_device_load(struct device *dev)
 {
-	dev->id = next_id++;
+	/* the row is found or made once the probe knows the identity */
+	dev->id = 0;
 }
 
 void
 store_device_state(struct device *dev, enum dev_state old,
     const struct actor *who, const char *reason)
 {
+	struct audit_event ev;
+
+	if (db != NULL && dev->id != 0) {
+		db_device_set_state(db, dev->id, dev->state,
+		    who != NULL && who->kind == ACTOR_RULE ? who->rule_id : 0,
+		    now_s());
+		if (dev->state == DEV_GONE) {
+			db_presence_end(db, dev->id, reason ? reason : "gone",
+			    now_s());
+			dev->presence_id = 0;
+		}
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "state";
+	ev.device_id = dev->id;
+	ev.busid = dev->busid;
+	ev.exporter = dev->exp->name;
+	ev.old_state = dev_state_name(old);
+	ev.new_state = dev_state_name(dev->state);
+	ev.who = who;
+	ev.host = dev->ds != NULL ? dev->ds->host : NULL;
+	ev.reason = reason;
+	append(&ev);
+	if (who != NULL && who->kind == ACTOR_OPERATOR)
+		store_flush();
 }
 
+/* Another row, not gone, holds this busid: it is the old identity. */
+static int
+busid_holder_cb(void *arg, const struct db_device *d)
+{
+	struct device *dev = arg;
+
+	if (strcmp(d->ident.busid, dev->busid) == 0 &&
+	    strcmp(d->ident.hash, dev->ident.hash) != 0) {
+		dev->old_id = d->id;
+		usbgw_strlcpy(dev->old_hash, d->ident.hash, sizeof(dev->old_hash));
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The probe is done: find or make the device's row for this identity,
+ * open (or continue) its presence and load the operator's standing
+ * decision.  A different identity at the same port is a different
+ * device: the old row goes gone and the change is announced.
+ */
 void
 store_device_identity(struct device *dev)
 {
+	struct usbgw_identity id;
+	struct db_approval a;
+	struct audit_event ev;
+	int created = 0;
+	int64_t now = now_s(), rid;
+
+	dev->identity_changed = false;
+	if (db == NULL)
+		return;
+	device_identity(dev, &id);
+	dev->old_id = 0;
+	db_device_foreach(db, 0, busid_holder_cb, dev);
+	if (dev->old_id != 0) {
+		db_device_set_state(db, dev->old_id, DEV_GONE, 0, now);
+		db_presence_end(db, dev->old_id, "identity changed", now);
+		dev->identity_changed = true;
+		dev->approval.active = false;
+		dev->revoked = false;
+	}
+	rid = db_device_upsert(db, dev->exp->id, &id, now, &created);
+	if (rid <= 0) {
+		log_warnx("%s: cannot record the device: %s", dev->busid,
+		    db_errmsg(db));
+		return;
+	}
+	if (rid != dev->id) {
+		dev->approval.active = false;
+		dev->revoked = false;
+	}
+	dev->id = rid;
+	dev->presence_id = db_presence_current(db, rid);
+	if (dev->presence_id == 0)
+		dev->presence_id = db_presence_begin(db, rid, dev->busid, now);
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = created ? "new-device" : "probed";
+	ev.device_id = rid;
+	ev.busid = dev->busid;
+	ev.exporter = dev->exp->name;
+	ev.detail = dev->ident.hash;
+	append(&ev);
+	if (dev->identity_changed) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "descriptor hash %.16s... -> %.16s...",
+		    dev->old_hash, dev->ident.hash);
+		ev.event = "identity-change";
+		ev.detail = msg;
+		append(&ev);
+		gw_identity_event(dev);
+	}
+
+	/* the operator's standing decision, if any (any vhci host) */
+	if (!dev->approval.active &&
+	    db_approval_active(db, rid, dev->presence_id, NULL, NULL, now,
+	    &a) == 1) {
+		dev->approval.active = true;
+		dev->approval.deny = a.deny != 0;
+		dev->approval.scope = a.scope;
+		dev->approval.expires_at = a.expires_at;
+		dev->approval.id = a.id;
+		usbgw_strlcpy(dev->approval.to_host, a.to_host,
+		    sizeof(dev->approval.to_host));
+		dev->approval.by.kind = a.actor_uid >= 0 ? ACTOR_OPERATOR :
+		    ACTOR_SYSTEM;
+		dev->approval.by.uid = a.actor_uid >= 0 ? (uid_t)a.actor_uid : 0;
+		usbgw_strlcpy(dev->approval.by.name, a.actor_name,
+		    sizeof(dev->approval.by.name));
+		device_arm_expiry(dev);
+	}
+}
+
+/* A decision for this device and one vhci host (host-limited grants). */
+int
+store_grant_for_host(struct device *dev, const char *host,
+    struct dev_grant *g)
+{
+	struct db_approval a;
+
+	if (db == NULL || dev->id == 0)
+		return 0;
+	if (db_approval_active(db, dev->id, dev->presence_id, host, host,
+	    now_s(), &a) != 1)
+		return 0;
+	memset(g, 0, sizeof(*g));
+	g->active = true;
+	g->deny = a.deny != 0;
+	g->scope = a.scope;
+	g->expires_at = a.expires_at;
+	g->id = a.id;
+	usbgw_strlcpy(g->to_host, a.to_host, sizeof(g->to_host));
+	g->by.kind = a.actor_uid >= 0 ? ACTOR_OPERATOR : ACTOR_SYSTEM;
+	usbgw_strlcpy(g->by.name, a.actor_name, sizeof(g->by.name));
+	return 1;
 }
 
 void
 store_attachment_begin(struct device *dev, struct dsession *ds)
 {
+	if (db == NULL || dev->id == 0)
+		return;
+	dev->attach_id = db_attachment_begin(db, dev->id, dev->presence_id,
+	    dev->approval.active ? dev->approval.id : 0, dev->rule_id, "proxy",
+	    NULL, ds->host, now_s());
+	if (dev->attach_id < 0)
+		dev->attach_id = 0;
 }
 
 void
 store_attachment_end(struct device *dev, const char *why)
 {
+	struct db_counters c;
+
+	if (db == NULL || dev->attach_id == 0)
+		return;
+	memset(&c, 0, sizeof(c));
+	c.bytes_to_device = dev->bytes_up;
+	c.bytes_from_device = dev->bytes_down;
+	c.urbs_from_device = dev->urbs;
+	c.urbs_to_device = dev->urbs;
+	db_attachment_end(db, dev->attach_id, &c, why, now_s());
+	dev->attach_id = 0;
 }
 
 void
 store_approval_begin(struct device *dev)
 {
+	struct db_approval a;
+	struct audit_event ev;
+	char detail[128];
+
+	memset(&a, 0, sizeof(a));
+	a.device_id = dev->id;
+	a.presence_id = dev->presence_id;
+	a.deny = dev->approval.deny;
+	a.scope = dev->approval.scope;
+	usbgw_strlcpy(a.to_host, dev->approval.to_host, sizeof(a.to_host));
+	a.created_at = now_s();
+	a.expires_at = dev->approval.expires_at;
+	a.actor_uid = dev->approval.by.kind == ACTOR_OPERATOR ?
+	    (int64_t)dev->approval.by.uid : -1;
+	usbgw_strlcpy(a.actor_name, dev->approval.by.name, sizeof(a.actor_name));
+	usbgw_strlcpy(a.reason, dev->approval.message, sizeof(a.reason));
+	a.rule_id = dev->approval.rule_id;
+	if (db != NULL && dev->id != 0)
+		dev->approval.id = db_approval_add(db, &a);
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = dev->approval.deny ? "deny" : "approve";
+	ev.device_id = dev->id;
+	ev.busid = dev->busid;
+	ev.exporter = dev->exp->name;
+	ev.who = &dev->approval.by;
+	ev.host = dev->approval.to_host[0] ? dev->approval.to_host : NULL;
+	ev.reason = dev->approval.message;
+	snprintf(detail, sizeof(detail), "scope %s%s%lld",
+	    dev->approval.scope == SCOPE_ONCE ? "once" :
+	    dev->approval.scope == SCOPE_FOR ? "for" :
+	    dev->approval.scope == SCOPE_UNTIL ? "until" : "permanent",
+	    dev->approval.expires_at ? ", expires " : "",
+	    (long long)dev->approval.expires_at);
+	if (!dev->approval.expires_at)
+		snprintf(detail, sizeof(detail), "scope %s",
+		    dev->approval.scope == SCOPE_ONCE ? "once" :
+		    dev->approval.scope == SCOPE_PERMANENT ? "permanent" : "?");
+	ev.detail = detail;
+	append(&ev);
+	store_flush();
 }
 
 void
 store_approval_end(struct device *dev, const char *why)
 {
+	if (db != NULL && dev->approval.id > 0)
+		db_approval_end(db, dev->approval.id, why, NULL, now_s());
+	dev->approval.id = 0;
 }
 
 void
 store_audit_device(struct device *dev, const char *action,
     const struct actor *who, const char *detail)
 {
-	log_info("audit: %s %s: %s", dev->busid, action, detail ? detail : "");
+	struct audit_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = action;
+	ev.device_id = dev != NULL ? dev->id : 0;
+	ev.busid = dev != NULL ? dev->busid : NULL;
+	ev.exporter = dev != NULL ? dev->exp->name : NULL;
+	ev.who = who;
+	ev.host = dev != NULL && dev->ds != NULL ? dev->ds->host : NULL;
+	ev.detail = detail;
+	append(&ev);
 }
 
 void
 store_audit(const char *action, const struct actor *who, const char *object,
     const char *detail)
 {
-	log_info("audit: %s %s: %s", object ? object : "", action,
-	    detail ? detail : "");
+	struct audit_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = action;
+	ev.object = object;
+	ev.who = who;
+	ev.detail = detail;
+	append(&ev);
 }
 
 int64_t
 store_access_request(struct device *dev, struct dsession *ds)
 {
-	return next_id++;
+	struct audit_event ev;
+	int64_t id = 0;
+
+	if (db != NULL)
+		id = db_access_request_add(db, dev->id, dev->busid, NULL,
+		    ds->host, "waiting", now_s());
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "access-request";
+	ev.device_id = dev->id;
+	ev.busid = dev->busid;
+	ev.exporter = dev->exp->name;
+	ev.host = ds->host;
+	ev.old_state = dev_state_name(dev->state);
+	append(&ev);
+	return id > 0 ? id : -1;
 }
 
 void
 store_access_outcome(int64_t request_id, const char *outcome)
 {
+	if (db != NULL && request_id > 0)
+		db_access_request_decide(db, request_id, outcome, NULL, 0,
+		    now_s());
 }
 
 json_t *
 store_device_history(struct device *dev, int limit)
 {
-	return json_array();
+	json_t *a = json_array();
+	int i;
+
+	if (db == NULL)
+		return a;
+	store_flush();
+	sqlite3_reset(st_history);
+	sqlite3_bind_int64(st_history, 1, dev->id);
+	sqlite3_bind_text(st_history, 2, dev->busid, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st_history, 3, limit);
+	while (sqlite3_step(st_history) == SQLITE_ROW) {
+		static const char *const names[] = { "seq", "time", "event",
+		    "busid", "from", "to", "actor", "actor_uid", "actor_name",
+		    "rule_id", "host", "reason", "detail" };
+		json_t *o = json_object();
+
+		for (i = 0; i < 13; i++) {
+			switch (sqlite3_column_type(st_history, i)) {
+			case SQLITE_INTEGER:
+				json_object_set_new(o, names[i], json_integer(
+				    sqlite3_column_int64(st_history, i)));
+				break;
+			case SQLITE_TEXT:
+				json_object_set_new(o, names[i], json_string(
+				    (const char *)sqlite3_column_text(st_history,
+				    i)));
+				break;
+			default:
+				break;
+			}
+		}
+		json_array_insert_new(a, 0, o);	/* oldest first */
+	}
+	sqlite3_reset(st_history);
+	return a;
 }
 
 void
 store_exporter_save(struct exporter *exp, const struct actor *who)
 {
-	if (exp->id == 0)
-		exp->id = next_id++;
+	int64_t id;
+	struct audit_event ev;
+	char detail[300];
+
+	if (db == NULL)
+		return;
+	id = db_exporter_upsert(db, exp->name, exp->host, exp->port, now_s());
+	if (id > 0)
+		exp->id = id;
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "exporter-add";
+	ev.exporter = exp->name;
+	ev.object = exp->name;
+	ev.who = who;
+	snprintf(detail, sizeof(detail), "%s:%u", exp->host, exp->port);
+	ev.detail = detail;
+	append(&ev);
 }
 
 void
 store_exporter_delete(struct exporter *exp, const struct actor *who)
 {
+	struct audit_event ev;
+
+	if (db == NULL)
+		return;
+	db_exporter_remove(db, exp->name, now_s());
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "exporter-remove";
+	ev.exporter = exp->name;
+	ev.object = exp->name;
+	ev.who = who;
+	append(&ev);
+}
+
+void
+store_exporter_status(struct exporter *exp)
+{
+	if (db != NULL && exp->id > 0)
+		db_exporter_status(db, exp->id, exp->state == EXP_UP ? "up" :
+		    exp->state == EXP_DOWN ? "down" : "unknown", now_s());
+}
+
+static int
+restore_cb(void *arg, const struct db_exporter *e)
+{
+	struct exporter *exp;
+
+	if (exporter_find(e->name) != NULL || e->port < 1 || e->port > 65535)
+		return 0;
+	exp = exporter_new(e->name, e->host, (uint16_t)e->port);
+	exp->id = e->id;
+	return 0;
 }
 
 void
 store_restore_exporters(void)
 {
+	if (db != NULL)
+		db_exporter_foreach(db, restore_cb, NULL);
+}
+
+int
+store_audit_prune(int64_t before, const struct actor *who, int64_t *pruned)
+{
+	if (audit == NULL)
+		return -1;
+	return audit_prune(audit, before, who, "audit prune", now_s(), pruned);
 }

@@ -184,6 +184,8 @@ main(int argc, char *argv[])
 	};
 	struct event_base *base;
 	struct config *cfg;
+	const struct ctl_cmd *ctl_table;
+	size_t nctl;
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
 	size_t i;
 
@@ -265,8 +267,8 @@ main(int argc, char *argv[])
 		fatalx("cannot open database %s", cfg->database);
 	gwpolicy_load();
 	hooks_init(base, cfg);
-	if (control_init(base, cfg, gw_ctl_cmds, gw_nctl_cmds,
-	    gw_audit_refusal) == -1)
+	ctl_table = gw_ctl_table(&nctl);
+	if (control_init(base, cfg, ctl_table, nctl, gw_audit_refusal) == -1)
 		fatalx("cannot start the control socket %s", cfg->control_socket);
 	if (cfg->nlisten == 0) {
 		if (server_listen("", CONFIG_DEFAULT_PORT) == -1)
