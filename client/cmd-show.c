@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "usbgw.h"
+#include "util.h"
 
 static void
 field(const char *name, const char *value)
@@ -14,19 +15,28 @@ field(const char *name, const char *value)
 	putchar('\n');
 }
 
+/* "once", "permanent", "until 2025-01-31 18:00:00", ", to vdi01" */
 static void
 print_approval(const json_t *a)
 {
 	char when[32], buf[512];
-	const char *scope = jstr(a, "scope");
-	json_int_t exp = json_integer_value(json_object_get(a, "expires_at"));
+	const char *scope;
+	json_int_t exp;
 
 	if (!json_is_object(a))
 		return;
+	scope = *jstr(a, "scope") != '\0' ? jstr(a, "scope") : jstr(a, "kind");
+	exp = json_integer_value(json_object_get(a, "expires_at"));
 	fmt_time(when, sizeof(when), exp);
-	snprintf(buf, sizeof(buf), "%s%s%s%s%s", *scope != '\0' ? scope :
-	    jstr(a, "kind"), exp > 0 ? ", until " : "", exp > 0 ? when : "",
-	    *jstr(a, "to") != '\0' ? ", to " : "", jstr(a, "to"));
+	if (exp > 0)
+		snprintf(buf, sizeof(buf), "until %s", when);
+	else
+		snprintf(buf, sizeof(buf), "%s", scope);
+	if (*jstr(a, "to") != '\0' || *jstr(a, "to_host") != '\0') {
+		usbgw_strlcat(buf, ", to ", sizeof(buf));
+		usbgw_strlcat(buf, *jstr(a, "to") != '\0' ? jstr(a, "to") :
+		    jstr(a, "to_host"), sizeof(buf));
+	}
 	field("approval", buf);
 }
 
@@ -101,7 +111,8 @@ cmd_show_exec(struct cmd_ctx *ctx)
 		field("interfaces", buf);
 	}
 	field("hash", jstr(res, "hash"));
-	print_approval(json_object_get(res, "approval"));
+	print_approval(json_object_get(res, "approval") != NULL ?
+	    json_object_get(res, "approval") : json_object_get(res, "grant"));
 	field("attached to", jstr(res, "attached_to"));
 	print_history(json_object_get(res, "history"));
 out:

@@ -209,7 +209,8 @@ show_question(const json_t *msg)
 
 /*
  * Wait for a line on stdin or for events.  Returns 1 with a line in
- * p->line, 0 when the question got resolved elsewhere, -1 at stdin EOF,
+ * p->line; 0 when the current question got resolved elsewhere, or, when
+ * idle (current NULL), as soon as a question is queued; -1 at stdin EOF;
  * or an exit status (> 1) when the daemon went away.
  */
 static int
@@ -227,6 +228,8 @@ wait_line(struct prompt *p, const char *current)
 				return 0;
 		if (st != -1)
 			return st;
+		if (current == NULL && json_array_size(p->queue) > 0)
+			return 0;	/* idle, and there is a question */
 		if ((nl = memchr(p->line, '\n', p->len)) != NULL) {
 			*nl = '\0';
 			return 1;

@@ -285,6 +285,7 @@ fmt_time(char *buf, size_t len, json_int_t t)
 	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+/* Compact: 45s, 3m, 2h05m, 1d03h. */
 void
 fmt_duration(char *buf, size_t len, int64_t s)
 {
@@ -293,8 +294,7 @@ fmt_duration(char *buf, size_t len, int64_t s)
 	if (s < 60)
 		snprintf(buf, len, "%llds", (long long)s);
 	else if (s < 3600)
-		snprintf(buf, len, "%lldm%02llds", (long long)s / 60,
-		    (long long)s % 60);
+		snprintf(buf, len, "%lldm", (long long)s / 60);
 	else if (s < 86400)
 		snprintf(buf, len, "%lldh%02lldm", (long long)s / 3600,
 		    (long long)(s % 3600) / 60);
@@ -306,11 +306,14 @@ fmt_duration(char *buf, size_t len, int64_t s)
 void
 fmt_age(char *buf, size_t len, json_int_t since)
 {
+	char d[32];
+
 	if (since <= 0) {
 		usbgw_strlcpy(buf, "-", len);
 		return;
 	}
-	fmt_duration(buf, len, (int64_t)time(NULL) - since);
+	fmt_duration(d, sizeof(d), (int64_t)time(NULL) - since);
+	snprintf(buf, len, "%s ago", d);
 }
 
 const char *
