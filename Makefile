@@ -49,6 +49,8 @@ LDLIBS    += $(PKG_LIBS) -lm
 LIB_SRCS  := $(filter-out gateway/usbgwd.c,$(wildcard gateway/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB       := $(B)/libusbgw.a
+# schema.sql is compiled into the library (gateway/db.c: usbgw_schema_sql).
+LIB_OBJS  += $(B)/gen/schema_sql.o
 
 GWD_SRCS  := gateway/usbgwd.c
 CLI_SRCS  := $(wildcard client/*.c)
@@ -86,6 +88,20 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^
+
+# schema.sql as a C array (od + sed: no xxd needed), NUL-terminated.
+%/gen/schema_sql.c: schema.sql
+	@mkdir -p $(@D)
+	$(Q){ echo '/* Generated from schema.sql by the Makefile: do not edit. */'; \
+	  echo 'extern const char usbgw_schema_sql[];'; \
+	  echo 'const char usbgw_schema_sql[] = {'; \
+	  od -An -v -tx1 schema.sql | \
+	    sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g' -e 's/^ *//'; \
+	  echo '0x00 };'; } > $@.tmp && mv $@.tmp $@
+
+$(B)/gen/schema_sql.o: $(B)/gen/schema_sql.c
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(B)/usbgwd: $(B)/gateway/usbgwd.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -136,7 +152,7 @@ FUZZ_CC     ?= clang
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	       -D_GNU_SOURCE -Igateway $(PKG_CFLAGS)
 FUZZ_LIB    := build-fuzz/libusbgw.a
-FUZZ_OBJS   := $(LIB_SRCS:%.c=build-fuzz/%.o)
+FUZZ_OBJS   := $(LIB_SRCS:%.c=build-fuzz/%.o) build-fuzz/gen/schema_sql.o
 FUZZ_TIME   ?= 60
 
 # The library is instrumented once (fuzzer-no-link); each harness links it.
@@ -144,6 +160,9 @@ build-fuzz/%.o: %.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZCC  $<")
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+
+build-fuzz/gen/schema_sql.o: build-fuzz/gen/schema_sql.c
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
 
 $(FUZZ_LIB): $(FUZZ_OBJS)
 	rm -f $@
@@ -172,6 +191,10 @@ e2e: all
 
 deps:
 	tests/deps.sh
+
+# The main job on the embedded SQLite default: simulator, gateway, client.
+demo: all
+	contrib/demo.sh $(B)
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8

@@ -20,4 +20,14 @@ else
 	echo "bench_policy not built"; rc=1
 fi
 
+# --- audit log writes (owner: policy) --------------------------------
+# Cost of audit_append (paid on the event loop) and of audit_flush per
+# row for batches of 1..1000 rows, and verification speed.
+section "audit: write cost"
+if [ -x "$B/bench/bench_audit" ]; then
+	"$B/bench/bench_audit" "${TMPDIR:-/tmp}" || rc=1
+else
+	echo "bench_audit not built"; rc=1
+fi
+
 exit $rc

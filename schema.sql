@@ -1,0 +1,426 @@
+-- usbgw database schema: the one source of it.
+--
+-- usbgwd embeds this file and applies it with PRAGMA user_version:
+--   * "-- @migration N" starts the statements that bring a database from
+--     version N-1 to N.  A database at version V gets every migration
+--     above V, in order, each in its own transaction; each ends by
+--     setting PRAGMA user_version = N.
+--   * "-- @views" starts the views.  They are dropped and created again
+--     after any migration (a change of view only needs a new, possibly
+--     empty, migration).
+-- Never edit a migration that has been released: add a new one.
+--
+-- Conventions: times are INTEGER Unix seconds (UTC); the views show them
+-- as ISO 8601 text.  Device states are the operator's names.  Rows are
+-- never deleted except audit rows by the audited prune command: rules,
+-- approvals and exporters are ended/removed by setting a column.
+--
+-- The connection sets journal_mode=WAL, foreign_keys=ON and
+-- synchronous=NORMAL (durable across a daemon crash; the last commits may
+-- be lost on power loss).
+
+-- @migration 1
+
+CREATE TABLE exporters (
+	id		INTEGER PRIMARY KEY,
+	name		TEXT NOT NULL UNIQUE
+			    CHECK (length(name) BETWEEN 1 AND 31),
+	host		TEXT NOT NULL,
+	port		INTEGER NOT NULL DEFAULT 3240
+			    CHECK (port BETWEEN 1 AND 65535),
+	status		TEXT NOT NULL DEFAULT 'unknown'
+			    CHECK (status IN ('unknown', 'up', 'down')),
+	created_at	INTEGER NOT NULL,
+	last_seen	INTEGER,
+	removed_at	INTEGER
+);
+
+-- The policy: active rules have a position (1, 2, ... without gaps);
+-- removed rules keep their row (decisions refer to them) with position
+-- NULL.  text is the canonical rule text and never changes.
+CREATE TABLE rules (
+	id		INTEGER PRIMARY KEY,
+	position	INTEGER CHECK (position >= 1),
+	text		TEXT NOT NULL,
+	target		TEXT NOT NULL
+			    CHECK (target IN ('allow', 'block', 'reject', 'ask')),
+	origin		TEXT NOT NULL DEFAULT 'admin'
+			    CHECK (origin IN ('admin', 'approval', 'denial',
+			    'import', 'config')),
+	device_id	INTEGER REFERENCES devices(id),
+	comment		TEXT,
+	created_at	INTEGER NOT NULL,
+	created_by	TEXT NOT NULL,
+	removed_at	INTEGER,
+	removed_by	TEXT,
+	CHECK ((position IS NULL) = (removed_at IS NOT NULL))
+);
+CREATE INDEX rules_position ON rules(position) WHERE position IS NOT NULL;
+-- At most one active rule written for a device by a permanent approval
+-- or denial: a new one replaces it (no upsert failure).
+CREATE UNIQUE INDEX rules_device ON rules(device_id)
+    WHERE device_id IS NOT NULL AND removed_at IS NULL;
+CREATE TRIGGER rules_text_immutable BEFORE UPDATE OF text, target ON rules
+BEGIN
+	SELECT RAISE(ABORT, 'rules: text is immutable (remove the rule, add a new one)');
+END;
+
+-- One row per identity seen at an exporter port.  A device that comes
+-- back with the same identity is the same row; one that changed its
+-- descriptors or strings is a new row (v_identity_changes).
+CREATE TABLE devices (
+	id		INTEGER PRIMARY KEY,
+	exporter_id	INTEGER NOT NULL REFERENCES exporters(id),
+	exporter_busid	TEXT NOT NULL,
+	busid		TEXT NOT NULL,
+	vid		INTEGER NOT NULL CHECK (vid BETWEEN 0 AND 65535),
+	pid		INTEGER NOT NULL CHECK (pid BETWEEN 0 AND 65535),
+	bcd_device	INTEGER NOT NULL DEFAULT 0,
+	dev_class	INTEGER NOT NULL DEFAULT 0,
+	dev_subclass	INTEGER NOT NULL DEFAULT 0,
+	dev_protocol	INTEGER NOT NULL DEFAULT 0,
+	speed		INTEGER NOT NULL DEFAULT 0,
+	manufacturer	TEXT NOT NULL DEFAULT '',
+	product		TEXT NOT NULL DEFAULT '',
+	serial		TEXT NOT NULL DEFAULT '',
+	hash		TEXT NOT NULL CHECK (length(hash) = 64),
+	state		TEXT NOT NULL DEFAULT 'probing'
+			    CHECK (state IN ('probing', 'pending', 'authorized',
+			    'attached', 'blocked', 'gone')),
+	state_since	INTEGER NOT NULL,
+	rule_id		INTEGER REFERENCES rules(id),
+	first_seen	INTEGER NOT NULL,
+	last_seen	INTEGER NOT NULL,
+	UNIQUE (exporter_id, exporter_busid, hash, serial, manufacturer, product)
+);
+-- The gateway's busids are unique among devices that are not gone.
+CREATE UNIQUE INDEX devices_busid_present ON devices(busid)
+    WHERE state != 'gone';
+CREATE INDEX devices_state ON devices(state);
+CREATE INDEX devices_port ON devices(exporter_id, exporter_busid, vid, pid);
+
+CREATE TABLE interfaces (
+	device_id	INTEGER NOT NULL REFERENCES devices(id),
+	idx		INTEGER NOT NULL CHECK (idx BETWEEN 0 AND 31),
+	class		INTEGER NOT NULL CHECK (class BETWEEN 0 AND 255),
+	subclass	INTEGER NOT NULL CHECK (subclass BETWEEN 0 AND 255),
+	protocol	INTEGER NOT NULL CHECK (protocol BETWEEN 0 AND 255),
+	PRIMARY KEY (device_id, idx)
+) WITHOUT ROWID;
+
+-- One row per stay of a device at its exporter (plug-in to removal).
+CREATE TABLE presences (
+	id		INTEGER PRIMARY KEY,
+	device_id	INTEGER NOT NULL REFERENCES devices(id),
+	busid		TEXT NOT NULL,
+	arrived_at	INTEGER NOT NULL,
+	departed_at	INTEGER,
+	depart_reason	TEXT
+);
+CREATE INDEX presences_device ON presences(device_id, arrived_at);
+CREATE UNIQUE INDEX presences_open ON presences(device_id)
+    WHERE departed_at IS NULL;
+
+-- Operator decisions.  scope: once (this presence), for / until (expires_at
+-- set), permanent (rule_id: the rule written from the identity).
+-- An approval ends by expiry, revocation, the device leaving (once) or a
+-- newer decision; ended rows stay.
+CREATE TABLE approvals (
+	id		INTEGER PRIMARY KEY,
+	device_id	INTEGER NOT NULL REFERENCES devices(id),
+	presence_id	INTEGER REFERENCES presences(id),
+	decision	TEXT NOT NULL CHECK (decision IN ('allow', 'deny')),
+	scope		TEXT NOT NULL
+			    CHECK (scope IN ('once', 'for', 'until', 'permanent')),
+	to_host		TEXT,
+	created_at	INTEGER NOT NULL,
+	expires_at	INTEGER,
+	actor_uid	INTEGER,
+	actor_name	TEXT NOT NULL,
+	reason		TEXT,
+	rule_id		INTEGER REFERENCES rules(id),
+	ended_at	INTEGER,
+	end_reason	TEXT,
+	ended_by	TEXT,
+	CHECK ((scope IN ('for', 'until')) = (expires_at IS NOT NULL)),
+	CHECK (scope != 'once' OR presence_id IS NOT NULL),
+	CHECK ((ended_at IS NULL) = (end_reason IS NULL))
+);
+CREATE INDEX approvals_device ON approvals(device_id, created_at);
+CREATE INDEX approvals_expiry ON approvals(expires_at)
+    WHERE ended_at IS NULL AND expires_at IS NOT NULL;
+
+-- A vhci host using a device: counters are updated while it runs.
+CREATE TABLE attachments (
+	id		INTEGER PRIMARY KEY,
+	device_id	INTEGER NOT NULL REFERENCES devices(id),
+	presence_id	INTEGER REFERENCES presences(id),
+	approval_id	INTEGER REFERENCES approvals(id),
+	rule_id		INTEGER REFERENCES rules(id),
+	mode		TEXT NOT NULL CHECK (mode IN ('proxy', 'local')),
+	host_name	TEXT,
+	host_addr	TEXT,
+	started_at	INTEGER NOT NULL,
+	ended_at	INTEGER,
+	end_reason	TEXT,
+	bytes_to_device		INTEGER NOT NULL DEFAULT 0,
+	bytes_from_device	INTEGER NOT NULL DEFAULT 0,
+	urbs_to_device		INTEGER NOT NULL DEFAULT 0,
+	urbs_from_device	INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX attachments_device ON attachments(device_id, started_at);
+CREATE UNIQUE INDEX attachments_open ON attachments(device_id)
+    WHERE ended_at IS NULL;
+
+-- A vhci host asked to import a device that it may not use (yet).
+-- outcome: waiting (held), granted, refused (answered at once), denied
+-- (by an operator), timeout, withdrawn (the host went away).
+CREATE TABLE access_requests (
+	id		INTEGER PRIMARY KEY,
+	device_id	INTEGER REFERENCES devices(id),
+	busid		TEXT NOT NULL,
+	host_name	TEXT,
+	host_addr	TEXT NOT NULL,
+	requested_at	INTEGER NOT NULL,
+	outcome		TEXT NOT NULL DEFAULT 'waiting'
+			    CHECK (outcome IN ('waiting', 'granted', 'refused',
+			    'denied', 'timeout', 'withdrawn')),
+	decided_at	INTEGER,
+	decided_by	TEXT,
+	approval_id	INTEGER REFERENCES approvals(id)
+);
+CREATE INDEX access_requests_time ON access_requests(requested_at);
+CREATE INDEX access_requests_device ON access_requests(device_id);
+
+-- The audit log: append-only, each row chained to the previous one by
+-- hash = SHA-256(prev_hash, the row's fields) (gateway/audit.c documents
+-- the encoding; `usbgw audit verify` recomputes it).  device_id has no
+-- foreign key on purpose: the log refers, it never constrains.
+CREATE TABLE audit_log (
+	seq		INTEGER PRIMARY KEY,
+	ts		INTEGER NOT NULL,
+	event		TEXT NOT NULL CHECK (length(event) > 0),
+	device_id	INTEGER,
+	busid		TEXT,
+	exporter	TEXT,
+	object		TEXT,
+	old_state	TEXT,
+	new_state	TEXT,
+	actor		TEXT NOT NULL
+			    CHECK (actor IN ('system', 'rule', 'operator')),
+	actor_uid	INTEGER,
+	actor_name	TEXT,
+	rule_id		INTEGER,
+	host		TEXT,
+	reason		TEXT,
+	detail		TEXT,
+	prev_hash	TEXT NOT NULL CHECK (length(prev_hash) = 64),
+	hash		TEXT NOT NULL CHECK (length(hash) = 64)
+);
+CREATE INDEX audit_log_device ON audit_log(device_id, seq)
+    WHERE device_id IS NOT NULL;
+CREATE INDEX audit_log_ts ON audit_log(ts);
+CREATE INDEX audit_log_event ON audit_log(event, seq);
+
+-- Rows are appended with the next sequence number only.
+CREATE TRIGGER audit_log_append_only BEFORE INSERT ON audit_log
+WHEN NEW.seq IS NULL OR
+    NEW.seq != (SELECT IFNULL(MAX(seq), 0) + 1 FROM audit_log)
+BEGIN
+	SELECT RAISE(ABORT, 'audit_log: rows are appended with the next seq');
+END;
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+BEGIN
+	SELECT RAISE(ABORT, 'audit_log is append-only');
+END;
+-- The prune command (gateway/audit.c) inserts a guard row, deletes the
+-- old rows and removes the guard in one transaction after appending an
+-- audited checkpoint row; any other DELETE is refused.  (The triggers
+-- stop mistakes; the hash chain is what detects tampering.)
+CREATE TABLE audit_prune_guard (
+	through_seq	INTEGER NOT NULL
+);
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+WHEN NOT EXISTS (SELECT 1 FROM audit_prune_guard
+    WHERE OLD.seq <= through_seq)
+BEGIN
+	SELECT RAISE(ABORT, 'audit_log is append-only (use: usbgw audit prune)');
+END;
+
+PRAGMA user_version = 1;
+
+-- @migration 2
+
+-- An operator's label for a device ("reception scanner").
+ALTER TABLE devices ADD COLUMN label TEXT;
+
+-- Daemon settings that must survive restarts (key/value).
+CREATE TABLE settings (
+	key		TEXT PRIMARY KEY,
+	value		TEXT NOT NULL,
+	updated_at	INTEGER NOT NULL
+);
+
+PRAGMA user_version = 2;
+
+-- @views
+
+DROP VIEW IF EXISTS v_devices;
+DROP VIEW IF EXISTS v_pending;
+DROP VIEW IF EXISTS v_rules;
+DROP VIEW IF EXISTS v_approvals;
+DROP VIEW IF EXISTS v_device_history;
+DROP VIEW IF EXISTS v_access_requests;
+DROP VIEW IF EXISTS v_attachment_traffic;
+DROP VIEW IF EXISTS v_identity_changes;
+DROP VIEW IF EXISTS v_audit;
+
+-- Every device identity, readable.
+CREATE VIEW v_devices AS
+SELECT
+	d.id				AS device_id,
+	d.busid				AS busid,
+	e.name				AS exporter,
+	d.exporter_busid		AS exporter_busid,
+	printf('%04x', d.vid)		AS vid,
+	printf('%04x', d.pid)		AS pid,
+	d.manufacturer			AS manufacturer,
+	d.product			AS product,
+	d.serial			AS serial,
+	(SELECT group_concat(t, ' ') FROM (SELECT printf('%02x:%02x:%02x',
+	    i.class, i.subclass, i.protocol) AS t FROM interfaces i
+	    WHERE i.device_id = d.id ORDER BY i.idx)) AS interfaces,
+	d.hash				AS hash,
+	d.state				AS state,
+	datetime(d.state_since, 'unixepoch') AS state_since,
+	d.rule_id			AS rule_id,
+	datetime(d.first_seen, 'unixepoch') AS first_seen,
+	datetime(d.last_seen, 'unixepoch') AS last_seen
+FROM devices d
+JOIN exporters e ON e.id = d.exporter_id;
+
+-- Devices waiting for a decision now, oldest first, with how many vhci
+-- hosts are waiting for them.
+CREATE VIEW v_pending AS
+SELECT
+	v.device_id, v.busid, v.exporter, v.exporter_busid, v.vid, v.pid,
+	v.manufacturer, v.product, v.serial, v.interfaces,
+	v.state_since			AS pending_since,
+	CAST(strftime('%s', 'now') AS INTEGER) - d.state_since
+					AS waiting_seconds,
+	(SELECT count(*) FROM access_requests r
+	    WHERE r.device_id = d.id AND r.outcome = 'waiting')
+					AS hosts_waiting
+FROM v_devices v
+JOIN devices d ON d.id = v.device_id
+WHERE d.state = 'pending'
+ORDER BY d.state_since;
+
+-- The active policy in order.
+CREATE VIEW v_rules AS
+SELECT
+	r.position, r.id AS rule_id, r.text, r.target, r.origin,
+	r.device_id, r.comment, datetime(r.created_at, 'unixepoch') AS created,
+	r.created_by
+FROM rules r
+WHERE r.position IS NOT NULL
+ORDER BY r.position;
+
+-- Who approved (or denied) what, when, why, until when, and its status.
+CREATE VIEW v_approvals AS
+SELECT
+	a.id				AS approval_id,
+	v.busid, v.exporter, v.exporter_busid, v.vid, v.pid, v.product,
+	v.serial,
+	a.decision, a.scope, a.to_host,
+	datetime(a.created_at, 'unixepoch') AS decided_at,
+	a.actor_name			AS decided_by,
+	a.actor_uid			AS decided_by_uid,
+	a.reason,
+	datetime(a.expires_at, 'unixepoch') AS until,
+	CASE
+	    WHEN a.ended_at IS NOT NULL THEN a.end_reason
+	    WHEN a.expires_at IS NOT NULL AND
+		a.expires_at <= CAST(strftime('%s', 'now') AS INTEGER)
+		THEN 'expired'
+	    ELSE 'active'
+	END				AS status,
+	datetime(a.ended_at, 'unixepoch') AS ended_at,
+	a.ended_by,
+	a.rule_id,
+	a.device_id
+FROM approvals a
+JOIN v_devices v ON v.device_id = a.device_id;
+
+-- Everything the audit log says about each device (filter by busid or
+-- device_id), in order.
+CREATE VIEW v_device_history AS
+SELECT
+	l.device_id, d.busid AS busid, l.seq,
+	datetime(l.ts, 'unixepoch')	AS at,
+	l.event, l.old_state, l.new_state, l.actor, l.actor_name,
+	l.rule_id, l.host, l.reason, l.detail
+FROM audit_log l
+JOIN devices d ON d.id = l.device_id
+ORDER BY l.device_id, l.seq;
+
+-- Access requests and what became of them.
+CREATE VIEW v_access_requests AS
+SELECT
+	r.id				AS request_id,
+	datetime(r.requested_at, 'unixepoch') AS requested_at,
+	r.busid, r.host_name, r.host_addr,
+	r.device_id,
+	v.vid, v.pid, v.product, v.serial,
+	r.outcome,
+	datetime(r.decided_at, 'unixepoch') AS decided_at,
+	r.decided_by,
+	r.decided_at - r.requested_at	AS wait_seconds,
+	r.approval_id
+FROM access_requests r
+LEFT JOIN v_devices v ON v.device_id = r.device_id;
+
+-- Traffic per attachment.
+CREATE VIEW v_attachment_traffic AS
+SELECT
+	t.id				AS attachment_id,
+	v.busid, v.exporter, v.vid, v.pid, v.product, v.serial,
+	t.mode, t.host_name, t.host_addr,
+	datetime(t.started_at, 'unixepoch') AS started_at,
+	datetime(t.ended_at, 'unixepoch') AS ended_at,
+	IFNULL(t.ended_at, CAST(strftime('%s', 'now') AS INTEGER)) -
+	    t.started_at		AS seconds,
+	t.bytes_to_device, t.bytes_from_device,
+	t.urbs_to_device, t.urbs_from_device,
+	t.end_reason, t.approval_id, t.rule_id, t.device_id
+FROM attachments t
+JOIN v_devices v ON v.device_id = t.device_id;
+
+-- Devices that changed identity: same exporter port, vid:pid and serial,
+-- different descriptor hash (a later identity row than the earlier one).
+CREATE VIEW v_identity_changes AS
+SELECT
+	e.name				AS exporter,
+	a.exporter_busid,
+	printf('%04x:%04x', a.vid, a.pid) AS id,
+	a.serial,
+	a.id				AS old_device_id,
+	a.hash				AS old_hash,
+	b.id				AS new_device_id,
+	b.hash				AS new_hash,
+	datetime(b.first_seen, 'unixepoch') AS changed_at,
+	b.state				AS new_state
+FROM devices a
+JOIN devices b ON b.exporter_id = a.exporter_id
+    AND b.exporter_busid = a.exporter_busid
+    AND b.vid = a.vid AND b.pid = a.pid AND b.serial = a.serial
+    AND b.hash != a.hash AND b.id > a.id
+JOIN exporters e ON e.id = a.exporter_id;
+
+-- The audit log with readable times.
+CREATE VIEW v_audit AS
+SELECT
+	seq, datetime(ts, 'unixepoch') AS at, event, device_id, busid,
+	exporter, object, old_state, new_state, actor, actor_uid, actor_name,
+	rule_id, host, reason, detail
+FROM audit_log;
