@@ -283,7 +283,8 @@ device_eval(struct device *dev, const struct actor *who, const char *reason)
 	struct decision d;
 	enum dev_state st;
 
-	if (dev->state == DEV_GONE || dev->up == NULL || !dev->probed)
+	/* between release and reclaim (up == NULL) the state still counts */
+	if (dev->state == DEV_GONE || dev->state == DEV_PROBING || !dev->probed)
 		return;
 	device_decide(dev, NULL, &d);
 	switch (d.target) {

@@ -462,7 +462,8 @@ store_device_history(struct device *dev, int limit)
 	sqlite3_bind_text(st_history, 2, dev->busid, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int(st_history, 3, limit);
 	while (sqlite3_step(st_history) == SQLITE_ROW) {
-		static const char *const names[] = { "seq", "time", "event",
+		/* as audit.list (gwpolicy.c) */
+		static const char *const names[] = { "id", "time", "action",
 		    "busid", "from", "to", "actor", "actor_uid", "actor_name",
 		    "rule_id", "host", "reason", "detail" };
 		json_t *o = json_object();
