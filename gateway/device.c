@@ -284,7 +284,7 @@ device_eval(struct device *dev, const struct actor *who, const char *reason)
 	enum dev_state st;
 
 	/* between release and reclaim (up == NULL) the state still counts */
-	if (dev->state == DEV_GONE || dev->state == DEV_PROBING || !dev->probed)
+	if (dev->state == DEV_GONE || !dev->probed)
 		return;
 	device_decide(dev, NULL, &d);
 	switch (d.target) {

@@ -73,8 +73,12 @@ exporter_free(struct exporter *exp)
 	struct device *dev;
 
 	exp->dead = true;
-	TAILQ_FOREACH(dev, &exp->devices, entry)
-		exporter_device_gone(dev, "exporter removed");
+	TAILQ_FOREACH(dev, &exp->devices, entry) {
+		if (gw->shutting_down)
+			device_release(dev, "gateway shutting down");
+		else
+			exporter_device_gone(dev, "exporter removed");
+	}
 	exp_poll_close(exp);
 	event_free(exp->poll_ev);
 	exp->poll_ev = NULL;

@@ -209,12 +209,17 @@ gw_restore(void)
 	store_restore_exporters();
 }
 
-/* Release every claim (the exporters reset their devices). */
+/*
+ * Release every claim (the exporters reset their devices), without
+ * marking anything gone: the devices are still plugged in, and their
+ * presences and once-approvals continue when the gateway comes back.
+ */
 void
 gw_shutdown(void)
 {
 	struct exporter *exp;
 
+	gw->shutting_down = true;
 	while ((exp = TAILQ_FIRST(&gw->exporters)) != NULL)
 		exporter_free(exp);
 }

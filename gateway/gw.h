@@ -244,6 +244,7 @@ struct gw {
 	unsigned		 attach_wait_ms;
 	bool			 show_pending;
 	uint64_t		 rate_at, rate_urbs;
+	bool			 shutting_down;
 };
 
 extern struct gw *gw;
