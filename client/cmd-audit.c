@@ -62,10 +62,10 @@ audit_exec(struct cmd_ctx *ctx)
 	json_array_foreach(res, i, r) {
 		fmt_time(when, sizeof(when),
 		    json_integer_value(json_object_get(r, "time")));
-		table_add(t, when, jfmt(r, "busid"), jstr(r, "action"),
+		table_add(t, when, jfmt(r, "busid"), jstr2(r, "action", "event"),
 		    jfmt(r, "from"), jfmt(r, "to"),
-		    actor_str(json_object_get(r, "actor"), actor, sizeof(actor)),
-		    jstr(r, "reason"));
+		    row_actor(r, actor, sizeof(actor)),
+		    jstr2(r, "reason", "detail"));
 	}
 	table_print(t, stdout);
 	table_free(t);

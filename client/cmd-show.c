@@ -55,9 +55,9 @@ print_history(const json_t *h)
 	json_array_foreach(h, i, r) {
 		fmt_time(when, sizeof(when),
 		    json_integer_value(json_object_get(r, "time")));
-		table_add(t, when, jstr(r, "action"), jfmt(r, "from"),
-		    jfmt(r, "to"), actor_str(json_object_get(r, "actor"), actor,
-		    sizeof(actor)), jstr(r, "reason"));
+		table_add(t, when, jstr2(r, "action", "event"), jfmt(r, "from"),
+		    jfmt(r, "to"), row_actor(r, actor, sizeof(actor)),
+		    jstr2(r, "reason", "detail"));
 	}
 	table_print(t, stdout);
 	table_free(t);

@@ -390,3 +390,34 @@ usb_class_name(const char *ifc)
 			return names[i].name;
 	return NULL;
 }
+
+/*
+ * Who, for an audit row or an event: an actor object, or the daemon's
+ * flat form ("actor": "operator", "actor_uid", "actor_name", "rule_id").
+ */
+const char *
+row_actor(const json_t *row, char *buf, size_t len)
+{
+	const json_t *a = json_object_get(row, "actor");
+	const char *kind = json_string_value(a);
+
+	if (kind == NULL)
+		return actor_str(a, buf, len);
+	if (strcmp(kind, "operator") == 0 &&
+	    json_object_get(row, "actor_uid") != NULL)
+		snprintf(buf, len, "%s (uid %s)", jstr(row, "actor_name"),
+		    jfmt(row, "actor_uid"));
+	else if (strcmp(kind, "rule") == 0 &&
+	    json_is_integer(json_object_get(row, "rule_id")))
+		snprintf(buf, len, "rule %s", jfmt(row, "rule_id"));
+	else
+		usbgw_strlcpy(buf, kind, len);
+	return buf;
+}
+
+/* The first of two members that is a non-empty string. */
+const char *
+jstr2(const json_t *obj, const char *key, const char *alt)
+{
+	return *jstr(obj, key) != '\0' ? jstr(obj, key) : jstr(obj, alt);
+}

@@ -117,6 +117,8 @@ void		 fmt_duration(char *, size_t, int64_t secs);
 const char	*device_name(const json_t *dev);	/* "046d:c52b Logitech ..." */
 const char	*actor_str(const json_t *actor, char *buf, size_t len);
 const char	*usb_class_name(const char *ccsspp);	/* NULL if unknown */
+const char	*row_actor(const json_t *row, char *buf, size_t len);
+const char	*jstr2(const json_t *obj, const char *key, const char *alt);
 /* jfmt() and device_name() return one of 32 rotating static buffers. */
 
 /* timeparse.c */
