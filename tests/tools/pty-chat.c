@@ -2,8 +2,9 @@
  * pty-chat: run a command on a pseudo-terminal and talk to it from a
  * script, like a tiny expect(1), for testing interactive programs.
  *
- *	pty-chat [-t SECONDS] [-o TRANSCRIPT] CMD [ARGS...] < SCRIPT
+ *	pty-chat [-t SECONDS] [-o TRANSCRIPT] [-f SCRIPT] CMD [ARGS...]
  *
+ * The script is read from SCRIPT, or from standard input.
  * SCRIPT lines:
  *	expect TEXT	wait until the output (after the previous match)
  *			contains TEXT
@@ -115,9 +116,16 @@ main(int argc, char **argv)
 	int c, secs = 10, st;
 	size_t n;
 	struct termios tio;
+	FILE *script = stdin;
 
-	while ((c = getopt(argc, argv, "+t:o:")) != -1) {
+	while ((c = getopt(argc, argv, "+f:t:o:")) != -1) {
 		switch (c) {
+		case 'f':
+			if ((script = fopen(optarg, "r")) == NULL) {
+				perror(optarg);
+				return 2;
+			}
+			break;
 		case 't':
 			secs = atoi(optarg);
 			break;
@@ -126,7 +134,7 @@ main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr, "usage: pty-chat [-t SECONDS] "
-			    "[-o TRANSCRIPT] CMD [ARGS...] < SCRIPT\n");
+			    "[-o TRANSCRIPT] [-f SCRIPT] CMD [ARGS...]\n");
 			return 2;
 		}
 	}
@@ -142,7 +150,7 @@ main(int argc, char **argv)
 		perror(argv[optind]);
 		_exit(127);
 	}
-	while (fgets(line, sizeof(line), stdin) != NULL) {
+	while (fgets(line, sizeof(line), script) != NULL) {
 		n = strlen(line);
 		if (n > 0 && line[n - 1] == '\n')
 			line[--n] = '\0';
