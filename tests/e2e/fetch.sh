@@ -29,7 +29,7 @@ manifest_ok() {
 	( . "$manifest" &&
 	  [ -f "$E2E_VMLINUX" ] && [ -f "$E2E_BZIMAGE" ] && [ -d "$E2E_MODDIR" ] &&
 	  [ -x "$E2E_BUSYBOX" ] && [ -x "$E2E_USBIP" ] && [ -x "$E2E_USBIPD" ] &&
-	  [ -f "$E2E_USBIDS" ] ) 2>/dev/null
+	  [ -f "$E2E_USBIDS" ] && [ -x "$E2E_DEPMOD" ] ) 2>/dev/null
 }
 
 if [ "${E2E_REFRESH:-0}" != 1 ] && manifest_ok; then
@@ -42,29 +42,35 @@ for t in apt-get apt-cache dpkg-deb; do
 done
 mkdir -p "$debs" "$root"
 
-# The kernel package linux-image-amd64 points at, e.g. linux-image-6.1.0-57-amd64.
-kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-	awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
-if [ -z "$kpkg" ]; then
-	msg "apt does not know linux-image-amd64; running apt-get update"
-	apt-get update -qq >&2 || die "apt-get update failed"
-	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
-	[ -n "$kpkg" ] || die "cannot resolve linux-image-amd64"
-fi
-krel=${kpkg#linux-image-}
-
-# usbip and every library it needs, resolved by apt, less what the host provides.
-usbip_pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests \
-	--no-conflicts --no-breaks --no-replaces --no-enhances usbip 2>/dev/null |
-	grep -v '^ ' | grep -v '^<' | sort -u)
-[ -n "$usbip_pkgs" ] || die "cannot resolve usbip's dependencies"
-pkgs="$kpkg busybox-static"
-for p in $usbip_pkgs; do
-	case " $host_provided " in *" $p "*) continue ;; esac
-	pkgs="$pkgs $p"
-done
-command -v depmod >/dev/null || [ -x /sbin/depmod ] || pkgs="$pkgs kmod"
+# resolve: set kpkg (the kernel package linux-image-amd64 points at, e.g.
+# linux-image-6.1.0-57-amd64), krel and pkgs (what to download: the kernel,
+# busybox-static, usbip and every library it needs less what the host provides,
+# and kmod when the host has no depmod).
+kernel_pkg() {
+	apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }'
+}
+resolve() {
+	local p usbip_pkgs
+	kpkg=$(kernel_pkg)
+	if [ -z "$kpkg" ]; then
+		msg "apt does not know linux-image-amd64; running apt-get update"
+		apt-get update -qq >&2 || die "apt-get update failed"
+		kpkg=$(kernel_pkg)
+		[ -n "$kpkg" ] || die "cannot resolve linux-image-amd64"
+	fi
+	krel=${kpkg#linux-image-}
+	usbip_pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests \
+		--no-conflicts --no-breaks --no-replaces --no-enhances usbip 2>/dev/null |
+		grep -v '^ ' | grep -v '^<' | sort -u)
+	[ -n "$usbip_pkgs" ] || die "cannot resolve usbip's dependencies"
+	pkgs="$kpkg busybox-static"
+	for p in $usbip_pkgs; do
+		case " $host_provided " in *" $p "*) continue ;; esac
+		pkgs="$pkgs $p"
+	done
+	command -v depmod >/dev/null || [ -x /sbin/depmod ] || pkgs="$pkgs kmod"
+}
 
 # Download each package unless a .deb of its candidate version is already here.
 download() {
@@ -74,20 +80,32 @@ download() {
 	f=$(ls "$debs/${p}_${v/:/%3a}_"*.deb 2>/dev/null | head -n 1 || true)
 	if [ -z "$f" ]; then
 		msg "downloading $p $v"
-		( cd "$debs" && apt-get download -q "$p=$v" >/dev/null 2>"$debs/.err" ) || {
+		if ! ( cd "$debs" && apt-get download -q "$p=$v" >/dev/null 2>"$debs/.err" ); then
+			# Stale package lists name a version the mirror no longer has.
 			cat "$debs/.err" >&2
-			die "apt-get download $p=$v failed (try: apt-get update)"
-		}
+			[ "$updated" = 0 ] || die "apt-get download $p=$v failed"
+			msg "apt-get download failed; running apt-get update and resolving again"
+			apt-get update -qq >&2 || die "apt-get update failed"
+			updated=1
+			return 1
+		fi
 		f=$(ls "$debs/${p}_${v/:/%3a}_"*.deb | head -n 1)
 	fi
 	if [ ! -e "$f.unpacked" ]; then
 		msg "unpacking $(basename "$f")"
-		dpkg-deb -x "$f" "$root"
+		dpkg-deb -x "$f" "$root" || die "dpkg-deb -x $f failed"
 		touch "$f.unpacked"
 	fi
 }
+updated=0
+resolve
 for p in $pkgs; do
-	download "$p"
+	download "$p" && continue
+	resolve			# after apt-get update; then start over
+	for q in $pkgs; do
+		download "$q"
+	done
+	break
 done
 
 moddir=$root/lib/modules/$krel

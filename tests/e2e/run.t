@@ -8,6 +8,7 @@
 #   USBGW_BUILD   build folder with usbgwd, usbgw, e2e-json, e2e-bulk (default build/)
 #   E2E_CACHE     download cache (default tests/e2e/cache)
 #   E2E_TIMEOUT   seconds the whole boot may take (default 600)
+#   E2E_BOOT_TIMEOUT  seconds until the guest must have started init (default 120)
 #   E2E_ONLY      scenario file prefixes to run, e.g. "00 10" (default: all)
 #   E2E_KERNEL    vmlinux (PVH entry, default) or bzimage
 #   E2E_BREAK     corrupt-disk | no-approve: break a check on purpose
@@ -21,6 +22,7 @@ top=$(cd "$here/../.." && pwd)
 build=${USBGW_BUILD:-$top/build}
 out=${E2E_OUT:-$build/e2e}
 timeout_s=${E2E_TIMEOUT:-600}
+boot_timeout_s=${E2E_BOOT_TIMEOUT:-120}
 qemu=${E2E_QEMU:-qemu-system-x86_64}
 export USBGW_BUILD=$build
 
@@ -50,7 +52,7 @@ if ! command -v "$qemu" >/dev/null; then
 fi
 
 mkdir -p "$out"
-rm -f "$out"/console.log "$out"/results.log "$out"/logs.log
+rm -f "$out"/console.log "$out"/results.log "$out"/logs.log "$out"/metric.*
 t_start=$(date +%s)
 
 # 1. downloads (cached), 2. initramfs.
@@ -70,7 +72,8 @@ for p in usbgwd usbgw e2e-json e2e-bulk; do
 done
 
 # 3. boot.  Serial ports: ttyS0 console, ttyS1 results, ttyS2 logs.
-boot() {	# boot KERNEL
+boot() {	# boot KERNEL: qemu's exit status, 125 if the guest never started
+	local pid t0
 	rm -f "$out"/console.log "$out"/results.log "$out"/logs.log
 	timeout --kill-after=10 "$timeout_s" "$qemu" \
 		-M pc -accel tcg,thread=multi -cpu max -smp 2 -m 512 \
@@ -80,7 +83,21 @@ boot() {	# boot KERNEL
 		-kernel "$1" -initrd "$out/initramfs.cpio" \
 		-append "console=ttyS0,115200 rdinit=/init panic=-1 loglevel=4 \
 			i8042.noaux i8042.nokbd usbcore.autosuspend=-1" \
-		</dev/null >"$out/qemu.log" 2>&1
+		</dev/null >"$out/qemu.log" 2>&1 &
+	pid=$!
+	t0=$(date +%s)
+	# A kernel that cannot boot this way (no PVH note, say) often just hangs:
+	# give it boot_timeout_s to start init.
+	while kill -0 $pid 2>/dev/null; do
+		grep -q '^E2E: start' "$out/results.log" 2>/dev/null && break
+		if [ $(($(date +%s) - t0)) -ge "$boot_timeout_s" ]; then
+			kill $pid
+			wait $pid
+			return 125
+		fi
+		sleep 0.5
+	done
+	wait $pid
 }
 kernel=$E2E_VMLINUX
 [ "${E2E_KERNEL:-vmlinux}" = bzimage ] && kernel=$E2E_BZIMAGE
@@ -114,7 +131,13 @@ while IFS= read -r line; do
 	esac
 done < <(cat "$out/results.log" 2>/dev/null)
 
-[ $started = 1 ] || tap_fail "guest booted and started the scenarios (qemu exit $qrc)"
+if [ $started = 0 ]; then
+	if [ $qrc = 125 ]; then
+		tap_fail "guest booted and started the scenarios (no init within $boot_timeout_s s)"
+	else
+		tap_fail "guest booted and started the scenarios (qemu exit $qrc)"
+	fi
+fi
 if [ $done_seen = 1 ]; then
 	tap_ok "guest ran every scenario to the end"
 elif [ $qrc = 124 ] || [ $qrc = 137 ]; then
@@ -134,7 +157,7 @@ diag "wall time $((t_end - t_start)) s (preparation $((t_prep - t_start)) s, qem
 if [ $failed -gt 0 ] || [ "${E2E_VERBOSE:-0}" = 1 ]; then
 	{
 		echo "---- guest console (ttyS0) ----"
-		tr -d '\r' < "$out/console.log" 2>/dev/null
+		tr -d '\r' < "$out/console.log" 2>/dev/null | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g'
 		echo "---- guest logs: usbgwd, usbipd/syslog, dmesg (ttyS2) ----"
 		tr -d '\r' < "$out/logs.log" 2>/dev/null
 		echo "---- qemu ----"

@@ -31,6 +31,8 @@ GW_DB=$GW_DIR/usbgw.db
 GW_LOG=$LOGS/usbgwd.log
 GW_EXPORTER=e2e
 ATTACH_TIMEOUT=60
+CTL_TIMEOUT=30		# usbgw and usbip list calls
+SCENARIO_TIMEOUT=${E2E_SCENARIO_TIMEOUT:-300}
 
 e2e_emit() {
 	echo "E2E: $*" > "$E2E_RES"
@@ -285,7 +287,7 @@ skip_all() {
 	done
 }
 
-gwctl() { usbgw -s "$GW_SOCK" "$@"; }
+gwctl() { timeout "$CTL_TIMEOUT" usbgw -s "$GW_SOCK" "$@"; }
 
 gw_running() {
 	[ -f "$E2E_STATE/usbgwd.pid" ] && kill -0 "$(cat "$E2E_STATE/usbgwd.pid")" 2>/dev/null
@@ -336,7 +338,7 @@ gw_wait_state() {
 
 fails() { ! "$@"; }
 no_vhci_device() { ! vhci_disk >/dev/null && ! vhci_any_used; }
-usbipd_lists() { usbip list -r 127.0.0.1 2>/dev/null | grep -q " $1:"; }
+usbipd_lists() { timeout "$CTL_TIMEOUT" usbip list -r 127.0.0.1 2>/dev/null | grep -q " $1:"; }
 # What usbip attach -b accepts: 1..31 bytes (a 32-byte field), no blanks.
 busid_ok() {
 	[ ${#1} -ge 1 ] && [ ${#1} -le 31 ] || return 1
@@ -349,7 +351,7 @@ attach_refused() {
 	! usbip_attach "$1" "$2"
 }
 # The gateway's USB/IP port answers a device list request.
-gw_answers_devlist() { usbip --tcp-port "$GW_PORT" list -r 127.0.0.1; }
+gw_answers_devlist() { timeout "$CTL_TIMEOUT" usbip --tcp-port "$GW_PORT" list -r 127.0.0.1; }
 # ensure_bound BUSID: the device is bound to usbip-host (exported by usbipd),
 # whichever scenario ran before.
 ensure_bound() {
