@@ -302,8 +302,9 @@ main(int argc, char *argv[])
 	store_close();
 	for (i = 0; i < nitems(sigs); i++)
 		event_free(gw->sigev[i]);
-	if (cfg->pidfile[0] != '\0')
-		unlink(cfg->pidfile);
+	/* cfg was freed by a SIGHUP reload: gw->cfg is the one in force */
+	if (gw->cfg->pidfile[0] != '\0')
+		unlink(gw->cfg->pidfile);
 	config_free(gw->cfg);
 	gw_free();
 	event_base_free(base);
