@@ -248,7 +248,7 @@ device_expire_cb(evutil_socket_t fd, short what, void *arg)
 	if (dev->approval.active && dev->approval.expires_at != 0 &&
 	    dev->approval.expires_at <= (int64_t)time(NULL)) {
 		dev->approval.active = false;
-		store_approval_end(dev, "approval expired");
+		store_approval_end(dev, "expired");
 		device_eval(dev, NULL, "approval expired");
 	}
 }
