@@ -47,6 +47,7 @@ enum ktype {
 	K_SOCKMODE,	/* mode_t */
 	K_MODE,		/* enum config_mode */
 	K_VHCI,		/* int, -1 any */
+	K_LOCALATTACH,	/* int, enum attach_mode */
 	K_PRIV,		/* struct config_privlist, min = class */
 	K_LISTEN,	/* listen[] */
 };
@@ -90,6 +91,11 @@ static const struct key keys[] = {
 	{ "hook-max-running",	K_UINT,		F(hook_max_running), 1, 64 },
 	{ "mode",		K_MODE,		F(mode), 0, 0 },
 	{ "vhci-controller",	K_VHCI,		F(vhci_controller), 0, 31 },
+	{ "vhci-root",		K_PATH,		F(vhci_root), 0, 0 },
+	{ "local-attach",	K_LOCALATTACH,	F(local_attach), 0, 0 },
+	{ "local-auto-attach",	K_BOOL,		F(local_auto_attach), 0, 0 },
+	{ "vhci-lockdown",	K_BOOL,		F(vhci_lockdown), 0, 0 },
+	{ "vhci-per-interface",	K_BOOL,		F(vhci_per_interface), 0, 0 },
 };
 
 /* Parse state: error text, and where each key was first set. */
@@ -170,6 +176,12 @@ config_new(void)
 	c->hook_max_running = 4;
 	c->mode = CONFIG_MODE_PROXY;
 	c->vhci_controller = -1;
+	usbgw_strlcpy(c->vhci_root, CONFIG_DEFAULT_VHCI_ROOT,
+	    sizeof(c->vhci_root));
+	c->local_attach = 0;		/* direct */
+	c->local_auto_attach = 1;
+	c->vhci_lockdown = 0;
+	c->vhci_per_interface = 0;
 	return c;
 }
 
@@ -385,6 +397,7 @@ ktype_expect(enum ktype t)
 	case K_SOCKMODE:	return "0600, 0660 or 0666";
 	case K_MODE:		return "proxy or local";
 	case K_VHCI:		return "a controller number or any";
+	case K_LOCALATTACH:	return "direct or inspected";
 	case K_PRIV:		return "user names, uids, @groups or @gids";
 	case K_LISTEN:		return "ADDRESS:PORT, [IPV6]:PORT or *:PORT";
 	}
@@ -566,6 +579,14 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 			    (unsigned long long)k->max, shown);
 			return -1;
 		}
+		return 0;
+	case K_LOCALATTACH:
+		if (strcmp(v, "direct") == 0)
+			*(int *)field = 0;
+		else if (strcmp(v, "inspected") == 0)
+			*(int *)field = 1;
+		else
+			goto bad;
 		return 0;
 	case K_PRIV:
 		pl = &c->priv[k->min];
@@ -1026,6 +1047,10 @@ config_dump(const struct config *c)
 			else
 				dump_add(&out, &len, "%s = %d\n", k->name,
 				    *(const int *)fld);
+			break;
+		case K_LOCALATTACH:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    *(const int *)fld ? "inspected" : "direct");
 			break;
 		case K_PRIV:
 			pl = &c->priv[k->min];

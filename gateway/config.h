@@ -28,6 +28,7 @@
 #define CONFIG_DEFAULT_SOCKET	"/run/usbgw/control.sock"
 #define CONFIG_DEFAULT_PIDFILE	"/run/usbgwd.pid"
 #define CONFIG_DEFAULT_PORT	"3240"
+#define CONFIG_DEFAULT_VHCI_ROOT "/sys/devices/platform"
 
 #define CONFIG_MAX_FILE		(1024 * 1024)	/* bytes in a config file */
 #define CONFIG_MAX_LINE		4096
@@ -113,9 +114,14 @@ struct config {
 	unsigned	hook_timeout_ms;
 	unsigned	hook_max_running;
 
-	/* Local mode (vhci on this host); placeholder for the local-mode issue. */
+	/* Local mode (vhci on this host; gateway/local.c). */
 	enum config_mode mode;
 	int		vhci_controller;		/* -1 = any */
+	char		vhci_root[CONFIG_PATH_MAX];	/* sysfs platform dir */
+	int		local_attach;			/* enum attach_mode */
+	int		local_auto_attach;		/* attach on approval */
+	int		vhci_lockdown;			/* authorized_default=0 */
+	int		vhci_per_interface;		/* per-interface authz */
 
 	/* Internal: the first "listen" from config_set() drops the file's. */
 	int		listen_overridden;
