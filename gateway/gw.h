@@ -303,8 +303,12 @@ void		 device_decide(struct device *, const struct dsession *,
 bool		 device_allowed_for(struct device *, const struct dsession *);
 
 /* gwpolicy.c: the rule set, as the daemon holds it */
+struct usbgw_identity;
 int		 policy_decide_device(struct device *, const struct dsession *,
 		    struct decision *);	/* 0 if a rule matched */
+int		 policy_decide_identity(struct device *,
+		    const struct usbgw_identity *, const struct dsession *,
+		    struct decision *);
 int		 gwpolicy_load(void);
 int		 gwpolicy_add_device_rule(struct device *, bool deny,
 		    const char *to_host, const struct actor *, const char *comment,

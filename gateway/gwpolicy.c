@@ -144,12 +144,24 @@ policy_decide_device(struct device *dev, const struct dsession *ds,
     struct decision *d)
 {
 	struct usbgw_identity id;
+
+	device_identity(dev, &id);
+	return policy_decide_identity(dev, &id, ds, d);
+}
+
+/*
+ * The rules alone over an identity of dev's (local mode asks for one
+ * interface at a time: the identity reduced to it).  0 if a rule matched.
+ */
+int
+policy_decide_identity(struct device *dev, const struct usbgw_identity *id,
+    const struct dsession *ds, struct decision *d)
+{
 	struct usbgw_context ctx;
 	struct policy_decision pd;
 
 	if (pol == NULL)
 		return -1;
-	device_identity(dev, &id);
 	memset(&ctx, 0, sizeof(ctx));
 	if (ds != NULL) {
 		ctx.host_name = ds->host;
@@ -157,7 +169,7 @@ policy_decide_device(struct device *dev, const struct dsession *ds,
 	}
 	ctx.allowed_matches = allowed_matches;
 	ctx.arg = dev;
-	policy_evaluate(pol, &id, &ctx, now_s(), &pd);
+	policy_evaluate(pol, id, &ctx, now_s(), &pd);
 	edge_note(pd.next_change);
 	if (pd.rule_id == 0)
 		return -1;
