@@ -1,0 +1,180 @@
+-- usbgw: audit with SQL.
+--
+-- Questions an auditor asks the gateway's database, one query per block.
+-- Open the database read-only (the daemon keeps writing; WAL lets you read
+-- meanwhile):
+--
+--     sqlite3 -readonly -box /var/lib/usbgw/usbgw.db
+--
+-- Words like :busid are parameters; in the sqlite3 shell set them first:
+--
+--     .param set :busid "'tc17-1-1.2'"
+--     .param set :since "strftime('%s', 'now', '-1 day')"
+--
+-- Times are Unix seconds in the tables and UTC text in the v_* views.
+-- Each query below is run by tests/unit/test_audit_queries.c against a
+-- database produced by a scripted scenario, and its rows are checked.
+-- `usbgw audit verify` checks that nobody edited the audit log itself.
+
+-- name: pending-now
+-- Devices waiting for a decision right now, oldest first: how long they
+-- have waited and how many vhci hosts are asking for them.
+SELECT busid, exporter, vid || ':' || pid AS id, product, serial,
+       pending_since, waiting_seconds, hosts_waiting
+FROM v_pending
+ORDER BY pending_since;
+
+-- name: approvals-active
+-- Who allowed or denied which device, when, why and until when: the
+-- operator decisions in force now.
+SELECT approval_id, busid, vid || ':' || pid AS id, serial, decision, scope,
+       IFNULL(to_host, 'any') AS to_host, decided_by, decided_at, reason,
+       IFNULL(until, 'no expiry') AS until
+FROM v_approvals
+WHERE status = 'active'
+ORDER BY decided_at;
+
+-- name: approvals-history
+-- Every operator decision ever taken, and how it ended (expired,
+-- revoked, gone with the device, superseded by a newer decision).
+SELECT approval_id, busid, decision, scope, decided_by, decided_at, reason,
+       until, status, ended_at, ended_by
+FROM v_approvals
+ORDER BY approval_id;
+
+-- name: expiring-soon
+-- Decisions that expire within :within seconds from now.
+SELECT approval_id, busid, decided_by, until
+FROM v_approvals
+WHERE status = 'active' AND until IS NOT NULL
+  AND until <= datetime('now', '+' || :within || ' seconds')
+ORDER BY until;
+
+-- name: device-history
+-- The full history of one device (by the gateway's busid), as the audit
+-- log tells it: arrival, decisions and who took them, attachments.
+SELECT seq, at, event, old_state, new_state, actor, actor_name, rule_id,
+       host, reason
+FROM v_device_history
+WHERE busid = :busid
+ORDER BY seq;
+
+-- name: access-requests
+-- Access requests since :since (Unix seconds) and what became of them.
+SELECT request_id, requested_at, busid, IFNULL(host_name, host_addr) AS host,
+       product, outcome, decided_by, wait_seconds
+FROM v_access_requests
+WHERE requested_at >= datetime(:since, 'unixepoch')
+ORDER BY request_id;
+
+-- name: access-unknown-busids
+-- Hosts asking for busids that do not exist: scanning, or a stale
+-- configuration.
+SELECT IFNULL(host_name, host_addr) AS host, count(*) AS requests,
+       group_concat(DISTINCT busid) AS busids, min(requested_at) AS first,
+       max(requested_at) AS last
+FROM v_access_requests
+WHERE device_id IS NULL
+GROUP BY host
+ORDER BY requests DESC;
+
+-- name: attached-now
+-- Devices in use right now, by which vhci host, since when, and how
+-- much data they have moved.
+SELECT busid, vid || ':' || pid AS id, product, host_name, host_addr,
+       started_at, seconds, bytes_to_device + bytes_from_device AS bytes
+FROM v_attachment_traffic
+WHERE ended_at IS NULL
+ORDER BY started_at;
+
+-- name: traffic-per-attachment
+-- Traffic of every attachment, biggest first (bytes and URBs each way).
+SELECT attachment_id, busid, product, host_name, started_at, ended_at,
+       seconds, bytes_to_device, bytes_from_device, urbs_to_device,
+       urbs_from_device, end_reason
+FROM v_attachment_traffic
+ORDER BY bytes_to_device + bytes_from_device DESC;
+
+-- name: traffic-per-host
+-- Traffic per vhci host, all attachments together.
+SELECT host_name, count(*) AS attachments,
+       sum(bytes_to_device) AS bytes_to_devices,
+       sum(bytes_from_device) AS bytes_from_devices, sum(seconds) AS seconds
+FROM v_attachment_traffic
+GROUP BY host_name
+ORDER BY sum(bytes_to_device) + sum(bytes_from_device) DESC;
+
+-- name: identity-changes
+-- Devices that changed identity: same exporter port, vid:pid and serial,
+-- but different descriptors (BadUSB-style re-enumeration, firmware
+-- change, or a swapped device that copies ids).
+SELECT exporter, exporter_busid, id, serial, old_hash, new_hash, changed_at,
+       new_state
+FROM v_identity_changes
+ORDER BY changed_at;
+
+-- name: blocked-by-rule
+-- Devices kept out by a rule, with the rule's text.
+SELECT d.busid, d.vid || ':' || d.pid AS id, d.product, d.state,
+       r.id AS rule_id, r.text AS rule
+FROM v_devices d
+JOIN rules r ON r.id = d.rule_id
+WHERE d.state = 'blocked'
+ORDER BY d.busid;
+
+-- name: revocations
+-- Authorizations and attachments taken away (revoke, expiry, a time
+-- window closing, a changed policy): who, when, why.
+SELECT seq, at, busid, old_state, new_state, actor, actor_name, reason
+FROM v_audit
+WHERE event = 'state' AND old_state IN ('authorized', 'attached')
+  AND new_state IN ('pending', 'blocked')
+ORDER BY seq;
+
+-- name: operator-activity
+-- What each operator did since :since, by kind of action.
+SELECT actor_name, actor_uid, event, count(*) AS times, min(at) AS first,
+       max(at) AS last
+FROM v_audit
+WHERE actor = 'operator' AND at >= datetime(:since, 'unixepoch')
+GROUP BY actor_name, actor_uid, event
+ORDER BY actor_name, event;
+
+-- name: refused-control
+-- Control requests refused for lack of privilege: who tried what.
+SELECT seq, at, actor_uid, actor_name, object, detail
+FROM v_audit
+WHERE event = 'refused'
+ORDER BY seq;
+
+-- name: malformed-sessions
+-- USB/IP sessions closed for protocol violations (possible attacks on
+-- the gateway or an exporter), with the peer and what was wrong.
+SELECT seq, at, IFNULL(busid, object) AS peer_or_device, detail
+FROM v_audit
+WHERE event = 'malformed'
+ORDER BY seq;
+
+-- name: policy-changes
+-- The rule set's history: every rule ever added, by whom, and when and
+-- by whom it was removed (removed rules are kept).
+SELECT id AS rule_id, text, origin, datetime(created_at, 'unixepoch') AS added,
+       created_by, datetime(removed_at, 'unixepoch') AS removed, removed_by
+FROM rules
+ORDER BY id;
+
+-- name: devices-per-exporter
+-- How many devices each exporter has in each state.
+SELECT exporter, state, count(*) AS devices
+FROM v_devices
+GROUP BY exporter, state
+ORDER BY exporter, state;
+
+-- name: audit-head
+-- The newest audit row: write its seq and hash down somewhere else
+-- (a ticket, another host's log); `usbgw audit verify` against them
+-- later also detects a log cut short.
+SELECT seq, datetime(ts, 'unixepoch') AS at, hash
+FROM audit_log
+ORDER BY seq DESC
+LIMIT 1;
