@@ -1,0 +1,178 @@
+# tests/lib/gw.sh -- helpers for tests that run usbgwd (bash).
+#
+# Source it after common.sh and sim.sh:
+#
+#	. "$(dirname "$0")/../lib/common.sh"
+#	. "$(dirname "$0")/../lib/sim.sh"
+#	. "$(dirname "$0")/../lib/gw.sh"
+#	sim_start sim
+#	gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 500ms"
+#	gw_start gw				# port 0, private db and socket
+#	gw_wait_state gw sim1:1-2 pending	# via `usbgw list --json`
+#	gwctl gw approve sim1:1-2		# OUT, ERR, RC as with run
+#	"$TC" script "127.0.0.1:$(gw_port gw)" sim1:1-2
+#	gw_finish gw				# SIGTERM, exit status, log checks
+#
+# Files of instance NAME: $T/NAME.conf, $T/NAME.db, $T/NAME.sock,
+# $T/NAME.port, $T/NAME.log (stderr, debug level).
+#
+# With USBGW_ASAN=1 (binaries from `make SANITIZE=1`), gw_finish also
+# checks the daemon's log and $T/asan.* for sanitizer reports.
+
+EJSON=$USBGW_BUILD/e2e-json
+
+# gw_conf NAME LINE...: write $T/NAME.conf, one LINE a line.
+gw_conf() {
+	local name=$1
+	shift
+	printf '%s\n' "$@" >"$T/$name.conf"
+}
+
+# gw_start NAME [ARGS...]: start usbgwd -f on 127.0.0.1 (port
+# $GW_LISTEN_PORT, default 0) with $T/NAME.{conf,db,sock}; wait until it
+# listens and its control socket exists.  The database and socket are
+# kept between starts of the same NAME (restart tests).
+gw_start() {
+	local name=$1
+	shift
+	rm -f "$T/$name.port"
+	[ -e "$T/$name.conf" ] || : >"$T/$name.conf"
+	# keep the logs of earlier runs of the same instance
+	[ -s "$T/$name.log" ] && cat "$T/$name.log" >>"$T/$name.log.old"
+	start_bg "$name" "$USBGWD" -f -c "$T/$name.conf" -d "$T/$name.db" \
+	    -s "$T/$name.sock" -l "127.0.0.1:${GW_LISTEN_PORT:-0}" \
+	    -P "$T/$name.port" -v debug "$@"
+	if ! wait_file "$T/$name.port" 20 "$name"; then
+		diag "usbgwd $name did not start:"
+		_diag_text "$(tail -n 30 "$T/$name.log" 2>/dev/null)"
+		return 1
+	fi
+	wait_for -t 10 -p "$name" test -S "$T/$name.sock"
+}
+
+gw_port() { cat "$T/$1.port"; }
+gw_addr() { echo "127.0.0.1:$(cat "$T/$1.port")"; }
+gw_sock() { echo "$T/$1.sock"; }
+gw_db() { echo "$T/$1.db"; }
+
+# gwctl NAME ARGS...: run the CLI against instance NAME (sets OUT ERR RC).
+gwctl() {
+	local name=$1
+	shift
+	run "$USBGW" -s "$T/$name.sock" "$@"
+}
+
+# gw_field NAME BUSID FIELD: FIELD of the device in `usbgw list --json`
+# (empty if the device or the field is not there).
+# A CLI failure (daemon busy on a loaded machine) is retried and its
+# message kept in $T/gw_field.err.
+gw_field() {
+	local i json
+	for i in 1 2 3; do
+		if json=$(timeout 20 "$USBGW" -s "$T/$1.sock" list --json \
+		    2>>"$T/gw_field.err"); then
+			printf '%s' "$json" | "$EJSON" get "$3" "busid=$2" 2>/dev/null
+			return 0
+		fi
+		sleep 0.2
+	done
+	return 1
+}
+
+gw_state() { gw_field "$1" "$2" state; }
+
+_gw_state_is() { [ "$(gw_state "$1" "$2")" = "$3" ]; }
+
+# gw_wait_state NAME BUSID STATE [SECONDS]: until the device is in STATE.
+gw_wait_state() {
+	wait_for -t "${4:-15}" -p "$1" _gw_state_is "$1" "$2" "$3"
+}
+
+# gw_sql NAME SQL: a query on the instance's database (read-only).
+gw_sql() {
+	sqlite3 -batch -noheader "file:$T/$1.db?mode=ro" "$2" 2>/dev/null
+}
+
+_gw_sql_ge() { [ "$(gw_sql "$1" "$2")" -ge "$3" ] 2>/dev/null; }
+
+# gw_wait_sql NAME SQL N [SECONDS]: until the query's number is >= N
+# (audit rows are written in short batches).
+gw_wait_sql() {
+	wait_for -t "${4:-10}" _gw_sql_ge "$1" "$2" "$3"
+}
+
+# gw_audit_count NAME EVENT [WHERE]: audit rows of EVENT.
+gw_audit_count() {
+	gw_sql "$1" "SELECT count(*) FROM audit_log WHERE event = '$2'${3:+ AND $3}"
+}
+
+# gw_diag NAME [LINES]: the tail of the daemon's log as TAP comments.
+gw_diag() {
+	diag "usbgwd $1 log (last ${2:-40} lines):"
+	_diag_text "$(tail -n "${2:-40}" "$T/$1.log" 2>/dev/null)"
+}
+
+# gw_log_sanitizer NAME: true when the daemon's log has no sanitizer report.
+gw_log_sanitizer_clean() {
+	! cat "$T/$1.log.old" "$T/$1.log" 2>/dev/null |
+	    grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:'
+}
+
+# gw_finish NAME: SIGTERM; checks that it exits 0 in time and (with
+# USBGW_ASAN=1) that no sanitizer report was written.  Three TAP lines.
+gw_finish() {
+	local name=$1
+	stop_bg "$name" TERM
+	if ! is "$RC" 0 "usbgwd $name exits 0 on SIGTERM"; then
+		gw_diag "$name"
+	fi
+	if ! gw_log_sanitizer_clean "$name"; then
+		fail "usbgwd $name: no sanitizer report in its log"
+		_diag_text "$(grep -E -A 30 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
+		    "$T/$name.log" | head -n 40)"
+	else
+		pass "usbgwd $name: no sanitizer report in its log"
+	fi
+	asan_clean "no sanitizer report files (${USBGW_ASAN:+ASan build}${USBGW_ASAN:-normal build})"
+}
+
+# ---- USB/IP PDUs as hex, for usbip-tc raw (--hex) ----------------------
+
+# hex32 N: N as 8 hex digits (two's complement for negative N).
+hex32() { printf '%08x' $(($1 & 0xffffffff)); }
+
+# op_import_hex BUSID: an OP_REQ_IMPORT (40 bytes).
+op_import_hex() {
+	local b
+	b=$(printf '%s' "$1" | od -An -v -tx1 | tr -d ' \n')
+	while [ ${#b} -lt 64 ]; do b=${b}00; done
+	printf '0111800300000000%s' "${b:0:64}"
+}
+
+# submit_hex SEQ DEVID DIR EP LEN [NPACKETS [SETUP [FLAGS]]]: a CMD_SUBMIT
+# header (48 bytes).  DEVID is a number or the word DEVID (raw fills in
+# the imported device's); SETUP 16 hex digits.
+submit_hex() {
+	local dev=$2
+	[ "$dev" = DEVID ] || dev=$(hex32 "$dev")
+	printf '00000001%s%s%s%s%s%s00000000%s00000000%s' "$(hex32 "$1")" \
+	    "$dev" "$(hex32 "$3")" "$(hex32 "$4")" "$(hex32 "${8:-0}")" \
+	    "$(hex32 "$5")" "$(hex32 "${6:-0}")" "${7:-0000000000000000}"
+}
+
+# iso_desc_hex OFFSET LENGTH [ACTUAL [STATUS]]: one ISO descriptor.
+iso_desc_hex() {
+	printf '%s%s%s%s' "$(hex32 "$1")" "$(hex32 "$2")" "$(hex32 "${3:-0}")" \
+	    "$(hex32 "${4:-0}")"
+}
+
+# GET_DESCRIPTOR(device), 18 bytes: the usual first URB.
+SETUP_GET_DEVICE=8006000100001200
+
+# sim_dev_field SIM BUSID KEY: KEY=VALUE of the device's line in the
+# simulator's `list` (state, imports, urbs, bytes_in, ...).
+sim_dev_field() {
+	sim_ctl "$1" list
+	printf '%s\n' "$CTL_OUT" | awk -v b="$2" '$1 == b' | tr ' ' '\n' |
+	    sed -n "s/^$3=//p" | head -n 1
+}
