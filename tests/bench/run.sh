@@ -30,4 +30,40 @@ else
 	echo "bench_audit not built"; rc=1
 fi
 
+# --- watch latency (owner: control plane) -----------------------------
+# From an operator's request to the event at a `usbgw watch` connection;
+# target: within 100 ms.  Over control.c with a fake core, then through a
+# real usbgwd (approve/revoke of a simulated device) when both are built.
+section "control: watch event latency"
+if [ -x "$B/bench/bench_watch" ]; then
+	"$B/bench/bench_watch" 2000 || rc=1
+	if [ -x "$B/usbgwd" ] && [ -x "$B/usbgw-sim" ]; then
+		w=$(mktemp -d "${TMPDIR:-/tmp}/bench_watch.XXXXXX")
+		"$B/usbgw-sim" -l 127.0.0.1:0 -p "$w/sim.port" >"$w/sim.log" 2>&1 &
+		simpid=$!
+		i=0
+		while [ ! -s "$w/sim.port" ] && [ $i -lt 100 ]; do
+			sleep 0.1; i=$((i + 1))
+		done
+		printf 'exporter sim 127.0.0.1:%s\npoll-interval = 500ms\n' \
+		    "$(cat "$w/sim.port")" >"$w/gw.conf"
+		"$B/usbgwd" -f -c "$w/gw.conf" -d "$w/gw.db" -s "$w/c.sock" \
+		    -l 127.0.0.1:0 -P "$w/gw.port" -v warning >"$w/gw.log" 2>&1 &
+		gwpid=$!
+		i=0
+		dev=
+		while [ -z "$dev" ] && [ $i -lt 100 ]; do
+			sleep 0.1; i=$((i + 1))
+			dev=$("$B/usbgw" -s "$w/c.sock" list --state pending \
+			    2>/dev/null | awk 'NR == 2 { print $1 }')
+		done
+		"$B/bench/bench_watch" "$w/c.sock" "$dev" 400 || rc=1
+		kill "$gwpid" "$simpid" 2>/dev/null
+		wait "$gwpid" "$simpid" 2>/dev/null
+		rm -rf "$w"
+	fi
+else
+	echo "bench_watch not built"; rc=1
+fi
+
 exit $rc
