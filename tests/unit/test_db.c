@@ -493,6 +493,12 @@ test_helpers(void)
 	    "end again: not active");
 	ok(db_approval_next_expiry(db, &when, &aid) == 1 && aid == a2,
 	    "next expiry moves on");
+	db_close(db);
+	db = db_open(path("h.db"), err, sizeof(err));
+	ok(db != NULL && db_approval_next_expiry(db, &when, &aid) == 1 &&
+	    aid == a2 && when == 1500 + 3600, "the expiry survives a restart");
+	n = db_approvals_due(db, 1500 + 3600, ids, nitems(ids));
+	ok(n == 1 && ids[0] == a2, "and is due on time after it");
 	a.scope = SCOPE_FOR;
 	a.to_host[0] = '\0';
 	a.expires_at = 9000;
