@@ -262,9 +262,29 @@ host_char(char c)
 	    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
 }
 
+static int parse_addr(const char *, const char *, struct config_addr *,
+    const char **, int);
+
 int
 config_parse_addr(const char *s, const char *dflt_port, struct config_addr *out,
     const char **errstr)
+{
+	return parse_addr(s, dflt_port, out, errstr, 1);
+}
+
+int
+config_parse_listen(const char *s, struct config_addr *out, const char **errstr)
+{
+	return parse_addr(s, CONFIG_DEFAULT_PORT, out, errstr, 0);
+}
+
+/*
+ * As config_parse_addr(), with port 0 allowed when min_port is 0: a
+ * listener on port 0 takes any free port (usbgwd -P reports it).
+ */
+static int
+parse_addr(const char *s, const char *dflt_port, struct config_addr *out,
+    const char **errstr, int min_port)
 {
 	const char *host, *port = NULL, *e;
 	size_t hlen, i;
@@ -324,9 +344,10 @@ config_parse_addr(const char *s, const char *dflt_port, struct config_addr *out,
 		*errstr = "expected a port number";
 		return -1;
 	}
-	/* 0 lets a listener take any free port (usbgwd -P reports it) */
-	if (parse_num(port, 0, 65535, &pn, &perrstr) != 0) {
-		*errstr = "expected a port number from 0 to 65535";
+	if (parse_num(port, min_port, 65535, &pn, &perrstr) != 0) {
+		*errstr = min_port == 0 ?
+		    "expected a port number from 0 to 65535" :
+		    "expected a port number from 1 to 65535";
 		return -1;
 	}
 	snprintf(out->port, sizeof(out->port), "%lld", pn);
@@ -612,7 +633,7 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 		}
 		return 0;
 	case K_LISTEN:
-		if (config_parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr) != 0) {
+		if (parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
 			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
 			return -1;
 		}
@@ -727,11 +748,6 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 	if (a.host[0] == '\0') {
 		perr(p, line, "exporter %s: expected a host, got \"%s\"", name,
 		    addr);
-		return;
-	}
-	if (strcmp(a.port, "0") == 0) {
-		perr(p, line, "exporter %s: expected a port number from 1 to "
-		    "65535, got \"%s\"", name, addr);
 		return;
 	}
 	for (i = 0; i < c->nexporters; i++)

@@ -165,6 +165,10 @@ int		 config_parse_duration(const char *s, uint64_t max_ms,
 int		 config_parse_addr(const char *s, const char *dflt_port,
 		    struct config_addr *out, const char **errstr);
 
+/* The same for a listen address: port 0 (any free port) is allowed. */
+int		 config_parse_listen(const char *s, struct config_addr *out,
+		    const char **errstr);
+
 /* Write the effective configuration, in file syntax, to a malloc'd text. */
 char		*config_dump(const struct config *);
 

@@ -82,8 +82,7 @@ load_config(void)
 			const char *es;
 
 			if (cfg->nlisten >= CONFIG_MAX_LISTEN ||
-			    config_parse_addr(flag_vals[i], CONFIG_DEFAULT_PORT,
-			    &a, &es) == -1) {
+			    config_parse_listen(flag_vals[i], &a, &es) == -1) {
 				fprintf(stderr, "usbgwd: -l %s: invalid address\n",
 				    flag_vals[i]);
 				config_free(cfg);

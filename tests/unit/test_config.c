@@ -247,8 +247,8 @@ test_errors(void)
 	    "for an IPv6 address, got \"::1:3240\"\n");
 	bad("listen = [::1\n", "t.conf:1: listen: expected ']' after an IPv6 "
 	    "address, got \"[::1\"\n");
-	bad("listen = host:0\n", "t.conf:1: listen: expected a port number from "
-	    "1 to 65535, got \"host:0\"\n");
+	bad("listen = host:65536\n", "t.conf:1: listen: expected a port number "
+	    "from 0 to 65535, got \"host:65536\"\n");
 	bad("listen = host:\n", "t.conf:1: listen: expected a port number, got "
 	    "\"host:\"\n");
 	bad("listen = ho/st:1\n", "t.conf:1: listen: expected a host name or "
@@ -283,7 +283,7 @@ test_errors(void)
 	ok(c == NULL, "file with several errors refused");
 	is_str(errs,
 	    "t.conf:2: unknown key \"foo\" (see usbgwd.conf(5))\n"
-	    "t.conf:3: listen: expected a port number from 1 to 65535, got "
+	    "t.conf:3: listen: expected a port number from 0 to 65535, got "
 	    "\"x:y\"\n"
 	    "t.conf:6: show-pending: expected yes or no, got \"2\"\n"
 	    "t.conf:8: exporter e: already declared at line 7\n",
