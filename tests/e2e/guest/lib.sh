@@ -329,6 +329,11 @@ gw_wait_state() {
 	shift
 	wait_for "$secs" gw_state_in "$@"
 	rc=$?
+	if [ $rc -ne 0 ]; then
+		# For the console: what the gateway shows when the wait failed.
+		echo "gw_wait_state $*: gave up after $secs s; usbgw list --json:" >&2
+		cat "$E2E_STATE/list.json" >&2
+	fi
 	cat "$E2E_STATE/last_state"
 	return $rc
 }

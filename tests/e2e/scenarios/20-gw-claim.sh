@@ -12,7 +12,7 @@ if [ -n "$why" ]; then
 		"gateway: the disk's busid is usable by usbip attach" \
 		"gateway: usbipd stops listing the claimed disk" \
 		"identity: vid/pid" "identity: serial" \
-		"identity: manufacturer and product strings" \
+		"identity: manufacturer and product strings" "identity: interfaces" \
 		"gateway: claims the loopback gadget, state pending"
 	return 0
 fi
@@ -40,6 +40,13 @@ check "identity: serial is \"$DISK_SERIAL\" (got \"$s\")" [ "$s" = "$DISK_SERIAL
 m=$(gw_field "$disk" manufacturer) p=$(gw_field "$disk" product)
 check "identity: manufacturer and product strings (got \"$m\", \"$p\")" \
 	[ "$m|$p" = "$GADGET_MANUFACTURER|$DISK_PRODUCT" ]
+# "interfaces" is optional in list output; when present it must show the
+# mass-storage interface (class 08, SCSI 06, bulk-only 50) the policy matches on.
+if i=$(gw_field "$disk" interfaces); then
+	check "identity: interfaces are [\"08:06:50\"] (got $i)" [ "$i" = '["08:06:50"]' ]
+else
+	skip "identity: interfaces" "usbgw list --json has no interfaces member"
+fi
 
 st=$(gw_wait_state 30 "$loop" pending)
 check "gateway: claims the loopback gadget ($GW_EXPORTER $loop), state pending (last seen: $st)" \

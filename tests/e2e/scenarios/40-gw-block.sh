@@ -22,7 +22,8 @@ check "block: the second disk gadget enumerates as $disk2 ($DISK2_VID:$DISK2_PID
 	wait_for 10 usb_dev_is "$disk2" "$DISK2_VID" "$DISK2_PID"
 check "block: usbip bind -b $disk2" usbip bind -b "$disk2"
 st=$(gw_wait_state 30 "$disk2" blocked)
-check "block: the gateway claims the new disk, state blocked (last seen: $st)" [ "$st" = blocked ]
+check "block: the gateway claims the new disk, state blocked (last seen: $st)" [ "$st" = blocked ] ||
+	gwctl policy list >&2
 b=$(gw_field "$disk2" busid)
 check "block: usbip attach through the gateway (-b $b) fails" attach_refused "$GW_PORT" "$b"
 usleep 1000000
