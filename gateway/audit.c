@@ -47,12 +47,14 @@ enum qstr {
 	Q_NSTR
 };
 
+/* A queued row: its strings live in one allocation, buf. */
 struct qrow {
 	int64_t		 ts;
 	int64_t		 device_id;	/* 0: NULL */
 	int64_t		 actor_uid;	/* -1: NULL */
 	int64_t		 rule_id;	/* 0: NULL */
-	char		*s[Q_NSTR];
+	const char	*s[Q_NSTR];	/* into buf, or NULL */
+	char		*buf;
 };
 
 struct audit {
@@ -209,10 +211,7 @@ audit_new(struct db *db)
 static void
 qrow_free(struct qrow *r)
 {
-	int i;
-
-	for (i = 0; i < Q_NSTR; i++)
-		free(r->s[i]);
+	free(r->buf);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -237,12 +236,6 @@ size_t
 audit_pending(const struct audit *a)
 {
 	return a->n;
-}
-
-static char *
-dup_or_null(const char *s)
-{
-	return s == NULL ? NULL : xstrdup(s);
 }
 
 static void
@@ -271,17 +264,35 @@ qrow_fill(struct qrow *r, const struct audit_event *e, int64_t now)
 		if (w->name[0] != '\0')
 			name = w->name;
 	}
-	r->s[Q_EVENT] = xstrdup(e->event);
-	r->s[Q_BUSID] = dup_or_null(e->busid);
-	r->s[Q_EXPORTER] = dup_or_null(e->exporter);
-	r->s[Q_OBJECT] = dup_or_null(e->object);
-	r->s[Q_OLD] = dup_or_null(e->old_state);
-	r->s[Q_NEW] = dup_or_null(e->new_state);
-	r->s[Q_ACTOR] = xstrdup(kind);
-	r->s[Q_ACTOR_NAME] = dup_or_null(name);
-	r->s[Q_HOST] = dup_or_null(e->host);
-	r->s[Q_REASON] = dup_or_null(e->reason);
-	r->s[Q_DETAIL] = dup_or_null(e->detail);
+	{
+		const char	*src[Q_NSTR];
+		size_t		 len[Q_NSTR], total = 0, off = 0;
+		int		 i;
+
+		src[Q_EVENT] = e->event;
+		src[Q_BUSID] = e->busid;
+		src[Q_EXPORTER] = e->exporter;
+		src[Q_OBJECT] = e->object;
+		src[Q_OLD] = e->old_state;
+		src[Q_NEW] = e->new_state;
+		src[Q_ACTOR] = kind;
+		src[Q_ACTOR_NAME] = name;
+		src[Q_HOST] = e->host;
+		src[Q_REASON] = e->reason;
+		src[Q_DETAIL] = e->detail;
+		for (i = 0; i < Q_NSTR; i++) {
+			len[i] = src[i] != NULL ? strlen(src[i]) + 1 : 0;
+			total += len[i];
+		}
+		r->buf = xmalloc(total);
+		for (i = 0; i < Q_NSTR; i++) {
+			if (src[i] == NULL)
+				continue;
+			memcpy(r->buf + off, src[i], len[i]);
+			r->s[i] = r->buf + off;
+			off += len[i];
+		}
+	}
 }
 
 int

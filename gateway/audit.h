@@ -25,7 +25,7 @@
 struct db;
 struct audit;
 
-#define AUDIT_QUEUE_MAX		1024	/* rows queued before a forced flush */
+#define AUDIT_QUEUE_MAX		256	/* rows queued before a forced flush */
 #define AUDIT_QUEUE_HARD_MAX	65536	/* rows kept while the database fails */
 #define AUDIT_EVENT_PRUNE	"audit-prune"	/* the prune checkpoint row */
 

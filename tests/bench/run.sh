@@ -22,7 +22,7 @@ fi
 
 # --- audit log writes (owner: policy) --------------------------------
 # Cost of audit_append (paid on the event loop) and of audit_flush per
-# row for batches of 1..1000 rows, and verification speed.
+# row for batches of 1 to AUDIT_QUEUE_MAX rows, and verification speed.
 section "audit: write cost"
 if [ -x "$B/bench/bench_audit" ]; then
 	"$B/bench/bench_audit" "${TMPDIR:-/tmp}" || rc=1
