@@ -8,7 +8,7 @@
 --
 -- Words like :busid are parameters; in the sqlite3 shell set them first:
 --
---     .param set :busid "'tc17-1-1.2'"
+--     .param set :busid "'tc17:1-1.2'"
 --     .param set :since "strftime('%s', 'now', '-1 day')"
 --
 -- Times are Unix seconds in the tables and UTC text in the v_* views.
