@@ -268,6 +268,17 @@ void
 exporter_device_gone(struct device *dev, const char *why)
 {
 	device_release(dev, why);
-	if (dev->state != DEV_GONE)
-		device_set_state(dev, DEV_GONE, NULL, why);
+	if (dev->state == DEV_GONE)
+		return;
+	/*
+	 * What held for this presence ends with it: an operator's --once
+	 * grant (the database ends it with the presence) and a reject
+	 * rule's release.  A device that comes back is decided afresh.
+	 */
+	if (dev->approval.active && dev->approval.scope == SCOPE_ONCE) {
+		dev->approval.active = false;
+		evtimer_del(dev->expire_ev);
+	}
+	dev->rejected = false;
+	device_set_state(dev, DEV_GONE, NULL, why);
 }
