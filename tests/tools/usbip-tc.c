@@ -2845,11 +2845,12 @@ cmd_script(struct tc_opts *o)
 				step(&sc, -1, "bulk-loop", "--skip");
 			else
 				script_bulk(&sc, in, out);
-			if (!sc.fatal && !skipped(&sc, "unlink")) {
+			if (!sc.fatal && !skipped(&sc, "unlink") &&
+			    !skipped(&sc, "unlink-pending"))
 				script_unlink_loop(&sc, in, out, false);
-				if (!sc.fatal)
-					script_unlink_loop(&sc, in, out, true);
-			}
+			if (!sc.fatal && !skipped(&sc, "unlink") &&
+			    !skipped(&sc, "unlink-completed"))
+				script_unlink_loop(&sc, in, out, true);
 		} else
 			step(&sc, -1, "bulk-loop", "no mass-storage bulk pair");
 	}
@@ -3329,7 +3330,8 @@ static const struct tc_cmd cmds[] = {
 	    O_COMMON | O_DISC | O(OPT_SECONDS) | O(OPT_POLL), cmd_hold,
 	    "import and keep the device (T=0: until the peer closes)" },
 	{ "script", "HOST[:PORT] BUSID [--bytes N] [--urb S] [--inflight K] "
-	    "[--packets P] [--skip bulk,unlink,interrupt,iso]", 2, 2,
+	    "[--packets P]\n      [--skip bulk,unlink,unlink-pending,unlink-completed,interrupt,iso]",
+	    2, 2,
 	    O_COMMON | O_DISC | O(OPT_BYTES) | O(OPT_URB) | O(OPT_INFLIGHT) |
 	    O(OPT_PACKETS) | O(OPT_SKIP), cmd_script,
 	    "descriptors, strings, SET_CONFIGURATION, bulk loopback with "
