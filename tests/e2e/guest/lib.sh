@@ -290,7 +290,7 @@ skip_all() {
 gwctl() { timeout "$CTL_TIMEOUT" usbgw -s "$GW_SOCK" "$@"; }
 
 gw_running() {
-	[ -f "$E2E_STATE/usbgwd.pid" ] && kill -0 "$(cat "$E2E_STATE/usbgwd.pid")" 2>/dev/null
+	[ -f "$E2E_STATE/usbgwd.pid" ] && proc_alive "$(cat "$E2E_STATE/usbgwd.pid")"
 }
 
 # gw_start: usbgwd in the foreground (in the background of this shell), proxy
@@ -361,4 +361,12 @@ gw_answers_devlist() { timeout "$CTL_TIMEOUT" usbip --tcp-port "$GW_PORT" list -
 # whichever scenario ran before.
 ensure_bound() {
 	[ -e "/sys/bus/usb/drivers/usbip-host/$1" ] || usbip bind -b "$1"
+}
+# proc_alive PID: running and not a zombie (an orphan's zombie waits for init,
+# which is this shell script, to reap it).
+proc_alive() {
+	[ -r "/proc/$1/stat" ] || return 1
+	case $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) in
+	Z|X|"") return 1 ;;
+	esac
 }

@@ -45,10 +45,6 @@ if check "approve: the disk appears under vhci_hcd" wait_for 30 vhci_disk_ready;
 		[ -n "$mbps" ]
 	if [ -n "$mbps" ]; then
 		e2e_metric gateway_read_mbps "$mbps"
-		dm=$(cat "$E2E_STATE/metric.direct_read_mbps" 2>/dev/null)
-		[ -z "$dm" ] || e2e_diag "$(awk -v d="$dm" -v g="$mbps" 'BEGIN {
-			printf "throughput: direct %.2f MB/s, gateway %.2f MB/s, ratio %.2f",
-			    d, g, g / d }')"
 	fi
 else
 	st=$(gw_state "$disk")
