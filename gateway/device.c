@@ -89,6 +89,7 @@ device_free(struct device *dev)
 
 	if (dev == NULL)
 		return;
+	local_device_freed(dev);
 	if (dev->reclaim_ev != NULL)
 		event_free(dev->reclaim_ev);
 	if (dev->expire_ev != NULL)
@@ -320,4 +321,5 @@ device_eval(struct device *dev, const struct actor *who, const char *reason)
 		device_release(dev, "reject rule: claim released");
 	}
 	server_device_decided(dev);
+	local_device_decided(dev);
 }

@@ -62,6 +62,7 @@ device_json(const struct device *dev)
 		    json_integer((json_int_t)dev->bytes_up));
 		json_object_set_new(o, "urbs", json_integer((json_int_t)dev->urbs));
 	}
+	local_device_json(dev, o);
 	if (dev->approval.active) {
 		json_t *g = json_pack("{s:s, s:s, s:I, s:s}",
 		    "kind", dev->approval.deny ? "deny" : "approve",

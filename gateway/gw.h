@@ -374,6 +374,17 @@ void		 server_shutdown(void);
 void		 dsession_close(struct dsession *, const char *why);
 void		 server_device_decided(struct device *);
 
+/* local.c: local mode (vhci on this host) */
+void		 local_start(void);
+void		 local_shutdown(void);
+void		 local_device_decided(struct device *);
+void		 local_device_freed(struct device *);
+void		 local_device_json(const struct device *, json_t *);
+enum ctl_err	 local_ctl_attach(json_t *, const struct actor *, json_t **,
+		    char *, size_t);
+enum ctl_err	 local_ctl_detach(json_t *, const struct actor *, json_t **,
+		    char *, size_t);
+
 /* relay.c */
 void		 relay_start(struct dsession *, struct device *,
 		    const void *first, size_t firstlen);

@@ -324,6 +324,8 @@ static const struct ctl_cmd gw_ctl_cmds[] = {
 	{ "revoke",		PRIV_APPROVE,	h_revoke },
 	{ "exporter.add",	PRIV_ADMIN,	h_exporter_add },
 	{ "exporter.remove",	PRIV_ADMIN,	h_exporter_remove },
+	{ "attach",		PRIV_ADMIN,	local_ctl_attach },
+	{ "detach",		PRIV_ADMIN,	local_ctl_detach },
 };
 
 /* Every command the daemon offers: the core's and the policy's. */

@@ -286,12 +286,14 @@ main(int argc, char *argv[])
 	}
 	gw_restore();			/* exporters and devices from the db */
 	gw_sync_exporters(cfg);		/* and from the config file */
+	local_start();			/* local mode: vhci, reconciliation */
 	log_info("usbgwd %s started (pid %ld)", USBGWD_VERSION, (long)getpid());
 	store_audit("daemon-start", NULL, "usbgwd", USBGWD_VERSION);
 
 	event_base_dispatch(base);
 
 	store_audit("daemon-stop", NULL, "usbgwd", "clean shutdown");
+	local_shutdown();
 	server_shutdown();
 	gw_shutdown();
 	control_shutdown();
