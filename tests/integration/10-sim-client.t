@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 
 need_prog "$SIM" "$TC" socat
-plan 89
+plan 95
 
 start_sim() {		# start_sim NAME [ARGS...]: sets PORT_<NAME>
 	local name=$1
@@ -77,6 +77,21 @@ run "$TC" import "$A" 1-2
 is "$RC" 14 "unplugged device: ST_NODEV"
 is "$(simctl plug 1-2 storage)" ok "simulator plugs 1-2 back"
 ok "re-plugged device imports" "$TC" import "$A" 1-2
+
+# Unplug during a running transfer (the gateway's revoke test does the
+# same through the gateway): the client sees the disconnect in < 1 s.
+start_bg load "$TC" load "$A" 1-2 --dir loop --seconds 60 --expect-disconnect \
+    --within 1000 --ready-file "$T/load.ready"
+wait_file "$T/load.ready" 10 load
+check $? "load: data flowing"
+kill -USR1 "$(bg_pid load)"
+is "$(simctl unplug 1-2)" ok "unplug during the transfer"
+wait_bg load 10
+is "$RC" 0 "load sees the disconnect within 1 s of the marker"
+like "$(cat "$(bg_log load)")" 'RESULT dir=loop .* verified=yes' "load: figures so far printed, data verified"
+is "$(simctl plug 1-2 storage)" ok "simulator plugs 1-2 back again"
+run "$TC" hold "$A" 1-2 --seconds 0.3 --expect-disconnect
+is "$RC" 1 "--expect-disconnect without a disconnect exits 1"
 
 # ---- scripted URB sequences ---------------------------------------------------
 ok "script: keyboard" "$TC" script "$A" 1-1

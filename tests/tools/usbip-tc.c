@@ -1659,6 +1659,21 @@ report_disconnect(struct tc *tc, const struct tc_opts *o)
 	return TC_EXIT_OK;
 }
 
+/*
+ * The exit code of a run that may have ended in a disconnect: a failed
+ * check stands; otherwise the disconnect decides (expected or not).
+ */
+static int
+finish_rc(struct tc *tc, const struct tc_opts *o, int rc)
+{
+	int drc;
+
+	if (tc->close == CLOSE_NONE && !o->expect_disconnect)
+		return rc;
+	drc = report_disconnect(tc, o);
+	return rc == TC_EXIT_FAIL ? rc : drc;
+}
+
 /* Connect and import; prints one line.  Returns 0 or an exit code. */
 static int
 open_import(struct tc **tcp, const struct tc_opts *o, struct usbip_dev *dev)
@@ -2868,13 +2883,7 @@ cmd_script(struct tc_opts *o)
 	printf("RESULT steps=%u passed=%u failed=%u skipped=%u\n",
 	    sc.passed + sc.failed + sc.skipped, sc.passed, sc.failed,
 	    sc.skipped);
-	rc = sc.first_rc;
-	if (sc.tc->close != CLOSE_NONE || o->expect_disconnect) {
-		int drc = report_disconnect(sc.tc, o);
-
-		if (o->expect_disconnect)
-			rc = drc;
-	}
+	rc = finish_rc(sc.tc, o, sc.first_rc);
 	free(sc.di.config);
 	tc_free(sc.tc);
 	return rc;
@@ -2954,8 +2963,8 @@ cmd_load(struct tc_opts *o)
 	print_rate("", bytes, x.urbs, elapsed);
 	printf(" bytes_out=%" PRIu64 " bytes_in=%" PRIu64 " verified=%s\n",
 	    x.out_done, x.in_rx, x.verify && !x.failed ? "yes" : "no");
-	if (tc->close != CLOSE_NONE || o->expect_disconnect)
-		rc = report_disconnect(tc, o);
+	rc = finish_rc(tc, o, x.failed && rc != TC_EXIT_TIMEOUT ?
+	    TC_EXIT_FAIL : rc);
 out:
 	free(pat);
 	free(gz);
@@ -3072,8 +3081,7 @@ report:
 		    (double)rtt[n / 2] / 1e3, (double)rtt[p99] / 1e3,
 		    (double)rtt[n - 1] / 1e3, (double)sum / n / 1e3);
 	}
-	if (tc->close != CLOSE_NONE || o->expect_disconnect)
-		rc = report_disconnect(tc, o);
+	rc = finish_rc(tc, o, rc);
 out:
 	free(rtt);
 	free(data);
@@ -3117,8 +3125,7 @@ cmd_iso(struct tc_opts *o)
 	printf("RESULT urbs=%u packets=%u bytes_out=%" PRIu64 " bytes_in=%"
 	    PRIu64 " verified=%u\n", res.urbs, res.packets, res.bytes_out,
 	    res.bytes_in, res.verified);
-	if (tc->close != CLOSE_NONE || o->expect_disconnect)
-		rc = report_disconnect(tc, o);
+	rc = finish_rc(tc, o, rc);
 out:
 	free(di.config);
 	tc_free(tc);
@@ -3658,6 +3665,7 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;	/* poll() still wakes with EINTR */
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR1, &sa, NULL);
 
