@@ -25,16 +25,11 @@ gw_start gw || bail_out "usbgwd did not start"
 GWA=$(gw_addr gw)
 for d in 1-1 1-2 1-5; do gw_wait_state gw sim1:$d pending; done
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# gone_within BUSID: ms from now until the device is gone (9999: never).
+# gone_after T0 BUSID: ms from T0 (day_ms) until the daemon logged the
+# device gone (99999: never, or not in 10 s).
 gone_after() {
-	local t0=$1 busid=$2
-	if gw_wait_state gw "$busid" gone 10; then
-		echo $(($(now_ms) - t0))
-	else
-		echo 9999
-	fi
+	gw_wait_state gw "$2" gone 10 || { echo 99999; return; }
+	gw_log_after_ms gw "$2: [a-z]+ -> gone" "$1"
 }
 
 # ---- unplug of an attached device -------------------------------------------
@@ -46,7 +41,7 @@ wait_file "$T/load.ready" 10 load
 check $? "loopback load through the gateway"
 sleep 0.3
 kill -USR1 "$(bg_pid load)"
-t0=$(now_ms)
+t0=$(day_ms)
 sim_ctl sim unplug 1-2
 is "$RC" 0 "simulator: unplug 1-2"
 ms=$(gone_after "$t0" sim1:1-2)
@@ -65,7 +60,7 @@ like "$(gw_sql gw "SELECT reason FROM audit_log WHERE event = 'state' AND busid 
     'exporter' "audit: the device went gone, with the reason"
 
 # ---- unplug of an idle pending device ------------------------------------------------
-t0=$(now_ms)
+t0=$(day_ms)
 sim_ctl sim unplug 1-1
 is "$RC" 0 "simulator: unplug 1-1 (pending, idle)"
 ms=$(gone_after "$t0" sim1:1-1)
@@ -75,7 +70,7 @@ num_cmp "$ms" -le $((2 * POLL_MS)) "idle pending device gone within two poll int
 gwctl gw approve sim1:1-5 --permanent
 is "$RC" 0 "approve --permanent sim1:1-5"
 id5=$(gw_field gw sim1:1-5 id)
-t0=$(now_ms)
+t0=$(day_ms)
 sim_ctl sim unplug 1-5
 ms=$(gone_after "$t0" sim1:1-5)
 num_cmp "$ms" -le $((2 * POLL_MS)) "idle authorized device gone within two poll intervals ($ms ms)"

@@ -176,3 +176,25 @@ sim_dev_field() {
 	printf '%s\n' "$CTL_OUT" | awk -v b="$2" '$1 == b' | tr ' ' '\n' |
 	    sed -n "s/^$3=//p" | head -n 1
 }
+
+# ---- timing from the daemon's log ----------------------------------------
+# The daemon stamps each log line with the local time of day to the ms;
+# measuring from there leaves the CLI's own latency (large under ASan
+# on a loaded machine) out of "how fast did the gateway react".
+
+# day_ms: milliseconds since local midnight, now.
+day_ms() {
+	date +%H:%M:%S.%3N | awk '{ split($1, a, ":")
+	    printf "%d\n", (a[1] * 3600 + a[2] * 60 + a[3]) * 1000 + 0.5 }'
+}
+
+# gw_log_after_ms NAME ERE T0: ms from T0 (a day_ms) to the first line
+# of the daemon's log matching ERE stamped at or after T0; 99999 if none.
+gw_log_after_ms() {
+	awk -v re="$2" -v t0="$3" '
+	    $0 ~ re { split($1, a, ":")
+		ms = int((a[1] * 3600 + a[2] * 60 + a[3]) * 1000 + 0.5)
+		if (ms < t0 - 43200000) ms += 86400000	# past midnight
+		if (ms >= t0) { print ms - t0; found = 1; exit } }
+	    END { if (!found) print 99999 }' "$T/$1.log"
+}
