@@ -218,6 +218,7 @@ struct tc_cmd {
 	const char	*help;
 };
 
+static int verbose;			/* -v: trace PDUs on stderr */
 static volatile sig_atomic_t marker_set;
 static volatile uint64_t marker_ns;
 static uint64_t start_ns;		/* when the transfer phase began */
@@ -655,6 +656,11 @@ tc_submit(struct tc *tc, const struct tc_urb *u, tc_done_fn done, void *arg)
 		usbip_iso_desc_encode(p, &u->iso[i]);
 	tc->out.len += need;
 	r->t_submit = now_ns();
+	if (verbose)
+		fprintf(stderr, "> CMD_SUBMIT seqnum=%u ep=%u dir=%s length=%u "
+		    "packets=%u\n", r->seqnum, u->ep,
+		    u->dir == USBIP_DIR_IN ? "in" : "out", u->length,
+		    u->npackets);
 	return r->seqnum;
 }
 
@@ -677,6 +683,9 @@ tc_unlink(struct tc *tc, uint32_t target, tc_done_fn done, void *arg)
 	usbip_urb_hdr_encode(tc->out.p + tc->out.len, &h);
 	tc->out.len += USBIP_URB_HDR_LEN;
 	r->t_submit = now_ns();
+	if (verbose)
+		fprintf(stderr, "> CMD_UNLINK seqnum=%u unlink_seqnum=%u\n",
+		    r->seqnum, target);
 	return r->seqnum;
 }
 
@@ -703,6 +712,16 @@ tc_dispatch(struct tc *tc, const struct usbip_urb *u)
 		    usbip_cmd_name(u->hdr.command), u->hdr.seqnum,
 		    u->hdr.devid, u->hdr.direction, u->hdr.ep);
 	}
+	if (verbose && u->hdr.command == USBIP_RET_SUBMIT)
+		fprintf(stderr, "< RET_SUBMIT seqnum=%u status=%d "
+		    "actual_length=%d packets=%d error_count=%d\n",
+		    u->hdr.seqnum, u->hdr.u.ret_submit.status,
+		    u->hdr.u.ret_submit.actual_length,
+		    u->hdr.u.ret_submit.number_of_packets,
+		    u->hdr.u.ret_submit.error_count);
+	else if (verbose)
+		fprintf(stderr, "< RET_UNLINK seqnum=%u status=%d\n",
+		    u->hdr.seqnum, u->hdr.u.ret_unlink.status);
 	switch (u->hdr.command) {
 	case USBIP_RET_SUBMIT:
 		slot = tc_find(tc, u->hdr.seqnum, REQ_SUBMIT);
@@ -3377,7 +3396,7 @@ usage(FILE *f)
 	fprintf(f,
 	    "\ncommon options:\n"
 	    "  -t, --timeout MS      per-reply timeout (default %d)\n"
-	    "  -v, --verbose         more output\n"
+	    "  -v, --verbose         trace every URB PDU on stderr\n"
 	    "  --expect-disconnect   the peer is expected to close: print\n"
 	    "                        DISCONNECT with the time since SIGUSR1\n"
 	    "                        (the marker); exit 0 only if it closed\n"
@@ -3704,6 +3723,7 @@ main(int argc, char **argv)
 	o.within_ms = -1;
 	if (parse_opts(cmd, argc - 1, argv + 1, &o) == -1)
 		return TC_EXIT_USAGE;
+	verbose = o.verbose;
 	if (o.verbose > 0)
 		log_setlevel(LOG_LVL_DEBUG);
 	if (cmd->exec == cmd_script && o.bytes == 0)
