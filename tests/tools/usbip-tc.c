@@ -161,7 +161,7 @@ struct tc {
 	bool		 quiet_close;	/* a close is expected: no error line */
 };
 
-/* ---- options and commands ------------------------------------------- */
+/* ---- options and commands ------------------------------------------------ */
 
 enum xfer_dir {
 	XFER_IN,
@@ -223,7 +223,7 @@ static volatile sig_atomic_t marker_set;
 static volatile uint64_t marker_ns;
 static uint64_t start_ns;		/* when the transfer phase began */
 
-/* ---- time and small helpers ----------------------------------------- */
+/* ---- time and small helpers ---------------------------------------------- */
 
 static uint64_t
 now_ns(void)
@@ -298,7 +298,7 @@ hexdump_line(char *out, size_t outsz, const uint8_t *p, size_t n)
 		o += (size_t)snprintf(out + o, outsz - o, "%02x", p[i]);
 }
 
-/* ---- buffers --------------------------------------------------------- */
+/* ---- buffers ------------------------------------------------------------- */
 
 /* Make room for n more bytes after len, compacting before growing. */
 static void
@@ -329,7 +329,7 @@ buf_free(struct tc_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* ---- the connection ------------------------------------------------- */
+/* ---- the connection ------------------------------------------------------ */
 
 static void
 tc_die(struct tc *tc, int code, const char *fmt, ...)
@@ -896,7 +896,7 @@ cond_closed(struct tc *tc, void *arg)
 	return tc->close != CLOSE_NONE;
 }
 
-/* ---- op phase -------------------------------------------------------- */
+/* ---- op phase ------------------------------------------------------------ */
 
 struct op_wait {
 	struct usbip_op	 op;
@@ -1019,7 +1019,7 @@ tc_import(struct tc *tc, const char *busid, struct usbip_dev *dev,
 	return TC_EXIT_OK;
 }
 
-/* ---- descriptors ----------------------------------------------------- */
+/* ---- descriptors --------------------------------------------------------- */
 
 struct tc_ep {
 	uint8_t		 addr;		/* bEndpointAddress */
@@ -1198,7 +1198,7 @@ string_decode(const uint8_t *p, size_t n, char *out, size_t outsz)
 	out[o] = '\0';
 }
 
-/* ---- synchronous requests ---------------------------------------------- */
+/* ---- synchronous requests ------------------------------------------------ */
 
 struct tc_sync {
 	bool		 done;
@@ -1304,7 +1304,7 @@ get_descriptor(struct tc *tc, uint8_t type, uint8_t index, uint16_t langid,
 	    timeout_ms);
 }
 
-/* ---- data patterns ------------------------------------------------------ */
+/* ---- data patterns ------------------------------------------------------- */
 
 /*
  * The loopback stream pattern: byte at stream offset o is pat[o % P],
@@ -1356,7 +1356,7 @@ gzero_pattern_new(uint32_t len, uint16_t mps)
 	return p;
 }
 
-/* ---- bulk streams ----------------------------------------------------- */
+/* ---- bulk streams -------------------------------------------------------- */
 
 /*
  * A bulk stream keeps up to `inflight` URBs of `urb` bytes in flight.
@@ -1628,7 +1628,7 @@ xfer_run(struct xfer *x, uint64_t until_ns, int timeout_ms)
 	}
 }
 
-/* ---- shared setup for transfer commands --------------------------------- */
+/* ---- shared setup for transfer commands ---------------------------------- */
 
 static void
 write_ready_file(const char *path)
@@ -1820,7 +1820,7 @@ pick_bulk(const struct tc_devinfo *di, const struct tc_opts *o,
 	return TC_EXIT_OK;
 }
 
-/* ---- list ------------------------------------------------------------- */
+/* ---- list ---------------------------------------------------------------- */
 
 static json_t *
 dev_json(const struct usbip_dev *d, const struct usbip_intf *intf,
@@ -1948,7 +1948,7 @@ out:
 	return rc;
 }
 
-/* ---- import, hold --------------------------------------------------------- */
+/* ---- import, hold -------------------------------------------------------- */
 
 static void
 print_import(const struct usbip_dev *d, bool json)
@@ -2061,7 +2061,7 @@ out:
 	return rc;
 }
 
-/* ---- script --------------------------------------------------------------- */
+/* ---- script -------------------------------------------------------------- */
 
 struct script {
 	struct tc		*tc;
@@ -2373,7 +2373,7 @@ script_bulk(struct script *sc, const struct tc_ep *in, const struct tc_ep *out)
 	free(pat);
 }
 
-/* ---- unlink ------------------------------------------------------------- */
+/* ---- unlink -------------------------------------------------------------- */
 
 struct unlink_test {
 	struct tc_sync	 sub;		/* the URB unlinked */
@@ -2629,7 +2629,7 @@ script_interrupt(struct script *sc, const struct tc_ep *e)
 	    order, t.unlink_status, detail[0] ? " " : "", detail);
 }
 
-/* ---- ISO ---------------------------------------------------------------- */
+/* ---- ISO ----------------------------------------------------------------- */
 
 struct iso_result {
 	unsigned	 urbs;
@@ -3151,7 +3151,7 @@ out:
 	return rc;
 }
 
-/* ---- raw ------------------------------------------------------------------ */
+/* ---- raw ----------------------------------------------------------------- */
 
 /*
  * Hex bytes; whitespace, ':' and '_' are ignored; the word DEVID stands
@@ -3272,7 +3272,7 @@ out:
 	return rc;
 }
 
-/* ---- command line ---------------------------------------------------------- */
+/* ---- command line -------------------------------------------------------- */
 
 enum {
 	OPT_JSON = 256,
@@ -3356,7 +3356,8 @@ static const struct tc_cmd cmds[] = {
 	    O_COMMON | O_DISC | O(OPT_SECONDS) | O(OPT_POLL), cmd_hold,
 	    "import and keep the device (T=0: until the peer closes)" },
 	{ "script", "HOST[:PORT] BUSID [--bytes N] [--urb S] [--inflight K] "
-	    "[--packets P]\n      [--skip bulk,unlink,unlink-pending,unlink-completed,interrupt,iso]",
+	    "[--packets P]\n"
+	    "      [--skip bulk,unlink,unlink-pending,unlink-completed,interrupt,iso]",
 	    2, 2,
 	    O_COMMON | O_DISC | O(OPT_BYTES) | O(OPT_URB) | O(OPT_INFLIGHT) |
 	    O(OPT_PACKETS) | O(OPT_SKIP), cmd_script,
