@@ -73,6 +73,7 @@ device_new(struct exporter *exp, const struct usbip_dev *rec,
 	dev->nintf = rec->bNumInterfaces;
 	memcpy(dev->intf, intf, sizeof(intf[0]) * dev->nintf);
 	dev->state = DEV_PROBING;
+	dev->state_since = (int64_t)time(NULL);
 	dev->reclaim_ev = evtimer_new(gw->base, device_reclaim_cb, dev);
 	dev->expire_ev = evtimer_new(gw->base, device_expire_cb, dev);
 	TAILQ_INSERT_TAIL(&exp->devices, dev, entry);
@@ -111,6 +112,7 @@ device_set_state(struct device *dev, enum dev_state st,
 	if (old == st)
 		return;
 	dev->state = st;
+	dev->state_since = (int64_t)time(NULL);
 	log_info("%s: %s -> %s by %s%s%s", dev->busid, dev_state_name(old),
 	    dev_state_name(st), who->name, reason ? ": " : "",
 	    reason ? reason : "");
@@ -150,6 +152,8 @@ device_claimed(struct device *dev)
 	device_load_endpoints(dev, up->rec.bConfigurationValue);
 	device_load_interfaces(dev, up->rec.bConfigurationValue);
 	store_device_identity(dev);	/* may flag an identity change */
+	if (dev->state == DEV_PROBING)
+		gw_probed_event(dev);
 	device_eval(dev, NULL, NULL);
 }
 

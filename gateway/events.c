@@ -63,15 +63,29 @@ device_json(const struct device *dev)
 		json_object_set_new(o, "urbs", json_integer((json_int_t)dev->urbs));
 	}
 	local_device_json(dev, o);
-	if (dev->approval.active) {
-		json_t *g = json_pack("{s:s, s:s, s:I, s:s}",
-		    "kind", dev->approval.deny ? "deny" : "approve",
-		    "by", dev->approval.by.name,
-		    "expires_at", (json_int_t)dev->approval.expires_at,
-		    "to_host", dev->approval.to_host);
+	if (dev->approval.active && !dev->approval.deny) {
+		static const char *const scopes[] = { "once", "for", "until",
+		    "permanent" };
+		json_t *g = json_pack("{s:s, s:o, s:o, s:o, s:s}",
+		    "scope", scopes[dev->approval.rule_id ? SCOPE_PERMANENT :
+			dev->approval.scope],
+		    "expires_at", dev->approval.expires_at ?
+			json_integer(dev->approval.expires_at) : json_null(),
+		    "to", dev->approval.to_host[0] ?
+			json_string(dev->approval.to_host) : json_null(),
+		    "rule_id", dev->approval.rule_id ?
+			json_integer(dev->approval.rule_id) : json_null(),
+		    "by", dev->approval.by.name);
 		if (g != NULL)
-			json_object_set_new(o, "grant", g);
-	}
+			json_object_set_new(o, "approval", g);
+	} else if (dev->state == DEV_AUTHORIZED || dev->state == DEV_ATTACHED) {
+		json_object_set_new(o, "approval", dev->rule_id ?
+		    json_pack("{s:s, s:n, s:n, s:I}", "scope", "rule",
+		    "expires_at", "to", "rule_id", (json_int_t)dev->rule_id) :
+		    json_null());
+	} else
+		json_object_set_new(o, "approval", json_null());
+	json_object_set_new(o, "since", json_integer(dev->state_since));
 	return o;
 }
 
@@ -115,19 +129,23 @@ gw_device_event(struct device *dev, enum dev_state old,
 	if (dev->state == DEV_PENDING &&
 	    (old == DEV_AUTHORIZED || old == DEV_ATTACHED))
 		type = "revoke";
+	if (type == NULL)
+		return;
 	d = device_json(dev);
-	json_object_set_new(d, "old_state", json_string(dev_state_name(old)));
-	json_object_set_new(d, "actor", json_string(who->name));
-	if (who->kind == ACTOR_RULE)
-		json_object_set_new(d, "rule", json_integer(who->rule_id));
+	json_object_set_new(d, "from", json_string(dev_state_name(old)));
+	json_object_set_new(d, "to", json_string(dev_state_name(dev->state)));
+	json_object_set_new(d, "actor", ctl_actor_json(who));
 	json_object_set_new(d, "reason", json_string(reason ? reason : ""));
-	if (type != NULL)
-		gw_emit(type, d);
-	else
-		json_decref(d);
-	json_t *s = device_json(dev);
-	json_object_set_new(s, "old_state", json_string(dev_state_name(old)));
-	control_event("state", s);
+	if (dev->ds != NULL)
+		json_object_set_new(d, "host", json_string(dev->ds->host));
+	gw_emit(type, d);
+}
+
+/* A device was claimed and identified (first probe of its presence). */
+void
+gw_probed_event(struct device *dev)
+{
+	gw_emit("probed", device_json(dev));
 }
 
 void
@@ -179,7 +197,7 @@ device_config_changed(struct device *dev)
 	json_object_set_new(d, "configuration", json_integer(dev->cur_config));
 	snprintf(msg, sizeof(msg), "configuration %u selected", dev->cur_config);
 	store_audit_device(dev, "set-configuration", NULL, msg);
-	control_event("configuration", d);
+	json_decref(d);
 	device_eval(dev, NULL, msg);
 }
 

@@ -123,6 +123,7 @@ struct device {
 	char			 busid[USBIP_BUSID_SIZE];	/* gateway's */
 	char			 up_busid[USBIP_BUSID_SIZE];	/* exporter's */
 	enum dev_state		 state;
+	int64_t			 state_since;	/* unix seconds */
 	bool			 seen;		/* in the last devlist */
 	bool			 dead;
 	struct usbip_dev	 listed;	/* exporter's devlist record */
@@ -354,6 +355,7 @@ void		 gw_audit_exporter(struct exporter *, const char *action,
 		    const char *detail);
 void		 gw_access_event(struct device *, struct dsession *);
 void		 gw_identity_event(struct device *);
+void		 gw_probed_event(struct device *);
 void		 gw_policy_event(const struct actor *, const char *change);
 json_t		*device_json(const struct device *);
 void		 device_load_endpoints(struct device *, uint8_t config_value);

@@ -720,7 +720,13 @@ relay_from_up(struct relay *r)
 	}
 }
 
-/* The interface list of configuration `value` (alt settings 0). */
+/*
+ * The interface list of configuration `value` (alt settings 0).  An
+ * unconfigured device (value 0, as usbip-host leaves a device right
+ * after `usbip bind`) is judged by its first configuration: that is what
+ * a vhci host's kernel will select, and SET_CONFIGURATION is decided on
+ * again when it comes.
+ */
 void
 device_load_interfaces(struct device *dev, uint8_t value)
 {
@@ -732,7 +738,7 @@ device_load_interfaces(struct device *dev, uint8_t value)
 		if (dev->ident.config[i] == NULL ||
 		    desc_parse_config(dev->ident.config[i],
 		    dev->ident.config_len[i], &c, &why) == -1 ||
-		    c.value != value)
+		    (c.value != value && !(value == 0 && i == 0)))
 			continue;
 		dev->nintf = 0;
 		for (k = 0; k < c.nalt && dev->nintf < USBIP_MAX_INTERFACES; k++) {

@@ -61,7 +61,7 @@ dsession_close(struct dsession *ds, const char *why)
 	if (ds->wait_ev != NULL)
 		event_del(ds->wait_ev);
 	if (ds->request_id != 0)
-		store_access_outcome(ds->request_id, "abandoned");
+		store_access_outcome(ds->request_id, "withdrawn");
 	if (ds->state == DS_RELAY && dev != NULL) {
 		relay_stop(ds);
 		dev->ds = NULL;
@@ -194,7 +194,7 @@ ds_import_accept(struct dsession *ds, struct device *dev)
 	ds_dev_record(dev, &rec);
 	n = usbip_import_rep_encode(rep, ST_OK, &rec);
 	if (ds->request_id != 0) {
-		store_access_outcome(ds->request_id, "attached");
+		store_access_outcome(ds->request_id, "granted");
 		ds->request_id = 0;
 	}
 	if (ds->wait_ev != NULL)
@@ -219,7 +219,7 @@ ds_wait_timeout(evutil_socket_t fd, short what, void *arg)
 	struct dsession *ds = arg;
 
 	if (ds->request_id != 0) {
-		store_access_outcome(ds->request_id, "timed out");
+		store_access_outcome(ds->request_id, "timeout");
 		ds->request_id = 0;
 	}
 	ds->dev = NULL;
@@ -294,7 +294,7 @@ ds_import(struct dsession *ds, const char *busid)
 		ds->request_id = store_access_request(dev, ds);
 		gw_access_event(dev, ds);
 		if (gw->attach_wait_ms == 0) {
-			store_access_outcome(ds->request_id, "refused: pending");
+			store_access_outcome(ds->request_id, "refused");
 			ds->request_id = 0;
 			ds->dev = NULL;
 			return ds_import_refuse(ds, ST_NA, "device pending");
