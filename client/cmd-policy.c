@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy.h"
+#include "rule.h"
 #include "usbgw.h"
 #include "util.h"
 
@@ -20,6 +22,9 @@ static const struct cmd_opt comment_opts[] = {
 
 static const struct cmd_opt import_opts[] = {
 	{ "replace", 0, NULL, "replace every rule instead of appending" },
+	{ "partial", 0, NULL, "import the lines that map even if some do not" },
+	{ "drop-unmapped", 0, NULL,
+	    "drop USBGuard-only attributes (parent-hash, USBGuard hashes, ...)" },
 	{ NULL, 0, NULL, NULL }
 };
 
@@ -218,17 +223,23 @@ out:
 	return st;
 }
 
-/* Rules from a file (or stdin): one a line, blank lines and #... skipped. */
+/*
+ * Rules from a file (or stdin) in USBGuard's rules.conf syntax, which ours
+ * extends.  Each line is parsed here (policy_import_usbguard()), so every
+ * line that does not map is reported with its number and reason; then
+ * the whole lot goes to the daemon in one policy.import (all or nothing
+ * there).  Unless --partial, one unmappable line imports nothing.
+ */
 static int
 policy_import_exec(struct cmd_ctx *ctx)
 {
 	const char *path = ctx->argc > 0 ? ctx->argv[0] : "-";
-	json_t *rules, *res;
-	char *line = NULL, *s;
-	size_t cap = 0, n;
-	ssize_t len;
+	struct import_result ir;
+	json_t *rules, *res = NULL;
+	unsigned flags = arg_has(ctx, "drop-unmapped") ? IMPORT_DROP_UNMAPPED : 0;
+	size_t i;
 	FILE *f;
-	int st, lineno = 0;
+	int st;
 
 	if (strcmp(path, "-") == 0)
 		f = stdin;
@@ -237,30 +248,41 @@ policy_import_exec(struct cmd_ctx *ctx)
 		    strerror(errno));
 		return EXIT_USAGE;
 	}
-	rules = json_array();
-	while ((len = getline(&line, &cap, f)) != -1) {
-		lineno++;
-		if (len > POLICY_MAX_LINE ||
-		    json_array_size(rules) >= POLICY_MAX_RULES) {
-			fprintf(stderr, "usbgw policy import: %s:%d: line too "
-			    "long or too many rules\n", path, lineno);
-			st = EXIT_USAGE;
-			goto out;
-		}
-		s = line + strspn(line, " \t");
-		n = strlen(s);
-		while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' ||
-		    s[n - 1] == ' ' || s[n - 1] == '\t'))
-			s[--n] = '\0';
-		if (n == 0 || s[0] == '#')
-			continue;
-		if (json_array_append_new(rules, json_string(s)) != 0) {
-			fprintf(stderr, "usbgw policy import: %s:%d: not valid "
-			    "UTF-8\n", path, lineno);
-			st = EXIT_USAGE;
-			goto out;
-		}
+	st = policy_import_usbguard(f, flags, &ir);
+	if (f != stdin)
+		fclose(f);
+	if (st == -1) {
+		fprintf(stderr, "usbgw policy import: %s: read error\n", path);
+		return EXIT_USAGE;
 	}
+	for (i = 0; i < ir.nproblems; i++)
+		fprintf(stderr, "%s:%u: not imported: %s\n", path,
+		    ir.problems[i].line, ir.problems[i].reason);
+	for (i = 0; i < ir.nrules; i++)
+		if (ir.rules[i].warning[0] != '\0')
+			fprintf(stderr, "%s:%u: warning: %s\n", path,
+			    ir.rules[i].line, ir.rules[i].warning);
+	if (ir.nproblems > 0 && !arg_has(ctx, "partial")) {
+		fprintf(stderr, "usbgw policy import: %zu line(s) do not map; "
+		    "nothing imported (--partial imports the rest)\n",
+		    ir.nproblems);
+		import_result_free(&ir);
+		return EXIT_USAGE;
+	}
+	if (ir.nrules > POLICY_MAX_RULES) {
+		fprintf(stderr, "usbgw policy import: more than %d rules\n",
+		    POLICY_MAX_RULES);
+		import_result_free(&ir);
+		return EXIT_USAGE;
+	}
+	rules = json_array();
+	for (i = 0; i < ir.nrules; i++) {
+		char *text = rule_format(ir.rules[i].rule);
+
+		json_array_append_new(rules, json_string(text));
+		free(text);
+	}
+	import_result_free(&ir);
 	st = cmd_call(ctx, "policy.import", json_pack("{s:O, s:b}", "rules",
 	    rules, "replace", arg_has(ctx, "replace")), &res);
 	if (st == EXIT_OK && !ctx->json)
@@ -269,11 +291,7 @@ policy_import_exec(struct cmd_ctx *ctx)
 		    arg_has(ctx, "replace") ? jfmt(res, "removed") : "",
 		    arg_has(ctx, "replace") ? ")" : "");
 	json_decref(res);
-out:
 	json_decref(rules);
-	free(line);
-	if (f != stdin)
-		fclose(f);
 	return st;
 }
 
@@ -309,7 +327,7 @@ const struct cmd_entry cmd_policy_apply_entry = {
 	PRIV_ADMIN, 0, 0, NULL, policy_apply_exec
 };
 const struct cmd_entry cmd_policy_import_entry = {
-	"policy import", "[FILE | -] [--replace]",
+	"policy import", "[FILE | -] [--replace] [--partial] [--drop-unmapped]",
 	"add rules from FILE (one a line; USBGuard rules.conf syntax)",
 	PRIV_ADMIN, 0, 1, import_opts, policy_import_exec
 };

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# usbgw policy import: a USBGuard rules.conf is mapped line by line; every
+# line that does not map is reported with its number and reason, and
+# nothing is imported unless --partial.  Imported rules decide at once.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/sim.sh"
+. "$(dirname "$0")/../lib/gw.sh"
+need_prog "$USBGWD" "$USBGW" "$SIM"
+plan 13
+
+sim_start sim || bail_out "simulator did not start"
+gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 500ms"
+gw_start gw || bail_out "usbgwd did not start"
+gw_wait_state gw sim1:1-5 pending || { gw_diag gw; bail_out "no pending device"; }
+
+cat >"$T/rules.conf" <<'RULES'
+# written by usbguard generate-policy, then edited
+allow id 1209:0005 serial "SIM-1-5" name "Simulated Source/Sink"
+allow with-connect-type "hotplug"
+block with-interface one-of { 08:*:* 06:*:* }
+allow id zzz
+RULES
+gwctl gw policy import "$T/rules.conf"
+is "$RC" 2 "an import with unmappable lines fails (usage)"
+like "$ERR" "rules.conf:3: not imported: .*with-connect-type" "line 3 reported with its reason"
+like "$ERR" "rules.conf:5: not imported: column 10: expected vid:pid" "line 5 reported with the parser's error"
+gwctl gw policy list --json
+is "$OUT" "[]" "nothing was imported"
+
+gwctl gw policy import --partial "$T/rules.conf"
+is "$RC" 0 "--partial imports the lines that map"
+like "$OUT" "imported 2 rules" "two rules imported"
+gwctl gw policy list
+like "$OUT" 'allow id 1209:0005 name "Simulated Source/Sink" serial "SIM-1-5"' "the allow rule is listed in canonical form (attributes in order)"
+like "$OUT" 'block with-interface one-of \{ 08:\*:\* 06:\*:\* \}' "the block rule is listed"
+gw_wait_state gw sim1:1-5 authorized 5
+is "$(gw_state gw sim1:1-5)" authorized "the imported allow rule decides the pending device at once"
+gw_wait_state gw sim1:1-2 blocked 5
+is "$(gw_state gw sim1:1-2)" blocked "the imported block rule blocks the mass-storage device"
+gw_finish gw
+done_testing
