@@ -34,6 +34,7 @@
 #define GW_RELAY_HIWAT		(4u << 20) /* output bytes before backpressure */
 #define GW_MAX_DOWNSTREAM	1024	/* downstream connections */
 #define GW_OP_TIMEOUT_MS	10000	/* op phase of a downstream peer */
+#define GW_RECLAIM_WAIT_MS	5000	/* an import waits this long for a reclaim */
 
 struct gw;
 struct exporter;

@@ -218,6 +218,8 @@ ds_wait_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct dsession *ds = arg;
 
+	ds->state = DS_OP;
+
 	if (ds->request_id != 0) {
 		store_access_outcome(ds->request_id, "timeout");
 		ds->request_id = 0;
@@ -240,6 +242,9 @@ server_device_decided(struct device *dev)
 			continue;
 		if (dev->state == DEV_PENDING || dev->state == DEV_PROBING)
 			continue;
+		if (dev->state == DEV_AUTHORIZED && !ds_importable(dev) &&
+		    device_allowed_for(dev, ds))
+			continue;	/* still being claimed */
 		ds->state = DS_OP;
 		if (dev->state == DEV_AUTHORIZED && device_allowed_for(dev, ds) &&
 		    ds_importable(dev)) {
@@ -255,12 +260,29 @@ server_device_decided(struct device *dev)
 	}
 }
 
+/*
+ * Hold an import: answered by server_device_decided() when the device's
+ * decision or claim changes, or refused when ms run out.
+ */
+static void
+ds_hold(struct dsession *ds, struct device *dev, unsigned ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	ds->dev = dev;
+	ds->state = DS_WAIT_APPROVAL;
+	bufferevent_disable(ds->bev, EV_READ);
+	bufferevent_set_timeouts(ds->bev, NULL, NULL);
+	if (ds->wait_ev == NULL)
+		ds->wait_ev = evtimer_new(gw->base, ds_wait_timeout, ds);
+	evtimer_add(ds->wait_ev, &tv);
+}
+
 static void
 ds_import(struct dsession *ds, const char *busid)
 {
 	struct device *dev;
 	char esc[64];
-	struct timeval tv;
 
 	dev = gw_device_find(busid, NULL);
 	if (dev == NULL || strcmp(dev->busid, busid) != 0) {
@@ -277,7 +299,8 @@ ds_import(struct dsession *ds, const char *busid)
 			    "not authorized for this host");
 		}
 		if (!ds_importable(dev))
-			return ds_import_refuse(ds, ST_NA, "device not ready");
+			/* being claimed again after a detach: wait for it */
+			return ds_hold(ds, dev, GW_RECLAIM_WAIT_MS);
 		return ds_import_accept(ds, dev);
 	case DEV_ATTACHED:
 		return ds_import_refuse(ds, ST_DEV_BUSY, "already attached");
@@ -300,14 +323,7 @@ ds_import(struct dsession *ds, const char *busid)
 			return ds_import_refuse(ds, ST_NA, "device pending");
 		}
 		/* attach-pending: hold the import until decided or timeout */
-		ds->state = DS_WAIT_APPROVAL;
-		bufferevent_disable(ds->bev, EV_READ);
-		bufferevent_set_timeouts(ds->bev, NULL, NULL);
-		ds->wait_ev = evtimer_new(gw->base, ds_wait_timeout, ds);
-		tv.tv_sec = gw->attach_wait_ms / 1000;
-		tv.tv_usec = (gw->attach_wait_ms % 1000) * 1000;
-		evtimer_add(ds->wait_ev, &tv);
-		return;
+		return ds_hold(ds, dev, gw->attach_wait_ms);
 	case DEV_BLOCKED:
 		store_audit_device(dev, "import-refused", NULL, ds->peer);
 		return ds_import_refuse(ds, ST_NA, "device blocked");
