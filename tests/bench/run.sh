@@ -11,6 +11,14 @@ section() {
 	printf '\n== %s\n' "$1"
 }
 
+# --- the URB relay (owner: gateway tests) ----------------------------
+# Bulk throughput and URB round-trip latency: client -> simulator,
+# client -> usbgwd -> simulator, client -> socat -> simulator, with the
+# ratios; targets: gateway >= 0.9x direct and >= socat, added median
+# latency <= 30 us.  BENCH_SECONDS, BENCH_REPEAT, BENCH_ITERATIONS.
+section "relay: throughput and latency (direct, gateway, socat)"
+USBGW_BUILD=$B bash "$(dirname "$0")/relay.sh" || rc=1
+
 # --- policy decisions (owner: policy) ---------------------------------
 # 10,000 rules x 10,000 devices; target: median decision <= 20 us.
 section "policy: decision time"
@@ -65,5 +73,21 @@ if [ -x "$B/bench/bench_watch" ]; then
 else
 	echo "bench_watch not built"; rc=1
 fi
+
+# --- anything else -----------------------------------------------------
+# Benchmarks without a section above: tests/bench/bench_*.sh scripts and
+# built benchmark programs, run without arguments.
+ran_above=" bench_policy bench_audit bench_watch "
+for f in "$(dirname "$0")"/bench_*.sh; do
+	[ -f "$f" ] || continue
+	section "$(basename "$f" .sh)"
+	USBGW_BUILD=$B sh "$f" || rc=1
+done
+for f in "$B"/bench/*; do
+	[ -x "$f" ] && [ -f "$f" ] || continue
+	case $ran_above in *" $(basename "$f") "*) continue ;; esac
+	section "$(basename "$f")"
+	"$f" || rc=1
+done
 
 exit $rc

@@ -1,0 +1,202 @@
+#!/bin/bash
+# The URB relay's cost: bulk throughput and URB round-trip latency seen
+# by a vhci-side client (usbip-tc) over three paths to a simulated
+# source/sink device, measured in one run:
+#
+#   direct   client -> usbgw-sim
+#   gateway  client -> usbgwd -> usbgw-sim   (a second, identical simulator:
+#                                            the gateway claims all of its
+#                                            exporter's devices)
+#   socat    client -> socat TCP-LISTEN:P,reuseaddr,fork TCP:127.0.0.1:SIM
+#                      -> usbgw-sim
+#
+# Throughput: --dir in, 64 KiB URBs, 16 in flight, BENCH_SECONDS each
+# (default 5).  Latency: one 64-byte bulk IN URB at a time, median and
+# p99 of BENCH_ITERATIONS (default 2000).  Each measurement is repeated
+# BENCH_REPEAT times (default 3), the paths interleaved, and the median
+# of the repetitions is reported.  Targets (issue 3): gateway >= 0.9x
+# direct throughput, not slower than socat, added median latency <= 30 us.
+#
+# Exit status: 0 when every figure was measured (targets missed or not),
+# 1 when a measurement could not be made.
+set -u
+B=${USBGW_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
+SECS=${BENCH_SECONDS:-5}
+ITER=${BENCH_ITERATIONS:-2000}
+REPEAT=${BENCH_REPEAT:-3}
+TC=$B/usbip-tc
+SIM=$B/usbgw-sim
+GWD=$B/usbgwd
+CLI=$B/usbgw
+
+for p in "$TC" "$SIM" "$GWD" "$CLI"; do
+	if [ ! -x "$p" ]; then
+		echo "relay bench: $p not built"
+		exit 1
+	fi
+done
+if ! command -v socat >/dev/null 2>&1; then
+	echo "relay bench: socat not installed"
+	exit 1
+fi
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/usbgw-bench-relay.XXXXXX") || exit 1
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+die() {
+	echo "relay bench: $*"
+	for f in "$W"/*.log; do
+		[ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }
+	done
+	exit 1
+}
+
+wait_file() {		# wait_file FILE: up to 10 s for a non-empty FILE
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[ -s "$1" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+free_port() {
+	local p i
+	for ((i = 0; i < 100; i++)); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+cat >"$W/sim.conf" <<'EOF'
+device 1-5 { type sourcesink; }
+EOF
+start_sim() {		# start_sim NAME: prints its port
+	"$SIM" -l 127.0.0.1:0 -p "$W/$1.port" -c "$W/sim.conf" >"$W/$1.log" 2>&1 &
+	PIDS+=($!)
+	wait_file "$W/$1.port" || die "simulator $1 did not start"
+}
+start_sim simd
+start_sim simg
+SIMD=$(cat "$W/simd.port")
+SIMG=$(cat "$W/simg.port")
+
+SOCATP=$(free_port) || die "no free port"
+socat "TCP-LISTEN:$SOCATP,bind=127.0.0.1,reuseaddr,fork" "TCP:127.0.0.1:$SIMD" \
+    >"$W/socat.log" 2>&1 &
+PIDS+=($!)
+for ((i = 0; i < 200; i++)); do
+	ss -Htln "( sport = :$SOCATP )" 2>/dev/null | grep -q . && break
+	sleep 0.05
+done
+
+printf 'exporter sim 127.0.0.1:%s\npoll-interval = 1s\n' "$SIMG" >"$W/gw.conf"
+"$GWD" -f -c "$W/gw.conf" -d "$W/gw.db" -s "$W/gw.sock" -l 127.0.0.1:0 \
+    -P "$W/gw.port" -v warning >"$W/gw.log" 2>&1 &
+PIDS+=($!)
+wait_file "$W/gw.port" || die "usbgwd did not start"
+GWP=$(cat "$W/gw.port")
+for ((i = 0; i < 200; i++)); do
+	"$CLI" -s "$W/gw.sock" approve sim:1-5 >/dev/null 2>&1 && break
+	sleep 0.1
+done
+[ $i -lt 200 ] || die "could not approve sim:1-5 at the gateway"
+
+declare -A ADDR=([direct]=127.0.0.1:$SIMD [gateway]=127.0.0.1:$GWP [socat]=127.0.0.1:$SOCATP)
+declare -A BUSID=([direct]=1-5 [gateway]=sim:1-5 [socat]=1-5)
+PATHS="direct gateway socat"
+
+field() {		# field KEY TEXT: KEY= of the last RESULT line
+	printf '%s\n' "$2" | grep '^RESULT ' | tail -n 1 | tr ' ' '\n' |
+	    sed -n "s/^$1=//p" | head -n 1
+}
+
+# run_tc PATH ARGS...: one usbip-tc run on PATH, retried once (the
+# gateway needs a moment to reclaim the device after the last client).
+run_tc() {
+	local path=$1 out try
+	shift
+	for try in 1 2 3 4 5; do
+		if out=$("$TC" "$1" "${ADDR[$path]}" "${BUSID[$path]}" "${@:2}" 2>&1); then
+			printf '%s\n' "$out"
+			return 0
+		fi
+		sleep 0.3
+	done
+	echo "relay bench: usbip-tc $* on $path failed:" >&2
+	printf '%s\n' "$out" | tail -n 5 >&2
+	return 1
+}
+
+declare -A TPUT LMED LP99
+failed=0
+echo "relay: $REPEAT rounds; throughput: --dir in, 64 KiB URBs, 16 in flight, ${SECS} s;" \
+    "latency: 64-byte bulk IN, $ITER URBs one at a time"
+for ((r = 1; r <= REPEAT; r++)); do
+	for p in $PATHS; do
+		if out=$(run_tc "$p" load --dir in --urb 64K --inflight 16 \
+		    --seconds "$SECS" --no-verify); then
+			TPUT[$p]="${TPUT[$p]:-} $(field mb_per_s "$out")"
+		else
+			failed=1
+		fi
+		if out=$(run_tc "$p" latency --kind in --size 64 \
+		    --iterations "$ITER" --warmup 200); then
+			LMED[$p]="${LMED[$p]:-} $(field median_us "$out")"
+			LP99[$p]="${LP99[$p]:-} $(field p99_us "$out")"
+		else
+			failed=1
+		fi
+	done
+	printf 'round %d:' "$r"
+	for p in $PATHS; do
+		printf '  %s %s MB/s %s us' "$p" "${TPUT[$p]##* }" "${LMED[$p]##* }"
+	done
+	printf '\n'
+done
+[ $failed = 0 ] || { echo "relay bench: some measurements failed"; }
+
+median() {		# median of the numbers given
+	printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+	    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+declare -A MT MM MP
+printf '\n%-8s %14s %16s %14s\n' path "MB/s (median)" "median RTT (us)" "p99 RTT (us)"
+for p in $PATHS; do
+	# shellcheck disable=SC2086
+	MT[$p]=$(median ${TPUT[$p]:-})
+	# shellcheck disable=SC2086
+	MM[$p]=$(median ${LMED[$p]:-})
+	# shellcheck disable=SC2086
+	MP[$p]=$(median ${LP99[$p]:-})
+	printf '%-8s %14s %16s %14s\n' "$p" "${MT[$p]}" "${MM[$p]}" "${MP[$p]}"
+done
+
+awk -v gt="${MT[gateway]}" -v dt="${MT[direct]}" -v st="${MT[socat]}" \
+    -v gm="${MM[gateway]}" -v dm="${MM[direct]}" '
+function verdict(ok) { return ok ? "target met" : "TARGET MISSED" }
+BEGIN {
+	if (dt > 0 && st > 0) {
+		r1 = gt / dt; r2 = gt / st; add = gm - dm
+		printf "\ngateway/direct throughput  %.3f   (target >= 0.9: %s)\n", r1, verdict(r1 >= 0.9)
+		printf "gateway/socat throughput   %.3f   (target >= 1.0: %s)\n", r2, verdict(r2 >= 1.0)
+		printf "added median latency       %.1f us (target <= 30 us: %s)\n", add, verdict(add <= 30)
+		printf "RESULT gw_direct_ratio=%.3f gw_socat_ratio=%.3f added_median_us=%.1f\n", r1, r2, add
+	} else
+		print "\nratios: not computed (a throughput is missing)"
+}'
+exit $failed
