@@ -112,14 +112,15 @@ gw_diag() {
 	_diag_text "$(tail -n "${2:-40}" "$T/$1.log" 2>/dev/null)"
 }
 
-# gw_log_sanitizer NAME: true when the daemon's log has no sanitizer report.
+# gw_log_sanitizer_clean NAME: true when the daemon's log has no sanitizer report.
 gw_log_sanitizer_clean() {
 	! cat "$T/$1.log.old" "$T/$1.log" 2>/dev/null |
 	    grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:'
 }
 
 # gw_finish NAME: SIGTERM; checks that it exits 0 in time and (with
-# USBGW_ASAN=1) that no sanitizer report was written.  Three TAP lines.
+# USBGW_ASAN=1) that no sanitizer report was written, in its log or
+# in $T/asan.* (every program of the test).  Three TAP lines.
 gw_finish() {
 	local name=$1
 	stop_bg "$name" TERM
@@ -133,7 +134,11 @@ gw_finish() {
 	else
 		pass "usbgwd $name: no sanitizer report in its log"
 	fi
-	asan_clean "no sanitizer report files (${USBGW_ASAN:+ASan build}${USBGW_ASAN:-normal build})"
+	if [ "${USBGW_ASAN:-0}" = 1 ]; then
+		asan_clean "no sanitizer report files (ASan build)"
+	else
+		asan_clean "no sanitizer report files"
+	fi
 }
 
 # ---- USB/IP PDUs as hex, for usbip-tc raw (--hex) ----------------------
