@@ -24,7 +24,7 @@
 
 VK=$USBGW_BUILD/vhci-kernel
 need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON" "$VK" socat sqlite3
-plan 67
+plan 70
 
 cat >"$T/sim.conf" <<'EOF'
 device 1-2 { type storage; serial "S12"; }
@@ -186,6 +186,13 @@ if need_grab 1; then
 	like "$(vk_log)" 'enumerated port=2 busid=4-1 vid=1209 pid=0005 serial=S15' \
 	    "... and answers there"
 fi
+if need_grab 1; then
+	vk_ctl "load 2 64 64 16"
+	vk_wait '^(load|error load) port=2' 60
+	like "$(vk_log)" 'load port=2 bytes=67108864 ' "direct: 64 MiB of bulk IN from the source (64 KiB URBs, 16 in flight)"
+	MIB_DIRECT=$(vk_log | sed -n 's/^load port=2 .*mibps=//p' | tail -n 1)
+	diag "direct: ${MIB_DIRECT:-?} MiB/s"
+fi
 gw_finish gw
 
 # ---- 2. inspected ------------------------------------------------------------
@@ -199,7 +206,6 @@ gw_wait_sql gw2 "SELECT count(*) FROM audit_log WHERE event = 'vhci-foreign'" 1
 is "$(gw_audit_count gw2 vhci-foreign)" 1 "a fresh database: port 1 is foreign"
 gw_wait_state gw2 sim1:1-2 pending
 DEVID12=$(devid_of 1-2)
-n0=$(vk_count '^attach ')
 gwctl gw2 approve sim1:1-2
 gw_wait_state gw2 sim1:1-2 attached
 vk_wait '^attach port=0 .*speed=3'
@@ -225,6 +231,21 @@ gwctl gw2 revoke sim1:1-2
 gw_wait_state gw2 sim1:1-2 pending
 wait_for -t 10 eval '[ "$(port_line 0 | awk "{print \$3}")" = 004 ]'
 like "$(port_line 0)" '^hs +0000 004 ' "revoke (inspected): port 0 free again"
+if need_grab 2; then
+	gw_wait_state gw2 sim1:1-5 pending
+	gwctl gw2 approve sim1:1-5
+	gw_wait_state gw2 sim1:1-5 attached
+	P=$(cur_port gw2 sim1:1-5)
+	vk_wait "^enumerated port=$P .*pid=0005"
+	n0=$(vk_count '^(load|error load) ')
+	vk_ctl "load $P 64 64 16"
+	wait_for -t 60 eval '[ "$(vk_count "^(load|error load) ")" -gt "$n0" ]'
+	like "$(vk_log | grep -E '^(load|error load) ' | tail -n 1)" "^load port=$P bytes=67108864 " \
+	    "inspected: 64 MiB of bulk IN through the relay"
+	MIB_INSP=$(vk_log | sed -n "s/^load port=$P .*mibps=//p" | tail -n 1)
+	diag "inspected: ${MIB_INSP:-?} MiB/s (direct ${MIB_DIRECT:-?} MiB/s)"
+	num_cmp "$(gw_field gw2 sim1:1-5 bytes_to_host)" -ge 67108864 "the relay counted every byte"
+fi
 gwctl gw2 approve sim1:1-2
 gw_wait_state gw2 sim1:1-2 attached
 stop_bg gw2 TERM

@@ -23,7 +23,9 @@
  *  - commands, one a line, on the FIFO ROOT/ctl: "unplug PORT" (the host
  *    lets go by itself), "foreign PORT DEVID SOCKFD SPEED" (a port that
  *    someone else attached), "badurb PORT" (a bulk IN URB to endpoint 9,
- *    which no simulated device has).
+ *    which no simulated device has), "load PORT MIB KIB INFLIGHT" (bulk
+ *    IN from endpoint 0x81, e.g. the simulator's source: MIB MiB in URBs
+ *    of KIB KiB, INFLIGHT of them at a time; prints the throughput).
  *
  * Every event is one line on stdout ("attach port=0 sockfd=14 ..."), for
  * the test to grep.  ROOT/ready appears once the tree is built.
@@ -743,11 +745,103 @@ bad_urb(int p)
 	    sizeof(buf)) == 0 ? "yes" : "no");
 }
 
+/* Plain blocking-style I/O for the load: no attach is served meanwhile. */
+static int
+load_io(int fd, void *buf, size_t len, bool out)
+{
+	struct pollfd pfd = { fd, out ? POLLOUT : POLLIN, 0 };
+	size_t off = 0;
+	ssize_t n;
+
+	while (off < len) {
+		n = out ? send(fd, (const char *)buf + off, len - off,
+		    MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, (char *)buf + off,
+		    len - off, MSG_DONTWAIT);
+		if (n > 0) {
+			off += (size_t)n;
+			continue;
+		}
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			return -1;
+		if (poll(&pfd, 1, VK_IO_MS) <= 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void
+bulk_load(int p, unsigned int mib, unsigned int kib, unsigned int inflight)
+{
+	static uint8_t data[USBIP_MAX_TRANSFER];
+	struct vk_port *vp = &K.port[p];
+	struct usbip_urb_hdr h;
+	struct timespec t0, t1;
+	uint8_t buf[USBIP_URB_HDR_LEN];
+	uint64_t want = (uint64_t)mib << 20, got = 0, asked = 0;
+	uint32_t len = kib << 10, out = 0;
+	const char *why;
+	double secs;
+
+	if (len == 0 || len > sizeof(data) || inflight == 0 || want == 0) {
+		vk_say("error load: bad arguments");
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (got < want) {
+		while (out < inflight && asked < want) {
+			memset(&h, 0, sizeof(h));
+			h.command = USBIP_CMD_SUBMIT;
+			h.seqnum = ++K.seq;
+			h.devid = vp->devid;
+			h.direction = USBIP_DIR_IN;
+			h.ep = 1;
+			h.u.submit.transfer_flags = 0x0200;
+			h.u.submit.transfer_buffer_length = (int32_t)len;
+			usbip_urb_hdr_encode(buf, &h);
+			if (load_io(vp->fd, buf, sizeof(buf), true) == -1)
+				goto fail;
+			asked += len;
+			out++;
+		}
+		if (load_io(vp->fd, buf, sizeof(buf), false) == -1 ||
+		    usbip_urb_hdr_decode(buf, sizeof(buf), USBIP_FROM_SERVER, &h,
+		    &why) < 0 || h.command != USBIP_RET_SUBMIT ||
+		    h.u.ret_submit.status != 0 ||
+		    h.u.ret_submit.actual_length <= 0 ||
+		    (uint32_t)h.u.ret_submit.actual_length > len ||
+		    load_io(vp->fd, data, (size_t)h.u.ret_submit.actual_length,
+		    false) == -1)
+			goto fail;
+		got += (uint64_t)h.u.ret_submit.actual_length;
+		out--;
+	}
+	/* the URBs still in flight complete too: drain them */
+	while (out > 0) {
+		if (load_io(vp->fd, buf, sizeof(buf), false) == -1 ||
+		    usbip_urb_hdr_decode(buf, sizeof(buf), USBIP_FROM_SERVER, &h,
+		    &why) < 0 || h.u.ret_submit.actual_length < 0 ||
+		    (uint32_t)h.u.ret_submit.actual_length > len ||
+		    load_io(vp->fd, data, (size_t)h.u.ret_submit.actual_length,
+		    false) == -1)
+			goto fail;
+		out--;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	vk_say("load port=%d bytes=%llu seconds=%.3f mibps=%.1f", p,
+	    (unsigned long long)got, secs, (double)got / 1048576.0 / secs);
+	return;
+fail:
+	vk_say("error load port=%d after %llu bytes", p,
+	    (unsigned long long)got);
+}
+
 static void
 do_ctl(void)
 {
 	char buf[256], *line, *save = NULL;
-	unsigned int devid, speed;
+	unsigned int devid, speed, mib, kib, inflight;
 	int port, sockfd, c, ss, rh;
 	ssize_t n;
 
@@ -759,6 +853,10 @@ do_ctl(void)
 		if (sscanf(line, "unplug %d", &port) == 1 && port >= 0 &&
 		    port < K.nctrl * 2 * K.hc && K.port[port].sta != 4)
 			port_free(port, "unplug");
+		else if (sscanf(line, "load %d %u %u %u", &port, &mib, &kib,
+		    &inflight) == 4 && port >= 0 &&
+		    port < K.nctrl * 2 * K.hc && K.port[port].fd != -1)
+			bulk_load(port, mib, kib, inflight);
 		else if (sscanf(line, "badurb %d", &port) == 1 && port >= 0 &&
 		    port < K.nctrl * 2 * K.hc && K.port[port].fd != -1)
 			bad_urb(port);
