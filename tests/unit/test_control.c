@@ -728,9 +728,14 @@ as_user(uid_t uid, gid_t gid, const char *cmd)
 		snprintf(text, sizeof(text), "{\"v\":1,\"id\":99,\"cmd\":\"%s\","
 		    "\"args\":{\"busid\":\"tc\"}}", cmd);
 		put_be32(hdr, (uint32_t)strlen(text));
-		if (write(fd, hdr, 4) != 4 ||
-		    write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-			_exit(101);
+		/*
+		 * A daemon that refuses at connect may have written its
+		 * error and closed before we write: a failed write is then
+		 * expected, and the reply is still there to read.
+		 */
+		signal(SIGPIPE, SIG_IGN);
+		if (write(fd, hdr, 4) == 4)
+			(void)!write(fd, text, strlen(text));
 		for (;;) {
 			if (ctl_frame_decode((uint8_t *)buf, len, sizeof(buf), &m,
 			    &used, err, sizeof(err)) == CTL_DEC_OK)
