@@ -147,11 +147,12 @@ device_claimed(struct device *dev)
 	struct upstream *up = dev->up;
 
 	dev->reclaim_tries = 0;
-	dev->gw_devid = (uint32_t)(((dev->exp->id & 0x7fff) + 1) << 16 |
-	    ((dev->id & 0xffff) ? (dev->id & 0xffff) : 1));
 	device_load_endpoints(dev, up->rec.bConfigurationValue);
 	device_load_interfaces(dev, up->rec.bConfigurationValue);
 	store_device_identity(dev);	/* may flag an identity change */
+	/* the devid vhci hosts see: from the database ids, after the row */
+	dev->gw_devid = (uint32_t)(((dev->exp->id & 0x7fff) + 1) << 16 |
+	    ((dev->id & 0xffff) ? (dev->id & 0xffff) : 1));
 	if (dev->state == DEV_PROBING)
 		gw_probed_event(dev);
 	device_eval(dev, NULL, NULL);
