@@ -269,7 +269,11 @@ main(int argc, char *argv[])
 	ctl_table = gw_ctl_table(&nctl);
 	if (control_init(base, cfg, ctl_table, nctl, gw_audit_refusal) == -1)
 		fatalx("cannot start the control socket %s", cfg->control_socket);
-	if (cfg->nlisten == 0) {
+	/*
+	 * In local mode the gateway attaches devices itself: it serves
+	 * USB/IP to other hosts only on addresses configured explicitly.
+	 */
+	if (cfg->nlisten == 0 && cfg->mode != CONFIG_MODE_LOCAL) {
 		if (server_listen("", CONFIG_DEFAULT_PORT) == -1)
 			fatalx("cannot listen on port %s", CONFIG_DEFAULT_PORT);
 	}
