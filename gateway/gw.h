@@ -342,6 +342,12 @@ void		 store_audit_device(struct device *, const char *action,
 void		 store_audit(const char *action, const struct actor *,
 		    const char *object, const char *detail);
 json_t		*store_device_history(struct device *, int limit);
+/* The audit columns, in the order store_audit_row_json() reads them. */
+#define STORE_AUDIT_COLUMNS "seq, ts, event, busid, old_state, new_state, " \
+	"actor, actor_uid, actor_name, rule_id, host, reason, detail, " \
+	"exporter, object"
+struct sqlite3_stmt;
+json_t		*store_audit_row_json(struct sqlite3_stmt *);
 void		 store_exporter_save(struct exporter *, const struct actor *);
 void		 store_exporter_delete(struct exporter *, const struct actor *);
 void		 store_restore_exporters(void);

@@ -540,7 +540,6 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 	enum ctl_err e;
 	json_t *a;
 	char like[64];
-	int i;
 
 	if ((e = ctl_arg_int(args, "since", 0, 0, INT64_MAX, &since, err,
 	    errlen)) != CTL_OK ||
@@ -551,9 +550,8 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 	store_flush();
 	snprintf(like, sizeof(like), "%.40s%%", device ? device : "");
 	if (sqlite3_prepare_v2(db_sqlite(store_db()),
-	    "SELECT seq, ts, event, busid, old_state, new_state, actor, "
-	    "actor_uid, actor_name, rule_id, host, reason, detail, exporter, "
-	    "object FROM (SELECT * FROM audit_log WHERE ts >= ?1 AND "
+	    "SELECT " STORE_AUDIT_COLUMNS " FROM (SELECT * FROM audit_log "
+	    "WHERE ts >= ?1 AND "
 	    "(?2 = 0 OR busid LIKE ?3 ESCAPE '\\') ORDER BY seq DESC LIMIT ?4) "
 	    "ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
@@ -562,29 +560,8 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 	sqlite3_bind_text(st, 3, like, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 4, limit);
 	a = json_array();
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		static const char *const names[] = { "id", "time", "action",
-		    "busid", "from", "to", "actor", "actor_uid", "actor_name",
-		    "rule_id", "host", "reason", "detail", "exporter", "object" };
-		json_t *o = json_object();
-
-		for (i = 0; i < (int)nitems(names); i++) {
-			switch (sqlite3_column_type(st, i)) {
-			case SQLITE_INTEGER:
-				json_object_set_new(o, names[i], json_integer(
-				    sqlite3_column_int64(st, i)));
-				break;
-			case SQLITE_TEXT:
-				json_object_set_new(o, names[i], json_string(
-				    (const char *)sqlite3_column_text(st, i)));
-				break;
-			default:
-				json_object_set_new(o, names[i], json_null());
-				break;
-			}
-		}
-		json_array_append_new(a, o);
-	}
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(a, store_audit_row_json(st));
 	sqlite3_finalize(st);
 	*res = a;
 	return CTL_OK;

@@ -515,6 +515,24 @@ relay_stop(struct dsession *ds)
 	free(r);
 }
 
+/*
+ * Check the ISO descriptors of the PDU at the head of `in` (complete, as
+ * lay says): they sit after the data, so they are copied out, 16 KiB at
+ * most; the data itself is not touched.
+ */
+static int
+relay_iso_check(struct evbuffer *in, const struct usbip_urb_hdr *h,
+    const struct usbip_urb_layout *lay, uint32_t buflen, const char **why)
+{
+	uint8_t iso[USBIP_MAX_ISO_PACKETS * USBIP_ISO_DESC_LEN];
+	struct evbuffer_ptr pos;
+
+	evbuffer_ptr_set(in, &pos, USBIP_URB_HDR_LEN + lay->data_len,
+	    EVBUFFER_PTR_SET);
+	evbuffer_copyout_from(in, &pos, iso, lay->iso_len);
+	return usbip_iso_check(h, iso, lay->niso, buflen, why);
+}
+
 /* Bookkeeping after a pass over one side's input. */
 static void
 rside_after(struct rside *s, size_t need)
@@ -539,7 +557,7 @@ relay_from_down(struct relay *r)
 	struct usbip_urb_layout lay;
 	struct inflight *f;
 	const char *why;
-	uint8_t *p, iso[USBIP_MAX_ISO_PACKETS * USBIP_ISO_DESC_LEN];
+	uint8_t *p;
 	size_t len, need = 0;
 	int ep_iso;
 
@@ -581,17 +599,9 @@ relay_from_down(struct relay *r)
 			need = lay.total - len;
 			break;
 		}
-		if (lay.niso > 0) {
-			struct evbuffer_ptr pos;
-
-			evbuffer_ptr_set(in, &pos,
-			    USBIP_URB_HDR_LEN + lay.data_len, EVBUFFER_PTR_SET);
-			evbuffer_copyout_from(in, &pos, iso, lay.iso_len);
-			if (usbip_iso_check(&h, iso, lay.niso,
-			    (uint32_t)h.u.submit.transfer_buffer_length,
-			    &why) == -1)
-				return relay_malformed(r, "vhci host", why);
-		}
+		if (lay.niso > 0 && relay_iso_check(in, &h, &lay,
+		    (uint32_t)h.u.submit.transfer_buffer_length, &why) == -1)
+			return relay_malformed(r, "vhci host", why);
 
 		f = inflight_put(&ds->inflight, h.seqnum);
 		if (h.command == USBIP_CMD_SUBMIT) {
@@ -628,7 +638,7 @@ relay_from_up(struct relay *r)
 	struct usbip_req_info req;
 	struct inflight *f, *t;
 	const char *why;
-	uint8_t *p, iso[USBIP_MAX_ISO_PACKETS * USBIP_ISO_DESC_LEN];
+	uint8_t *p;
 	size_t len, need = 0;
 
 	for (;;) {
@@ -685,16 +695,9 @@ relay_from_up(struct relay *r)
 			need = lay.total - len;
 			break;
 		}
-		if (lay.niso > 0) {
-			struct evbuffer_ptr pos;
-
-			evbuffer_ptr_set(in, &pos,
-			    USBIP_URB_HDR_LEN + lay.data_len, EVBUFFER_PTR_SET);
-			evbuffer_copyout_from(in, &pos, iso, lay.iso_len);
-			if (usbip_iso_check(&h, iso, lay.niso, req.length,
-			    &why) == -1)
-				return relay_malformed(r, "exporter", why);
-		}
+		if (lay.niso > 0 && relay_iso_check(in, &h, &lay, req.length,
+		    &why) == -1)
+			return relay_malformed(r, "exporter", why);
 		{
 			struct inflight done = *f;
 

@@ -76,9 +76,8 @@ store_open(const char *path)
 		return -1;
 	}
 	if (sqlite3_prepare_v3(db_sqlite(db),
-	    "SELECT seq, ts, event, busid, old_state, new_state, actor, "
-	    "actor_uid, actor_name, rule_id, host, reason, detail "
-	    "FROM audit_log WHERE device_id = ?1 OR (device_id IS NULL AND "
+	    "SELECT " STORE_AUDIT_COLUMNS " FROM audit_log "
+	    "WHERE device_id = ?1 OR (device_id IS NULL AND "
 	    "busid = ?2) ORDER BY seq DESC LIMIT ?3", -1,
 	    SQLITE_PREPARE_PERSISTENT, &st_history, NULL) != SQLITE_OK) {
 		log_warnx("database %s: %s", path, db_errmsg(db));
@@ -448,11 +447,41 @@ store_access_outcome(int64_t request_id, const char *outcome)
 		    now_s());
 }
 
+/*
+ * One audit row, selected as STORE_AUDIT_COLUMNS, as the control
+ * protocol shows it (audit.list, show's history).
+ */
+json_t *
+store_audit_row_json(sqlite3_stmt *st)
+{
+	static const char *const names[] = { "id", "time", "action", "busid",
+	    "from", "to", "actor", "actor_uid", "actor_name", "rule_id",
+	    "host", "reason", "detail", "exporter", "object" };
+	json_t *o = json_object();
+	int i;
+
+	for (i = 0; i < (int)nitems(names); i++) {
+		switch (sqlite3_column_type(st, i)) {
+		case SQLITE_INTEGER:
+			json_object_set_new(o, names[i],
+			    json_integer(sqlite3_column_int64(st, i)));
+			break;
+		case SQLITE_TEXT:
+			json_object_set_new(o, names[i], json_string(
+			    (const char *)sqlite3_column_text(st, i)));
+			break;
+		default:
+			json_object_set_new(o, names[i], json_null());
+			break;
+		}
+	}
+	return o;
+}
+
 json_t *
 store_device_history(struct device *dev, int limit)
 {
 	json_t *a = json_array();
-	int i;
 
 	if (db == NULL)
 		return a;
@@ -461,30 +490,8 @@ store_device_history(struct device *dev, int limit)
 	sqlite3_bind_int64(st_history, 1, dev->id);
 	sqlite3_bind_text(st_history, 2, dev->busid, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int(st_history, 3, limit);
-	while (sqlite3_step(st_history) == SQLITE_ROW) {
-		/* as audit.list (gwpolicy.c) */
-		static const char *const names[] = { "id", "time", "action",
-		    "busid", "from", "to", "actor", "actor_uid", "actor_name",
-		    "rule_id", "host", "reason", "detail" };
-		json_t *o = json_object();
-
-		for (i = 0; i < 13; i++) {
-			switch (sqlite3_column_type(st_history, i)) {
-			case SQLITE_INTEGER:
-				json_object_set_new(o, names[i], json_integer(
-				    sqlite3_column_int64(st_history, i)));
-				break;
-			case SQLITE_TEXT:
-				json_object_set_new(o, names[i], json_string(
-				    (const char *)sqlite3_column_text(st_history,
-				    i)));
-				break;
-			default:
-				break;
-			}
-		}
-		json_array_insert_new(a, 0, o);	/* oldest first */
-	}
+	while (sqlite3_step(st_history) == SQLITE_ROW)
+		json_array_insert_new(a, 0, store_audit_row_json(st_history));
 	sqlite3_reset(st_history);
 	return a;
 }
