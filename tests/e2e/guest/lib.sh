@@ -17,11 +17,14 @@ mkdir -p "$E2E_STATE" "$LOGS"
 DISK_VID=1209 DISK_PID=0001 DISK_SERIAL=E2E-DISK-0001
 LOOP_VID=1209 LOOP_PID=0002 LOOP_SERIAL=E2E-LOOP-0001
 DISK2_VID=1209 DISK2_PID=0003 DISK2_SERIAL=E2E-DISK-0002
+COMBO_VID=1209 COMBO_PID=0004 COMBO_SERIAL=E2E-COMBO-0001	# storage + loopback
 GADGET_MANUFACTURER="usbgw e2e"
 DISK_PRODUCT="E2E Mass Storage"
 LOOP_PRODUCT="E2E Loopback"
 DISK_IMG=/e2e/disk.img
 DISK2_IMG=/tmp/disk2.img
+COMBO_IMG=/tmp/combo.img
+COMBO_PRODUCT="E2E Composite"
 
 USBIPD_PORT=3240
 GW_PORT=3241
@@ -96,9 +99,12 @@ e2e_finish() {
 		echo "==== dmesg"
 		dmesg
 	} > "$E2E_LOGTTY" 2>&1
-	if [ -f "$E2E_STATE/failed" ] && [ -f "$GW_LOG" ]; then
-		echo "==== gateway log ($GW_LOG)"
-		cat "$GW_LOG"
+	if [ -f "$E2E_STATE/failed" ]; then
+		for f in "$GW_LOG" "$LGW_LOG"; do
+			[ -f "$f" ] || continue
+			echo "==== gateway log ($f)"
+			cat "$f"
+		done
 	fi
 	e2e_emit done
 	sync
@@ -369,4 +375,140 @@ proc_alive() {
 	case $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) in
 	Z|X|"") return 1 ;;
 	esac
+}
+
+# --- local-mode gateway (scenarios 50-59) ----------------------------------------
+# A second usbgwd with mode = local: its own database, control socket, USB/IP
+# port and log.  It attaches approved devices to this guest's vhci_hcd itself.
+# While it runs, the proxy gateway has no exporter (50 removes it, 59 adds it
+# back), so only one gateway ever claims the gadgets at usbipd.
+
+LGW_PORT=3243
+LGW_DIR=/tmp/lgw
+LGW_SOCK=/run/usbgw-local.sock
+LGW_LOG=$LOGS/usbgwd-local.log
+LGW_EXPORTER=el
+VHCI_DIR=/sys/devices/platform/vhci_hcd.0
+
+# lgw_use: gwctl, gw_field, gw_state and gw_wait_state talk to the local-mode
+# gateway from here on (in this scenario's shell).
+lgw_use() {
+	GW_SOCK=$LGW_SOCK
+	GW_EXPORTER=$LGW_EXPORTER
+}
+
+lgw_running() {
+	[ -f "$E2E_STATE/lgw.pid" ] && proc_alive "$(cat "$E2E_STATE/lgw.pid")"
+}
+
+# lgw_start NAME [CONFIG-LINE...]: a local-mode usbgwd on a fresh database
+# $LGW_DIR/NAME.db, with the config lines given after the common ones; wait
+# until its control socket answers.
+lgw_start() {
+	local name=$1 l
+	shift
+	lgw_running && { echo "lgw_start: a local-mode usbgwd runs already"; return 1; }
+	mkdir -p "$LGW_DIR"
+	rm -f "$LGW_DIR/$name".db*
+	{
+		echo "mode = local"
+		echo "poll-interval = 500ms"
+		echo "attach-pending-wait = 0"
+		echo "log-level = debug"
+		echo "pid-file = none"
+		for l in "$@"; do
+			echo "$l"
+		done
+	} > "$LGW_DIR/$name.conf"
+	echo "==== usbgwd ($name) starting at $(e2e_uptime)" >> "$LGW_LOG"
+	usbgwd -f -c "$LGW_DIR/$name.conf" -d "$LGW_DIR/$name.db" -s "$LGW_SOCK" \
+		-l "127.0.0.1:$LGW_PORT" >> "$LGW_LOG" 2>&1 &
+	echo $! > "$E2E_STATE/lgw.pid"
+	wait_for 15 timeout "$CTL_TIMEOUT" usbgw -s "$LGW_SOCK" list --json ||
+		{ echo "usbgwd ($name) does not answer on $LGW_SOCK"; return 1; }
+}
+
+# lgw_stop: SIGTERM to the local-mode usbgwd, wait until it is gone.
+lgw_stop() {
+	local pid
+	pid=$(cat "$E2E_STATE/lgw.pid" 2>/dev/null) || return 0
+	kill -TERM "$pid" 2>/dev/null
+	wait_gone 15 proc_alive "$pid" || return 1
+	rm -f "$E2E_STATE/lgw.pid"
+}
+
+# json_member KEY: the value of a number or string member KEY of the one-line
+# JSON object on stdin (e2e-json prints nested objects compact).
+json_member() {
+	sed -n 's/.*"'"$1"'": *"\{0,1\}\([^",}]*\).*/\1/p'
+}
+
+# gw_local EXPORTER_BUSID KEY: a member of the device's "local" object.
+gw_local() {
+	gw_field "$1" local | json_member "$2"
+}
+
+# vhci_port_line PORT: the status line of a vhci port.
+vhci_port_line() {
+	cat "$VHCI_DIR"/status* | awk -v p="$1" '($1 == "hs" || $1 == "ss") && $2 + 0 == p'
+}
+
+# vhci_port_is PORT STA: the port's status shows that sta (004 free, 006 in use).
+vhci_port_is() {
+	[ "$(vhci_port_line "$1" | awk '{ print $3 }')" = "$2" ]
+}
+
+# usb_devid BUSID: the devid usbip uses for a device, (busnum << 16) | devnum, as
+# the 8 hex digits of a vhci status line.
+usb_devid() {
+	printf '%08x\n' $(( $(cat "/sys/bus/usb/devices/$1/busnum") << 16 |
+		$(cat "/sys/bus/usb/devices/$1/devnum") ))
+}
+
+# vhci_roothubs: the root hubs' sysfs directories of every vhci controller.
+vhci_roothubs() {
+	local d
+	for d in /sys/devices/platform/vhci_hcd.*/usb*; do
+		[ -f "$d/authorized_default" ] && echo "$d"
+	done
+}
+
+# vhci_roothubs_read ATTR: how many vhci root hubs have each value of ATTR, as
+# "COUNTxVALUE" joined by commas ("16x0" when all 16 read 0).
+vhci_roothubs_read() {
+	local h
+	for h in $(vhci_roothubs); do
+		cat "$h/$1"
+	done | sort | uniq -c | awk '{ v = v (v == "" ? "" : ",") $1 "x" $2 } END { print v }'
+}
+
+# vhci_roothubs_save / vhci_roothubs_restore: the lock-down attributes as they
+# were before a gateway changed them (usbgwd leaves them as it set them).
+vhci_roothubs_save() {
+	local h
+	for h in $(vhci_roothubs); do
+		echo "$h $(cat "$h/authorized_default") $(cat "$h/interface_authorized_default")"
+	done > "$E2E_STATE/roothubs"
+}
+vhci_roothubs_restore() {
+	local h a i
+	[ -f "$E2E_STATE/roothubs" ] || return 0
+	while read -r h a i; do
+		echo "$a" > "$h/authorized_default" || return 1
+		echo "$i" > "$h/interface_authorized_default" || return 1
+	done < "$E2E_STATE/roothubs"
+}
+
+# dmesg_mark / dmesg_since: the kernel messages after a mark.
+dmesg_mark() { dmesg | wc -l > "$E2E_STATE/dmesg.mark"; }
+dmesg_since() { dmesg | tail -n +$(( $(cat "$E2E_STATE/dmesg.mark") + 1 )); }
+dmesg_has() { dmesg_since | grep -q -- "$1"; }	# dmesg_has TEXT: since the mark
+
+# audit_detail ACTION [KEY=VALUE...]: the detail of the first audit row with
+# that action (and those members), from usbgw audit --json.
+audit_detail() {
+	local a=$1
+	shift
+	gwctl audit --json > "$E2E_STATE/audit.json" 2>>"$LOGS/usbgw.log" || return 1
+	e2e-json get detail action="$a" "$@" < "$E2E_STATE/audit.json"
 }

@@ -1,12 +1,94 @@
-# Local mode (issue 7): the gateway attaches approved devices to this host's
-# vhci_hcd itself, direct and inspected, with authorized_default=0.  usbgwd has
-# the back end (attach_local.c) but no configuration for it yet, so these are
-# reported as skipped until the daemon exposes it (tests/e2e/README.md).
+# Local mode (issue 7), direct: a second usbgwd with mode = local (own database,
+# socket, USB/IP port; lib.sh lgw_*) claims the gadget disk from usbipd and, once
+# approved, attaches it to this guest's real vhci_hcd itself, handing the kernel
+# its TCP claim (the gateway sees no URB).  Revoke detaches the vhci port.
+# The proxy gateway gives up its exporter first so that only one gateway claims
+# the gadgets; 59-local-end.sh gives it back.
 
-for n in "local: approved disk attached by the gateway, data verified (direct)" \
-    "local: approved disk attached by the gateway, data verified (inspected)" \
-    "local: revoke detaches the vhci port" \
-    "local: with authorized_default=0 no driver binds until authorized" \
-    "throughput: local direct vs inspected"; do
-	skip "$n" "local mode not configurable in usbgwd yet (issue 7)"
-done
+disk=$(dummy_busid 0)
+why=$(gw_missing)
+if [ -n "$why" ]; then
+	skip_all "$why" "local: the proxy gateway lets go of its devices" \
+		"local direct: usbgwd starts in mode = local" \
+		"local direct: the gateway claims the disk, state pending" \
+		"local direct: nothing attached to vhci while pending" \
+		"local direct: approve, the gateway attaches the disk to vhci itself" \
+		"local direct: vhci port in use with the exporter's devid" \
+		"local direct: the disk appears under vhci_hcd" \
+		"local direct: whole-disk SHA-256 matches the backing file" \
+		"local direct: a write lands in the backing file" \
+		"throughput: local direct whole-disk read timed" \
+		"local direct: revoke detaches the vhci port" \
+		"local direct: the gateway reclaims the disk, state pending"
+	return 0
+fi
+
+# The proxy gateway (20-40) holds every gadget usbipd exports; without its
+# exporter it releases them.
+if gw_running; then
+	check "local: the proxy gateway lets go of its devices (usbgw exporter remove $GW_EXPORTER)" \
+		gwctl exporter remove "$GW_EXPORTER" &&
+		touch "$E2E_STATE/proxy_exporter_removed"
+fi
+ensure_bound "$disk"
+check "local: usbipd lists the disk $disk again" wait_for 20 usbipd_lists "$disk"
+
+lgw_use
+check "local direct: usbgwd starts in mode = local (local-attach = direct)" \
+	lgw_start direct "local-attach = direct"
+check "local direct: usbgw exporter add $LGW_EXPORTER 127.0.0.1:$USBIPD_PORT" \
+	gwctl exporter add "$LGW_EXPORTER" "127.0.0.1:$USBIPD_PORT"
+st=$(gw_wait_state 30 "$disk" pending)
+check "local direct: the gateway claims the disk, state pending (last seen: $st)" [ "$st" = pending ]
+usleep 1000000
+check "local direct: nothing attached to vhci while pending" no_vhci_device
+
+b=$(gw_field "$disk" busid)
+devid=$(usb_devid "$disk")
+check "local direct: usbgw approve $b" gwctl approve "$b"
+st=$(gw_wait_state 15 "$disk" attached)
+check "local direct: the gateway attaches the disk to vhci itself, state attached (last seen: $st)" \
+	[ "$st" = attached ]
+port=$(gw_local "$disk" port)
+mode=$(gw_local "$disk" mode)
+check "local direct: usbgw list shows mode direct on a vhci port (mode ${mode:-?}, port ${port:-?})" \
+	[ "$mode:${port:+set}" = direct:set ]
+# sta 006 (in use) and the devid written to attach: the exporter's own, since
+# the kernel talks to usbipd over the gateway's claim.
+wait_for 15 vhci_port_is "${port:-999}" 006
+line=$(vhci_port_line "${port:-999}")
+check "local direct: vhci port ${port:-?} in use with the exporter's devid $devid ($line)" \
+	[ "$(echo "$line" | awk '{ print $3 " " $5 }')" = "006 $devid" ]
+
+if check "local direct: the disk appears under vhci_hcd" wait_for 30 vhci_disk_ready; then
+	d=$(vhci_disk)
+	want=$(file_sha "$DISK_IMG")
+	got=$(disk_sha "$d")
+	if [ "$got" = "$want" ]; then
+		ok "local direct: whole-disk SHA-256 through vhci matches the backing file"
+	else
+		not_ok "local direct: whole-disk SHA-256 through vhci matches the backing file" \
+			"read $got, backing file $want"
+	fi
+	why=$(disk_write_lands "$d" "$DISK_IMG" 300)
+	check "local direct: a write through vhci lands in the backing file${why:+ ($why)}" [ -z "$why" ]
+	mbps=$(disk_read_mbps "$d")
+	check "throughput: local direct whole-disk read timed (${mbps:-?} MB/s)" [ -n "$mbps" ]
+	[ -z "$mbps" ] || e2e_metric local_direct_read_mbps "$mbps"
+fi
+st=$(gw_state "$disk")
+check "local direct: still attached after the reads (state $st)" [ "$st" = attached ]
+
+t0=$(e2e_uptime)
+check "local direct: usbgw revoke $b" gwctl revoke "$b"
+if wait_gone 10 vhci_disk; then
+	ok "local direct: revoke removes the vhci disk ($(( ($(e2e_uptime) - t0) * 10 )) ms)"
+else
+	not_ok "local direct: revoke removes the vhci disk within 10 s"
+fi
+check "local direct: revoke frees the vhci port ($(vhci_port_line "${port:-999}"))" \
+	wait_gone 10 vhci_any_used
+st=$(gw_wait_state 15 "$disk" pending)
+check "local direct: the gateway reclaims the disk, state pending (last seen: $st)" [ "$st" = pending ]
+usleep 2500000
+check "local direct: not attached again while pending" no_vhci_device
