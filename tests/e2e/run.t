@@ -11,7 +11,7 @@
 #   E2E_BOOT_TIMEOUT  seconds until the guest must have started init (default 120)
 #   E2E_ONLY      scenario file prefixes to run, e.g. "00 10" (default: all)
 #   E2E_KERNEL    vmlinux (PVH entry, default) or bzimage
-#   E2E_BREAK     corrupt-disk | no-approve: break a check on purpose
+#   E2E_BREAK     corrupt-disk | no-approve | no-lockdown: break checks on purpose
 #   E2E_OUT       where the logs go (default $USBGW_BUILD/e2e)
 #   E2E_VERBOSE=1 print the guest's console even when everything passed
 #   CI            when set, a missing qemu is a failure, not a skip

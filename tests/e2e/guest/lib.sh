@@ -397,6 +397,15 @@ lgw_use() {
 	GW_EXPORTER=$LGW_EXPORTER
 }
 
+# proxy_let_go: the proxy gateway (20-40), if it runs, releases every gadget it
+# holds: its exporter is removed (once; 59 adds it back).
+proxy_let_go() {
+	[ -f "$E2E_STATE/proxy_exporter_removed" ] && return 0
+	gw_running || return 0
+	timeout "$CTL_TIMEOUT" usbgw -s "$GW_SOCK" exporter remove "$GW_EXPORTER" || return 1
+	touch "$E2E_STATE/proxy_exporter_removed"
+}
+
 lgw_running() {
 	[ -f "$E2E_STATE/lgw.pid" ] && proc_alive "$(cat "$E2E_STATE/lgw.pid")"
 }
@@ -426,6 +435,39 @@ lgw_start() {
 	echo $! > "$E2E_STATE/lgw.pid"
 	wait_for 15 timeout "$CTL_TIMEOUT" usbgw -s "$LGW_SOCK" list --json ||
 		{ echo "usbgwd ($name) does not answer on $LGW_SOCK"; return 1; }
+}
+
+# lgw_restart NAME: start the local-mode usbgwd again on its database and
+# config from lgw_start NAME.
+lgw_restart() {
+	lgw_running && { echo "lgw_restart: a local-mode usbgwd runs already"; return 1; }
+	echo "==== usbgwd ($1) restarting at $(e2e_uptime)" >> "$LGW_LOG"
+	usbgwd -f -c "$LGW_DIR/$1.conf" -d "$LGW_DIR/$1.db" -s "$LGW_SOCK" \
+		-l "127.0.0.1:$LGW_PORT" >> "$LGW_LOG" 2>&1 &
+	echo $! > "$E2E_STATE/lgw.pid"
+	wait_for 15 timeout "$CTL_TIMEOUT" usbgw -s "$LGW_SOCK" list --json ||
+		{ echo "usbgwd ($1) does not answer on $LGW_SOCK"; return 1; }
+}
+
+# lgw_attach BUSID: usbgw attach, retried for up to 15 s while the gateway
+# answers that the device is not ready (its claim is being made again after a
+# detach); fails with the gateway's answer on any other refusal.
+lgw_attach_once() {
+	local out rc
+	out=$(gwctl attach "$1" 2>&1)
+	rc=$?
+	echo "$rc $out" > "$E2E_STATE/attach.out"
+	case $rc:$out in
+	0:*)		return 0 ;;
+	*"not ready"*)	return 1 ;;
+	esac
+	return 0
+}
+lgw_attach() {
+	local rc out
+	wait_for 15 lgw_attach_once "$1"
+	read -r rc out < "$E2E_STATE/attach.out"
+	[ "$rc" = 0 ] || { echo "usbgw attach $1: exit $rc: $out"; return 1; }
 }
 
 # lgw_stop: SIGTERM to the local-mode usbgwd, wait until it is gone.

@@ -1,7 +1,9 @@
 # Local mode (issue 7), direct: a second usbgwd with mode = local (own database,
 # socket, USB/IP port; lib.sh lgw_*) claims the gadget disk from usbipd and, once
 # approved, attaches it to this guest's real vhci_hcd itself, handing the kernel
-# its TCP claim (the gateway sees no URB).  Revoke detaches the vhci port.
+# its TCP claim (the gateway sees no URB).  The attachment survives a restart of
+# the gateway (adopted); usbgw detach/attach; the vhci side letting go; revoke
+# detaches the vhci port.
 # The proxy gateway gives up its exporter first so that only one gateway claims
 # the gadgets; 59-local-end.sh gives it back.
 
@@ -18,6 +20,9 @@ if [ -n "$why" ]; then
 		"local direct: whole-disk SHA-256 matches the backing file" \
 		"local direct: a write lands in the backing file" \
 		"throughput: local direct whole-disk read timed" \
+		"local direct: a restart adopts the attachment" \
+		"local direct: usbgw detach and attach" \
+		"local direct: the vhci side lets go, the gateway holds the device" \
 		"local direct: revoke detaches the vhci port" \
 		"local direct: the gateway reclaims the disk, state pending"
 	return 0
@@ -25,11 +30,9 @@ fi
 
 # The proxy gateway (20-40) holds every gadget usbipd exports; without its
 # exporter it releases them.
-if gw_running; then
+gw_running &&
 	check "local: the proxy gateway lets go of its devices (usbgw exporter remove $GW_EXPORTER)" \
-		gwctl exporter remove "$GW_EXPORTER" &&
-		touch "$E2E_STATE/proxy_exporter_removed"
-fi
+		proxy_let_go
 ensure_bound "$disk"
 check "local: usbipd lists the disk $disk again" wait_for 20 usbipd_lists "$disk"
 
@@ -64,11 +67,11 @@ if check "local direct: the disk appears under vhci_hcd" wait_for 30 vhci_disk_r
 	d=$(vhci_disk)
 	want=$(file_sha "$DISK_IMG")
 	got=$(disk_sha "$d")
-	if [ "$got" = "$want" ]; then
+	if [ "$got" = "$want" ] && [ "$got" = "$(cat /e2e/disk.sha256)" ]; then
 		ok "local direct: whole-disk SHA-256 through vhci matches the backing file"
 	else
 		not_ok "local direct: whole-disk SHA-256 through vhci matches the backing file" \
-			"read $got, backing file $want"
+			"read $got, backing file $want, host $(cat /e2e/disk.sha256)"
 	fi
 	why=$(disk_write_lands "$d" "$DISK_IMG" 300)
 	check "local direct: a write through vhci lands in the backing file${why:+ ($why)}" [ -z "$why" ]
@@ -78,6 +81,55 @@ if check "local direct: the disk appears under vhci_hcd" wait_for 30 vhci_disk_r
 fi
 st=$(gw_state "$disk")
 check "local direct: still attached after the reads (state $st)" [ "$st" = attached ]
+
+# A clean stop leaves a direct attachment in place (the kernel holds the
+# exporter's socket); the restarted gateway adopts it.
+check "local direct: usbgwd stops (SIGTERM) with the disk attached" lgw_stop
+check "local direct: after the stop vhci port ${port:-?} still holds the disk ($(vhci_port_line "${port:-999}"))" \
+	vhci_port_is "${port:-999}" 006
+d=$(vhci_disk)
+got=$(disk_sha "${d:-none}" 2>/dev/null)
+check "local direct: the disk still reads correctly with no gateway running" \
+	[ "$got" = "$(cat /e2e/disk.sha256)" ]
+check "local direct: usbgwd restarts on the same database" lgw_restart direct
+st=$(gw_wait_state 15 "$disk" attached)
+check "local direct: the restarted gateway adopts the attachment, state attached (last seen: $st)" \
+	[ "$st" = attached ]
+det=$(audit_detail local-adopt)
+check "local direct: audit local-adopt ($det)" \
+	sh -c 'case $1 in *"vhci port $2 "*) ;; *) exit 1 ;; esac' _ "$det" "$port"
+
+# usbgw detach: the port is freed and the device stays authorized, held (not
+# attached again on its own); usbgw attach attaches it again.
+check "local direct: usbgw detach $b" gwctl detach "$b"
+check "local direct: detach frees the vhci port" wait_gone 10 vhci_any_used
+check "local direct: detach removes the vhci disk" wait_gone 10 vhci_disk
+st=$(gw_wait_state 15 "$disk" authorized)
+usleep 2500000
+st=$(gw_state "$disk")
+h=$(gw_local "$disk" held)
+check "local direct: after detach the disk stays authorized and held, not attached again (state $st, held ${h:-?})" \
+	[ "$st|$h" = "authorized|true" ]
+check "local direct: no vhci port in use while held" fails vhci_any_used
+check "local direct: usbgw attach $b" lgw_attach "$b"
+st=$(gw_wait_state 10 "$disk" attached)
+check "local direct: attached again (last seen: $st)" [ "$st" = attached ]
+check "local direct: the disk appears again" wait_for 30 vhci_disk_ready
+
+# The vhci side lets go (usbip detach by hand): the gateway notices within its
+# 2 s check, the device goes back to authorized and is held.
+port=$(gw_local "$disk" port)
+usbip detach -p "${port:-999}"
+st=$(gw_wait_state 10 "$disk" authorized)
+check "local direct: usbip detach -p ${port:-?} by hand: the gateway notices, state authorized (last seen: $st)" \
+	[ "$st" = authorized ]
+usleep 2500000
+check "local direct: ... and does not attach it again on its own" fails vhci_any_used
+check "local direct: usbgw attach $b once more" lgw_attach "$b"
+st=$(gw_wait_state 10 "$disk" attached)
+check "local direct: attached once more (last seen: $st)" [ "$st" = attached ]
+wait_for 30 vhci_disk_ready
+port=$(gw_local "$disk" port)
 
 t0=$(e2e_uptime)
 check "local direct: usbgw revoke $b" gwctl revoke "$b"

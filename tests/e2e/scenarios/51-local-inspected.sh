@@ -19,6 +19,7 @@ if [ -n "$why" ]; then
 	return 0
 fi
 
+proxy_let_go	# when run without 50 (E2E_ONLY)
 lgw_use
 check "local inspected: the direct-mode usbgwd stops (SIGTERM)" lgw_stop
 check "local inspected: no vhci port left in use" no_vhci_device
@@ -50,11 +51,11 @@ if check "local inspected: the disk appears under vhci_hcd" wait_for 30 vhci_dis
 	d=$(vhci_disk)
 	want=$(file_sha "$DISK_IMG")
 	got=$(disk_sha "$d")
-	if [ "$got" = "$want" ]; then
+	if [ "$got" = "$want" ] && [ "$got" = "$(cat /e2e/disk.sha256)" ]; then
 		ok "local inspected: whole-disk SHA-256 through the relay matches the backing file"
 	else
 		not_ok "local inspected: whole-disk SHA-256 through the relay matches the backing file" \
-			"read $got, backing file $want"
+			"read $got, backing file $want, host $(cat /e2e/disk.sha256)"
 	fi
 	why=$(disk_write_lands "$d" "$DISK_IMG" 400)
 	check "local inspected: a write through the relay lands in the backing file${why:+ ($why)}" \
@@ -88,3 +89,10 @@ fi
 check "local inspected: revoke frees the vhci port" wait_gone 10 vhci_any_used
 st=$(gw_wait_state 15 "$disk" pending)
 check "local inspected: the gateway reclaims the disk, state pending (last seen: $st)" [ "$st" = pending ]
+
+# Approved again and left attached: 52 stops this gateway, which ends an
+# inspected attachment (its relay dies with the process).
+gwctl approve "$b"
+st=$(gw_wait_state 15 "$disk" attached)
+check "local inspected: approved again, attached again (last seen: $st)" [ "$st" = attached ]
+check "local inspected: the disk appears again" wait_for 30 vhci_disk_ready

@@ -28,9 +28,12 @@ if [ -n "$why" ]; then
 	return 0
 fi
 
+proxy_let_go	# when run without 50 (E2E_ONLY)
 lgw_use
+had=$(vhci_used_ports | tr '\n' ' ')
 check "lock-down: the inspected-mode usbgwd stops (SIGTERM)" lgw_stop
-check "lock-down: no vhci port left in use (the inspected attachment ended with it)" no_vhci_device
+check "local inspected: its attachment (vhci port ${had:-none}) ended with the process: port free, disk gone" \
+	wait_for 10 no_vhci_device
 
 # The composite gadget replaces the second disk on dummy_udc.2.
 setup_combo() {
@@ -48,8 +51,14 @@ check "lock-down: the composite gadget enumerates as $combo ($COMBO_VID:$COMBO_P
 ensure_bound "$combo"
 
 vhci_roothubs_save
+lockdown="vhci-lockdown = yes" perif="vhci-per-interface = yes"
+if [ "$E2E_BREAK" = no-lockdown ]; then
+	# Forced failure for demonstrating the checks: no lock-down configured.
+	lockdown="vhci-lockdown = no" perif="vhci-per-interface = no"
+	e2e_diag "E2E_BREAK=no-lockdown: the local-mode usbgwd starts without lock-down"
+fi
 check "lock-down: usbgwd starts with vhci-lockdown = yes, vhci-per-interface = yes (direct)" \
-	lgw_start lockdown "local-attach = direct" "vhci-lockdown = yes" "vhci-per-interface = yes"
+	lgw_start lockdown "local-attach = direct" "$lockdown" "$perif"
 nhubs=$(vhci_roothubs | wc -l)
 v=$(vhci_roothubs_read authorized_default)
 check "lock-down: authorized_default 0 on all $nhubs vhci root hubs (${v:-?})" \
