@@ -20,6 +20,7 @@ if [ -n "$why" ]; then
 		"local direct: whole-disk SHA-256 matches the backing file" \
 		"local direct: a write lands in the backing file" \
 		"throughput: local direct whole-disk read timed" \
+		"local direct: nobody else gets the disk while it is attached" \
 		"local direct: a restart adopts the attachment" \
 		"local direct: usbgw detach and attach" \
 		"local direct: the vhci side lets go, the gateway holds the device" \
@@ -81,6 +82,15 @@ if check "local direct: the disk appears under vhci_hcd" wait_for 30 vhci_disk_r
 fi
 st=$(gw_state "$disk")
 check "local direct: still attached after the reads (state $st)" [ "$st" = attached ]
+
+# Nobody else gets it meanwhile: not through the local gateway's own USB/IP
+# server (busy), not straight from usbipd (the kernel holds the claim).
+check "local direct: usbip attach through the local gateway's USB/IP port (-b $b) fails while attached" \
+	attach_refused "$LGW_PORT" "$b"
+check "local direct: bypass at usbipd ($disk) fails while attached" \
+	attach_refused "$USBIPD_PORT" "$disk"
+n=$(vhci_used_ports | wc -l)
+check "local direct: still exactly one vhci port in use ($n)" [ "$n" -eq 1 ]
 
 # A clean stop leaves a direct attachment in place (the kernel holds the
 # exporter's socket); the restarted gateway adopts it.

@@ -3,7 +3,8 @@
 # vhci root hub at start, so the kernel binds no driver to anything it did not
 # authorize:
 #  - a disk attached behind the gateway's back (stock usbip attach straight at
-#    usbipd) stays unauthorized, unconfigured, without a disk;
+#    usbipd) stays unauthorized, unconfigured, without a disk; a restarted
+#    gateway reports that port as foreign and leaves it alone;
 #  - a disk the gateway attached enumerates unauthorized, then the gateway
 #    authorizes it and its interface, and usb-storage binds;
 #  - a composite gadget (mass storage + loopback, on dummy_udc.2 in place of the
@@ -17,6 +18,7 @@ if [ -n "$why" ]; then
 		"lock-down: authorized_default 0 on every vhci root hub" \
 		"lock-down: interface_authorized_default 0 on every vhci root hub" \
 		"lock-down: a disk attached behind the gateway's back stays unauthorized" \
+		"lock-down: a restart reports the foreign port and leaves it alone" \
 		"lock-down: the gateway's disk enumerates unauthorized first" \
 		"lock-down: the gateway authorizes it, usb-storage binds" \
 		"lock-down: a rule allows the disk, the gateway attaches it" \
@@ -85,6 +87,22 @@ if check "lock-down: the foreign device enumerates on vhci_hcd" \
 	check "lock-down: the foreign device gets no disk" fails vhci_disk
 	check "lock-down: the kernel says so (\"${f##*/}: Device is not authorized for usage\")" \
 		dmesg_has "${f##*/}: Device is not authorized for usage"
+	# Reconciliation at start: a port the gateway did not attach is reported
+	# (vhci-foreign) and left alone.
+	fp=$(vhci_used_ports | head -n 1)
+	lgw_stop
+	check "lock-down: usbgwd restarts with the foreign device on vhci port ${fp:-?}" \
+		lgw_restart lockdown
+	det=$(audit_detail vhci-foreign)
+	check "lock-down: the restarted gateway reports the foreign port (audit vhci-foreign: $det)" \
+		sh -c 'case $1 in "vhci port $2 holds $3 "*"left alone") ;; *) exit 1 ;; esac' \
+		_ "$det" "$fp" "${f##*/}"
+	usleep 2500000
+	foreign_left_alone() {
+		[ "$(cat "$f/authorized" 2>/dev/null)" = 0 ] && vhci_port_is "${fp:-999}" 006
+	}
+	check "lock-down: ... and leaves it alone: port ${fp:-?} in use, device still unauthorized" \
+		foreign_left_alone
 fi
 vhci_detach_all
 check "lock-down: the foreign attachment detached" wait_gone 10 vhci_any_used
