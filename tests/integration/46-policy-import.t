@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
 need_prog "$USBGWD" "$USBGW" "$SIM"
-plan 13
+plan 25
 
 sim_start sim || bail_out "simulator did not start"
 gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 500ms"
@@ -37,5 +37,29 @@ gw_wait_state gw sim1:1-5 authorized 5
 is "$(gw_state gw sim1:1-5)" authorized "the imported allow rule decides the pending device at once"
 gw_wait_state gw sim1:1-2 blocked 5
 is "$(gw_state gw sim1:1-2)" blocked "the imported block rule blocks the mass-storage device"
+
+# --- the rest of the policy commands, against the daemon -------------------
+gwctl gw policy insert 1 'allow id 1209:0002' -c "storage first"
+is "$RC" 0 "policy insert 1 (human output)"
+gwctl gw policy list --json
+is "$("$EJSON" get rule position=1 <<<"$OUT")" "allow id 1209:0002" "the inserted rule is at position 1"
+id=$("$EJSON" get id position=1 <<<"$OUT")
+gw_wait_state gw sim1:1-2 authorized 5
+is "$(gw_state gw sim1:1-2)" authorized "a rule inserted before the block rule decides at once"
+gwctl gw policy move "$id" 3
+is "$RC" 0 "policy move ID 3"
+gwctl gw policy list --json
+is "$("$EJSON" get id position=3 <<<"$OUT")" "$id" "the rule is now third"
+gwctl gw policy apply --json
+is "$RC" 0 "policy apply --json"
+like "$OUT" '"busid": *"sim1:1-2"' "apply reports the device it changed"
+like "$OUT" '"to": *"blocked"' "...which the block rule now blocks"
+is "$(gw_state gw sim1:1-2)" blocked "after apply the device is blocked"
+gwctl gw audit prune --before "$(date -d "+1 min" +%Y-%m-%dT%H:%M:%S)"
+is "$RC" 0 "audit prune --before (every row so far)"
+gwctl gw audit verify --json
+like "$OUT" '"ok": *true' "the chain still verifies after the prune"
+gwctl gw audit --json
+like "$OUT" 'audit-prune' "the prune left its own audit row"
 gw_finish gw
 done_testing
