@@ -272,13 +272,14 @@ exporter_device_gone(struct device *dev, const char *why)
 		return;
 	/*
 	 * What held for this presence ends with it: an operator's --once
-	 * grant (the database ends it with the presence) and a reject
-	 * rule's release.  A device that comes back is decided afresh.
+	 * grant (the database ends it with the presence), a revoke, and a
+	 * reject rule's release.  A device that comes back is decided afresh.
 	 */
 	if (dev->approval.active && dev->approval.scope == SCOPE_ONCE) {
 		dev->approval.active = false;
 		evtimer_del(dev->expire_ev);
 	}
 	dev->rejected = false;
+	dev->revoked = false;	/* its record names the ended presence */
 	device_set_state(dev, DEV_GONE, NULL, why);
 }

@@ -296,6 +296,7 @@ void		 device_eval(struct device *, const struct actor *,
 		    const char *reason);
 void		 device_detached(struct device *, const char *why);
 void		 device_arm_expiry(struct device *);
+void		 device_set_revoked(struct device *, bool);
 void		 device_make_busid(const char *exporter, const char *up_busid,
 		    char *out);
 

@@ -455,7 +455,7 @@ h_policy_apply(json_t *args, const struct actor *who, json_t **res,
 	 */
 	TAILQ_FOREACH(exp, &gw->exporters, entry)
 		TAILQ_FOREACH(dev, &exp->devices, entry)
-			dev->revoked = false;
+			device_set_revoked(dev, false);
 	reevaluate_all(changes, who, "policy apply");
 	store_audit("policy-apply", who, "rules", NULL);
 	*res = changes;

@@ -147,7 +147,7 @@ grant(json_t *args, const struct actor *who, bool deny, json_t **res,
 	usbgw_strlcpy(dev->approval.message, opts.message,
 	    sizeof(dev->approval.message));
 	dev->approval.rule_id = 0;
-	dev->revoked = false;
+	device_set_revoked(dev, false);
 	dev->rejected = false;
 	store_approval_begin(dev);
 	device_arm_expiry(dev);
@@ -194,7 +194,7 @@ h_revoke(json_t *args, const struct actor *who, json_t **res, char *err,
 		store_approval_end(dev, "revoked");
 		evtimer_del(dev->expire_ev);
 	}
-	dev->revoked = true;
+	device_set_revoked(dev, true);
 	snprintf(msg, sizeof(msg), "revoked%s%s", m ? ": " : "", m ? m : "");
 	device_eval(dev, who, msg);
 	*res = device_json(dev);

@@ -244,6 +244,17 @@ store_device_identity(struct device *dev)
 	if (dev->presence_id == 0)
 		dev->presence_id = db_presence_begin(db, rid, dev->busid, now);
 
+	/* an operator's revoke holds for the rest of the presence */
+	{
+		char key[48], val[32];
+
+		snprintf(key, sizeof(key), "revoked.%lld", (long long)rid);
+		if (db_setting_get(db, key, val, sizeof(val)) == 1 &&
+		    strtoll(val, NULL, 10) == dev->presence_id &&
+		    dev->presence_id != 0)
+			dev->revoked = true;
+	}
+
 	memset(&ev, 0, sizeof(ev));
 	ev.event = created ? "new-device" : "probed";
 	ev.device_id = rid;
@@ -567,4 +578,24 @@ store_audit_prune(int64_t before, const struct actor *who, int64_t *pruned)
 	if (audit == NULL)
 		return -1;
 	return audit_prune(audit, before, who, "audit prune", now_s(), pruned);
+}
+
+/*
+ * An operator's revoke keeps the device pending, whatever the rules say,
+ * until the device leaves or an operator decides again; it is kept with
+ * the presence so that a gateway restart does not undo it.
+ */
+void
+device_set_revoked(struct device *dev, bool on)
+{
+	char key[48], val[32];
+
+	if (dev->revoked == on)
+		return;
+	dev->revoked = on;
+	if (db == NULL || dev->id == 0)
+		return;
+	snprintf(key, sizeof(key), "revoked.%lld", (long long)dev->id);
+	snprintf(val, sizeof(val), "%lld", on ? (long long)dev->presence_id : 0LL);
+	db_setting_set(db, key, val, now_s());
 }
