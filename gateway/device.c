@@ -16,9 +16,9 @@
 #include <time.h>
 
 #include <event2/event.h>
-#include <openssl/evp.h>
 
 #include "desc.h"
+#include "identity.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
@@ -38,25 +38,20 @@ static void	device_expire_cb(evutil_socket_t, short, void *);
 void
 device_make_busid(const char *exporter, const char *up_busid, char *out)
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen, i;
+	struct iovec parts[2];
+	char hex[USBGW_HASH_HEX + 1];
 	int n;
 
 	n = snprintf(out, USBIP_BUSID_SIZE, "%s:%s", exporter, up_busid);
 	if (n > 0 && n < USBIP_BUSID_SIZE)
 		return;
-	{
-		EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-
-		EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-		EVP_DigestUpdate(ctx, exporter, strlen(exporter) + 1);
-		EVP_DigestUpdate(ctx, up_busid, strlen(up_busid));
-		EVP_DigestFinal_ex(ctx, md, &mdlen);
-		EVP_MD_CTX_free(ctx);
-	}
-	out[0] = 'g';
-	for (i = 0; i < 8; i++)
-		snprintf(out + 1 + 2 * i, 3, "%02x", md[i]);
+	parts[0].iov_base = (void *)(uintptr_t)exporter;
+	parts[0].iov_len = strlen(exporter) + 1;	/* with its NUL */
+	parts[1].iov_base = (void *)(uintptr_t)up_busid;
+	parts[1].iov_len = strlen(up_busid);
+	if (identity_hash(parts, 2, hex) == -1)
+		fatalx("SHA-256 failed");
+	snprintf(out, USBIP_BUSID_SIZE, "g%.16s", hex);
 }
 
 struct device *

@@ -14,9 +14,9 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <openssl/evp.h>
 
 #include "desc.h"
+#include "identity.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
@@ -169,25 +169,24 @@ get_descriptor(struct upstream *up, uint8_t type, uint8_t index,
 	    (uint16_t)(type << 8 | index), langid, length);
 }
 
+/* The identity's hash: SHA-256 over the device and configuration descriptors. */
 static void
 up_hash(struct device *dev)
 {
 	struct gw_ident *id = &dev->ident;
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen, i;
-	EVP_MD_CTX *ctx;
+	struct iovec parts[1 + GW_MAX_CONFIGS];
+	size_t n = 0;
+	int i;
 
-	if ((ctx = EVP_MD_CTX_new()) == NULL)
-		fatalx("EVP_MD_CTX_new");
-	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	EVP_DigestUpdate(ctx, id->dev_desc, sizeof(id->dev_desc));
+	parts[n].iov_base = id->dev_desc;
+	parts[n++].iov_len = sizeof(id->dev_desc);
 	for (i = 0; i < GW_MAX_CONFIGS; i++)
-		if (id->config[i] != NULL)
-			EVP_DigestUpdate(ctx, id->config[i], id->config_len[i]);
-	EVP_DigestFinal_ex(ctx, md, &mdlen);
-	EVP_MD_CTX_free(ctx);
-	for (i = 0; i < mdlen && i < 32; i++)
-		snprintf(id->hash + 2 * i, 3, "%02x", md[i]);
+		if (id->config[i] != NULL) {
+			parts[n].iov_base = id->config[i];
+			parts[n++].iov_len = id->config_len[i];
+		}
+	if (identity_hash(parts, n, id->hash) == -1)
+		fatalx("SHA-256 failed");
 }
 
 /* One control reply of the probe arrived (status, data). */
