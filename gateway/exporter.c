@@ -267,9 +267,10 @@ exp_read(struct bufferevent *bev, void *arg)
 void
 exporter_device_gone(struct device *dev, const char *why)
 {
-	device_release(dev, why);
-	if (dev->state == DEV_GONE)
+	if (dev->state == DEV_GONE) {
+		device_release(dev, why);
 		return;
+	}
 	/*
 	 * What held for this presence ends with it: an operator's --once
 	 * grant (the database ends it with the presence), a revoke, and a
@@ -281,5 +282,7 @@ exporter_device_gone(struct device *dev, const char *why)
 	}
 	dev->rejected = false;
 	dev->revoked = false;	/* its record names the ended presence */
+	/* the state first: an attachment then ends as attached -> gone */
 	device_set_state(dev, DEV_GONE, NULL, why);
+	device_release(dev, why);
 }
