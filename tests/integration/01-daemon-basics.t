@@ -9,8 +9,10 @@ need_prog "$USBGWD" "$USBGW" "$SIM" make
 plan 18
 
 # --- make install --------------------------------------------------------
+# (the build's own flags: install depends on all, which may relink)
+if [ "${USBGW_ASAN:-0}" = 1 ]; then mkflags=(SANITIZE=1); else mkflags=(); fi
 run make -s -C "$TOP" install DESTDIR="$T/stage" PREFIX=/opt/usbgw \
-    B="$(basename "$USBGW_BUILD")"
+    B="$(basename "$USBGW_BUILD")" "${mkflags[@]}"
 is "$RC" 0 "make install DESTDIR=... PREFIX=/opt/usbgw"
 ok "usbgwd installed in PREFIX/sbin" test -x "$T/stage/opt/usbgw/sbin/usbgwd"
 ok "usbgw installed in PREFIX/bin" test -x "$T/stage/opt/usbgw/bin/usbgw"
