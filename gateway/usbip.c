@@ -597,3 +597,38 @@ usbip_urb_hdr_encode(uint8_t out[USBIP_URB_HDR_LEN],
 	}
 	return USBIP_URB_HDR_LEN;
 }
+
+/* Same values in every field the command carries (tests, fuzzers). */
+bool
+usbip_urb_hdr_equal(const struct usbip_urb_hdr *a,
+    const struct usbip_urb_hdr *b)
+{
+	if (a->command != b->command || a->seqnum != b->seqnum ||
+	    a->devid != b->devid || a->direction != b->direction ||
+	    a->ep != b->ep)
+		return false;
+	switch (a->command) {
+	case USBIP_CMD_SUBMIT:
+		return a->u.submit.transfer_flags == b->u.submit.transfer_flags &&
+		    a->u.submit.transfer_buffer_length ==
+		    b->u.submit.transfer_buffer_length &&
+		    a->u.submit.start_frame == b->u.submit.start_frame &&
+		    a->u.submit.number_of_packets ==
+		    b->u.submit.number_of_packets &&
+		    a->u.submit.interval == b->u.submit.interval &&
+		    memcmp(a->u.submit.setup, b->u.submit.setup, 8) == 0;
+	case USBIP_RET_SUBMIT:
+		return a->u.ret_submit.status == b->u.ret_submit.status &&
+		    a->u.ret_submit.actual_length ==
+		    b->u.ret_submit.actual_length &&
+		    a->u.ret_submit.start_frame == b->u.ret_submit.start_frame &&
+		    a->u.ret_submit.number_of_packets ==
+		    b->u.ret_submit.number_of_packets &&
+		    a->u.ret_submit.error_count == b->u.ret_submit.error_count;
+	case USBIP_CMD_UNLINK:
+		return a->u.unlink.unlink_seqnum == b->u.unlink.unlink_seqnum;
+	case USBIP_RET_UNLINK:
+		return a->u.ret_unlink.status == b->u.ret_unlink.status;
+	}
+	return false;
+}

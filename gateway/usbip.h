@@ -338,6 +338,10 @@ int	usbip_urb_decode(const uint8_t *buf, size_t len, enum usbip_flow flow,
 	    usbip_req_lookup_fn lookup, void *arg, int ep_iso,
 	    struct usbip_urb *u, const char **why);
 
+/* Equal in every field the header's command carries. */
+bool	usbip_urb_hdr_equal(const struct usbip_urb_hdr *,
+	    const struct usbip_urb_hdr *);
+
 /* Encode the 48-byte header (reserved/pad bytes zero). */
 size_t	usbip_urb_hdr_encode(uint8_t out[USBIP_URB_HDR_LEN],
 	    const struct usbip_urb_hdr *h);

@@ -54,38 +54,6 @@ fz_lookup(void *arg, uint32_t seqnum, struct usbip_req_info *req)
 	return 0;
 }
 
-static int
-hdr_equal(const struct usbip_urb_hdr *a, const struct usbip_urb_hdr *b)
-{
-	if (a->command != b->command || a->seqnum != b->seqnum ||
-	    a->devid != b->devid || a->direction != b->direction ||
-	    a->ep != b->ep)
-		return 0;
-	switch (a->command) {
-	case USBIP_CMD_SUBMIT:
-		return a->u.submit.transfer_flags == b->u.submit.transfer_flags &&
-		    a->u.submit.transfer_buffer_length ==
-		    b->u.submit.transfer_buffer_length &&
-		    a->u.submit.start_frame == b->u.submit.start_frame &&
-		    a->u.submit.number_of_packets ==
-		    b->u.submit.number_of_packets &&
-		    a->u.submit.interval == b->u.submit.interval &&
-		    memcmp(a->u.submit.setup, b->u.submit.setup, 8) == 0;
-	case USBIP_RET_SUBMIT:
-		return a->u.ret_submit.status == b->u.ret_submit.status &&
-		    a->u.ret_submit.actual_length ==
-		    b->u.ret_submit.actual_length &&
-		    a->u.ret_submit.start_frame == b->u.ret_submit.start_frame &&
-		    a->u.ret_submit.number_of_packets ==
-		    b->u.ret_submit.number_of_packets &&
-		    a->u.ret_submit.error_count == b->u.ret_submit.error_count;
-	case USBIP_CMD_UNLINK:
-		return a->u.unlink.unlink_seqnum == b->u.unlink.unlink_seqnum;
-	case USBIP_RET_UNLINK:
-		return a->u.ret_unlink.status == b->u.ret_unlink.status;
-	}
-	return 0;
-}
 
 /* The codec's promises about an accepted PDU, recomputed here. */
 static void
@@ -179,7 +147,7 @@ check_reencode(const struct usbip_urb *u, enum usbip_flow flow,
 
 	rv = usbip_urb_decode(out, off, flow, fz_lookup, c, ep_iso, &u2, &why);
 	CHECK(rv > 0 && (size_t)rv == off);
-	CHECK(hdr_equal(&u->hdr, &u2.hdr));
+	CHECK(usbip_urb_hdr_equal(&u->hdr, &u2.hdr));
 	CHECK(memcmp(&u->lay, &u2.lay, sizeof(u->lay)) == 0);
 	CHECK(u->lay.data_len == 0 ||
 	    memcmp(u->data, u2.data, u->lay.data_len) == 0);

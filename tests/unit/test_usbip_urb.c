@@ -52,38 +52,6 @@ reqs_init(void)
 	req_add(&reqs, SEQ_ISO_IN0, USBIP_DIR_IN, 0, 0, true);
 }
 
-static int
-hdr_equal(const struct usbip_urb_hdr *a, const struct usbip_urb_hdr *b)
-{
-	if (a->command != b->command || a->seqnum != b->seqnum ||
-	    a->devid != b->devid || a->direction != b->direction ||
-	    a->ep != b->ep)
-		return 0;
-	switch (a->command) {
-	case USBIP_CMD_SUBMIT:
-		return a->u.submit.transfer_flags == b->u.submit.transfer_flags &&
-		    a->u.submit.transfer_buffer_length ==
-		    b->u.submit.transfer_buffer_length &&
-		    a->u.submit.start_frame == b->u.submit.start_frame &&
-		    a->u.submit.number_of_packets ==
-		    b->u.submit.number_of_packets &&
-		    a->u.submit.interval == b->u.submit.interval &&
-		    memcmp(a->u.submit.setup, b->u.submit.setup, 8) == 0;
-	case USBIP_RET_SUBMIT:
-		return a->u.ret_submit.status == b->u.ret_submit.status &&
-		    a->u.ret_submit.actual_length ==
-		    b->u.ret_submit.actual_length &&
-		    a->u.ret_submit.start_frame == b->u.ret_submit.start_frame &&
-		    a->u.ret_submit.number_of_packets ==
-		    b->u.ret_submit.number_of_packets &&
-		    a->u.ret_submit.error_count == b->u.ret_submit.error_count;
-	case USBIP_CMD_UNLINK:
-		return a->u.unlink.unlink_seqnum == b->u.unlink.unlink_seqnum;
-	case USBIP_RET_UNLINK:
-		return a->u.ret_unlink.status == b->u.ret_unlink.status;
-	}
-	return 0;
-}
 
 static struct usbip_urb_hdr
 hdr_submit(uint32_t seqnum, uint32_t dir, uint32_t ep, uint32_t flags,
@@ -158,7 +126,7 @@ roundtrip(const char *name, enum usbip_flow flow, const struct usbip_urb_hdr *h,
 	    name, p.len))
 		diag("got %d, reason: %s", rv,
 		    rv == USBIP_MALFORMED && why != NULL ? why : "-");
-	ok(hdr_equal(&u.hdr, h), "%s: header fields round-trip", name);
+	ok(usbip_urb_hdr_equal(&u.hdr, h), "%s: header fields round-trip", name);
 	is_int(u.lay.data_len, data_len, "%s: data length", name);
 	is_int(u.lay.niso, niso, "%s: ISO descriptor count", name);
 	is_int(u.lay.iso_len, niso * USBIP_ISO_DESC_LEN, "%s: ISO length",
