@@ -173,6 +173,9 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
 	@$(if $(Q),echo "  FUZZLD  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB) $(PKG_LIBS) -lm
 
+# The simulator's config parser is compiled into its harness.
+build-fuzz/fuzz_simconf: contrib/sim/conf.c contrib/sim/sim.h
+
 fuzz: $(FUZZERS)
 	@set -e; for f in $(FUZZERS); do n=$${f#build-fuzz/fuzz_}; \
 	  mkdir -p build-fuzz/corpus/$$n; \

@@ -100,6 +100,48 @@ lex_error(struct lex *lx, int line, const char *fmt, ...)
 		log_warnx("%s:%d: %s", lx->name, line, msg);
 }
 
+/* A character of a key script as a HID boot-keyboard usage (and shift). */
+int
+hid_key(int c, uint8_t *modifier, uint8_t *usage)
+{
+	static const char plain[] = "-=[]\\;'`,./";
+	static const char shifted[] = "_+{}|:\"~<>?";
+	static const uint8_t punct[] = {
+		0x2d, 0x2e, 0x2f, 0x30, 0x31, 0x33, 0x34, 0x35, 0x36, 0x37,
+		0x38,
+	};
+	static const char shdigits[] = ")!@#$%^&*(";
+	const char *p;
+
+	*modifier = 0;
+	if (c >= 'a' && c <= 'z')
+		*usage = (uint8_t)(0x04 + c - 'a');
+	else if (c >= 'A' && c <= 'Z') {
+		*modifier = 0x02;	/* left shift */
+		*usage = (uint8_t)(0x04 + c - 'A');
+	} else if (c >= '1' && c <= '9')
+		*usage = (uint8_t)(0x1e + c - '1');
+	else if (c == '0')
+		*usage = 0x27;
+	else if (c == '\n')
+		*usage = 0x28;
+	else if (c == '\t')
+		*usage = 0x2b;
+	else if (c == ' ')
+		*usage = 0x2c;
+	else if (c != '\0' && (p = strchr(plain, c)) != NULL)
+		*usage = punct[p - plain];
+	else if (c != '\0' && (p = strchr(shifted, c)) != NULL) {
+		*modifier = 0x02;
+		*usage = punct[p - shifted];
+	} else if (c != '\0' && (p = strchr(shdigits, c)) != NULL) {
+		*modifier = 0x02;
+		*usage = p == shdigits ? 0x27 : (uint8_t)(0x1e + (p - shdigits) - 1);
+	} else
+		return -1;
+	return 0;
+}
+
 static int
 hexval(int c)
 {
@@ -904,7 +946,13 @@ conf_load_string(const char *name, const char *text, struct sim_conf *conf)
 			    t == T_WORD ? log_escape(esc, sizeof(esc), lx->word,
 			    strlen(lx->word)) : tok_desc(lx, t),
 			    t == T_WORD ? "'" : "");
-			lex_skip(lx, t);
+			/*
+			 * lex_skip() leaves a '}' for the block it ends; at the
+			 * top level there is no block, and handing the '}'
+			 * back would loop here forever (found by fuzz_simconf).
+			 */
+			if (t != T_RBRACE)
+				lex_skip(lx, t);
 		}
 	}
 	rv = lx->nerrors > 0 ? -1 : 0;
