@@ -9,6 +9,10 @@
 #                                            exporter's devices)
 #   socat    client -> socat TCP-LISTEN:P,reuseaddr,fork TCP:127.0.0.1:SIM
 #                      -> usbgw-sim
+#   bare     client -> relay-bare -> usbgw-sim   (tests/tools/relay-bare.c:
+#                                            read and write, nothing else;
+#                                            the floor for any relay in a
+#                                            process of its own)
 #
 # Throughput: --dir in, 64 KiB URBs, 16 in flight, BENCH_SECONDS each
 # (default 5).  Latency: one 64-byte bulk IN URB at a time, median and
@@ -16,6 +20,8 @@
 # BENCH_REPEAT times (default 3), the paths interleaved, and the median
 # of the repetitions is reported.  Targets (issue 3): gateway >= 0.9x
 # direct throughput, not slower than socat, added median latency <= 30 us.
+# Also printed: the relay process's CPU time per GB relayed (gateway and
+# bare, from /proc/PID/stat), and the gateway against the bare relay.
 #
 # Exit status: 0 when every figure was measured (targets missed or not),
 # 1 when a measurement could not be made.
@@ -25,11 +31,12 @@ SECS=${BENCH_SECONDS:-5}
 ITER=${BENCH_ITERATIONS:-2000}
 REPEAT=${BENCH_REPEAT:-3}
 TC=$B/usbip-tc
+BARE=$B/relay-bare
 SIM=$B/usbgw-sim
 GWD=$B/usbgwd
 CLI=$B/usbgw
 
-for p in "$TC" "$SIM" "$GWD" "$CLI"; do
+for p in "$TC" "$BARE" "$SIM" "$GWD" "$CLI"; do
 	if [ ! -x "$p" ]; then
 		echo "relay bench: $p not built"
 		exit 1
@@ -102,10 +109,17 @@ for ((i = 0; i < 200; i++)); do
 	sleep 0.05
 done
 
+"$BARE" -l 127.0.0.1:0 -u "127.0.0.1:$SIMD" -p "$W/bare.port" >"$W/bare.log" 2>&1 &
+PIDS+=($!)
+BAREPID=$!
+wait_file "$W/bare.port" || die "relay-bare did not start"
+BAREP=$(cat "$W/bare.port")
+
 printf 'exporter sim 127.0.0.1:%s\npoll-interval = 1s\n' "$SIMG" >"$W/gw.conf"
 "$GWD" -f -c "$W/gw.conf" -d "$W/gw.db" -s "$W/gw.sock" -l 127.0.0.1:0 \
     -P "$W/gw.port" -v warning >"$W/gw.log" 2>&1 &
 PIDS+=($!)
+GWPID=$!
 wait_file "$W/gw.port" || die "usbgwd did not start"
 GWP=$(cat "$W/gw.port")
 for ((i = 0; i < 200; i++)); do
@@ -114,9 +128,16 @@ for ((i = 0; i < 200; i++)); do
 done
 [ $i -lt 200 ] || die "could not approve sim:1-5 at the gateway"
 
-declare -A ADDR=([direct]=127.0.0.1:$SIMD [gateway]=127.0.0.1:$GWP [socat]=127.0.0.1:$SOCATP)
-declare -A BUSID=([direct]=1-5 [gateway]=sim:1-5 [socat]=1-5)
-PATHS="direct gateway socat"
+declare -A ADDR=([direct]=127.0.0.1:$SIMD [gateway]=127.0.0.1:$GWP
+    [socat]=127.0.0.1:$SOCATP [bare]=127.0.0.1:$BAREP)
+declare -A BUSID=([direct]=1-5 [gateway]=sim:1-5 [socat]=1-5 [bare]=1-5)
+declare -A RPID=([gateway]=$GWPID [bare]=$BAREPID)
+PATHS="direct gateway socat bare"
+HZ=$(getconf CLK_TCK)
+
+cputicks() {		# cputicks PID: user + system clock ticks so far
+	awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
 
 field() {		# field KEY TEXT: KEY= of the last RESULT line
 	printf '%s\n' "$2" | grep '^RESULT ' | tail -n 1 | tr ' ' '\n' |
@@ -140,15 +161,23 @@ run_tc() {
 	return 1
 }
 
-declare -A TPUT LMED LP99
+declare -A TPUT LMED LP99 CPUGB
 failed=0
 echo "relay: $REPEAT rounds; throughput: --dir in, 64 KiB URBs, 16 in flight, ${SECS} s;" \
     "latency: 64-byte bulk IN, $ITER URBs one at a time"
 for ((r = 1; r <= REPEAT; r++)); do
 	for p in $PATHS; do
+		t0=0
+		[ -n "${RPID[$p]:-}" ] && t0=$(cputicks "${RPID[$p]}")
 		if out=$(run_tc "$p" load --dir in --urb 64K --inflight 16 \
 		    --seconds "$SECS" --no-verify); then
 			TPUT[$p]="${TPUT[$p]:-} $(field mb_per_s "$out")"
+			if [ -n "${RPID[$p]:-}" ]; then
+				# CPU ms per GB relayed (1 GB = 1e9 bytes)
+				CPUGB[$p]="${CPUGB[$p]:-} $(awk -v t="$(( $(cputicks "${RPID[$p]}") - t0 ))" \
+				    -v hz="$HZ" -v b="$(field bytes "$out")" \
+				    'BEGIN { if (b > 0) printf "%.0f", t / hz * 1000 / (b / 1e9) }')"
+			fi
 		else
 			failed=1
 		fi
@@ -174,8 +203,9 @@ median() {		# median of the numbers given
 		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-declare -A MT MM MP
-printf '\n%-8s %14s %16s %14s\n' path "MB/s (median)" "median RTT (us)" "p99 RTT (us)"
+declare -A MT MM MP MC
+printf '\n%-8s %14s %16s %14s %18s\n' path "MB/s (median)" "median RTT (us)" \
+    "p99 RTT (us)" "relay CPU ms/GB"
 for p in $PATHS; do
 	# shellcheck disable=SC2086
 	MT[$p]=$(median ${TPUT[$p]:-})
@@ -183,11 +213,15 @@ for p in $PATHS; do
 	MM[$p]=$(median ${LMED[$p]:-})
 	# shellcheck disable=SC2086
 	MP[$p]=$(median ${LP99[$p]:-})
-	printf '%-8s %14s %16s %14s\n' "$p" "${MT[$p]}" "${MM[$p]}" "${MP[$p]}"
+	MC[$p]=-
+	# shellcheck disable=SC2086
+	[ -n "${RPID[$p]:-}" ] && MC[$p]=$(median ${CPUGB[$p]:-})
+	printf '%-8s %14s %16s %14s %18s\n' "$p" "${MT[$p]}" "${MM[$p]}" "${MP[$p]}" "${MC[$p]}"
 done
 
 awk -v gt="${MT[gateway]}" -v dt="${MT[direct]}" -v st="${MT[socat]}" \
-    -v gm="${MM[gateway]}" -v dm="${MM[direct]}" '
+    -v gm="${MM[gateway]}" -v dm="${MM[direct]}" \
+    -v bt="${MT[bare]}" -v bm="${MM[bare]}" '
 function verdict(ok) { return ok ? "target met" : "TARGET MISSED" }
 BEGIN {
 	if (dt > 0 && st > 0) {
@@ -195,7 +229,14 @@ BEGIN {
 		printf "\ngateway/direct throughput  %.3f   (target >= 0.9: %s)\n", r1, verdict(r1 >= 0.9)
 		printf "gateway/socat throughput   %.3f   (target >= 1.0: %s)\n", r2, verdict(r2 >= 1.0)
 		printf "added median latency       %.1f us (target <= 30 us: %s)\n", add, verdict(add <= 30)
-		printf "RESULT gw_direct_ratio=%.3f gw_socat_ratio=%.3f added_median_us=%.1f\n", r1, r2, add
+		if (bt > 0) {
+			printf "\nthe floor on this machine (relay-bare: read and write, nothing else):\n"
+			printf "bare/direct throughput     %.3f\n", bt / dt
+			printf "bare added median latency  %.1f us\n", bm - dm
+			printf "gateway/bare throughput    %.3f\n", gt / bt
+			printf "gateway - bare latency     %.1f us\n", gm - bm
+		}
+		printf "RESULT gw_direct_ratio=%.3f gw_socat_ratio=%.3f added_median_us=%.1f bare_direct_ratio=%.3f gw_bare_ratio=%.3f bare_added_median_us=%.1f\n", r1, r2, add, bt / dt, (bt > 0 ? gt / bt : 0), bm - dm
 	} else
 		print "\nratios: not computed (a throughput is missing)"
 }'

@@ -19,6 +19,14 @@ section() {
 section "relay: throughput and latency (direct, gateway, socat)"
 USBGW_BUILD=$B bash "$(dirname "$0")/relay.sh" || rc=1
 
+# The same over shaped links between three network namespaces (root
+# only; skipped otherwise): is the gateway what limits a deployment?
+# BENCH_LINK_RATES: tc rates, one section each.
+for rate in ${BENCH_LINK_RATES:-1gbit 10gbit}; do
+	section "relay over $rate links: direct vs gateway (network namespaces)"
+	BENCH_LINK_RATE=$rate USBGW_BUILD=$B bash "$(dirname "$0")/relay-link.sh" || rc=1
+done
+
 # --- policy decisions (owner: policy) ---------------------------------
 # 10,000 rules x 10,000 devices; target: median decision <= 20 us.
 section "policy: decision time"
