@@ -5,10 +5,13 @@
  * Every PDU is decoded and checked by the codec before it is forwarded:
  * requests must name the imported device (devid) and an endpoint the
  * device has, replies must answer a request in flight.  Payload bytes are
- * never inspected or copied by us: evbuffer_remove_buffer() moves whole
- * chains from one connection's input to the other's output, and only the
- * 48-byte header is pulled up and, where the devids differ, rewritten in
- * place.
+ * never inspected or copied by us: the checked PDUs at the head of one
+ * connection's input are written to the other socket straight from that
+ * input buffer (writev over its chains); only what the socket does not
+ * take is moved to the output buffer (evbuffer_remove_buffer moves whole
+ * chains and copies just the part of a chain it splits).  Each 48-byte
+ * header is copied out to be decoded and, where the devids differ,
+ * rewritten in place.
  *
  * In-flight URBs are remembered by seqnum (vhci's counter; the gateway
  * does not renumber): direction, length and ISO packet count are what a
@@ -33,6 +36,7 @@
 #include <event2/event.h>
 
 #include "desc.h"
+#include "evbuf.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
@@ -516,21 +520,49 @@ relay_stop(struct dsession *ds)
 }
 
 /*
- * Check the ISO descriptors of the PDU at the head of `in` (complete, as
- * lay says): they sit after the data, so they are copied out, 16 KiB at
- * most; the data itself is not touched.
+ * Check the ISO descriptors of the PDU at offset `at` of `in` (complete,
+ * as lay says): they sit after the data, so they are copied out, 16 KiB
+ * at most; the data itself is not touched.
  */
 static int
-relay_iso_check(struct evbuffer *in, const struct usbip_urb_hdr *h,
+relay_iso_check(struct evbuffer *in, size_t at, const struct usbip_urb_hdr *h,
     const struct usbip_urb_layout *lay, uint32_t buflen, const char **why)
 {
 	uint8_t iso[USBIP_MAX_ISO_PACKETS * USBIP_ISO_DESC_LEN];
-	struct evbuffer_ptr pos;
-
-	evbuffer_ptr_set(in, &pos, USBIP_URB_HDR_LEN + lay->data_len,
-	    EVBUFFER_PTR_SET);
-	evbuffer_copyout_from(in, &pos, iso, lay->iso_len);
+	evbuf_copyout_at(in, at + USBIP_URB_HDR_LEN + lay->data_len, iso,
+	    lay->iso_len);
 	return usbip_iso_check(h, iso, lay->niso, buflen, why);
+}
+
+/* Rewrite the devid of the header at offset `at` of `in`. */
+static void
+relay_put_devid(struct evbuffer *in, size_t at, uint32_t devid)
+{
+	uint8_t b[4];
+
+	put_be32(b, devid);
+	(void)evbuf_poke(in, at + 8, b, sizeof(b));
+}
+
+/*
+ * Pass the first n bytes of `in` (checked PDUs) on to side o: written
+ * from `in` itself when nothing is queued before them, the rest queued.
+ * Write errors are left to rside_flush, which sees them again.
+ */
+static void
+relay_forward(struct evbuffer *in, size_t n, struct rside *o)
+{
+	int w;
+
+	if (n == 0)
+		return;
+	if (evbuffer_get_length(o->out) == 0) {
+		w = evbuffer_write_atmost(in, o->fd, (ev_ssize_t)n);
+		if (w > 0)
+			n -= (size_t)w;
+	}
+	if (n > 0)
+		evbuffer_remove_buffer(in, o->out, n);
 }
 
 /* Bookkeeping after a pass over one side's input. */
@@ -557,24 +589,24 @@ relay_from_down(struct relay *r)
 	struct usbip_urb_layout lay;
 	struct inflight *f;
 	const char *why;
-	uint8_t *p;
-	size_t len, need = 0;
+	uint8_t hb[USBIP_URB_HDR_LEN];
+	size_t len, need = 0, fwd = 0;	/* fwd: checked bytes at the head */
 	int ep_iso;
 
 	for (;;) {
-		if (evbuffer_get_length(out) >= GW_RELAY_HIWAT ||
+		if (evbuffer_get_length(out) + fwd >= GW_RELAY_HIWAT ||
 		    ds->inflight.count >= GW_MAX_INFLIGHT) {
 			rside_pause(&r->down);
 			break;
 		}
-		len = evbuffer_get_length(in);
+		len = evbuffer_get_length(in) - fwd;
 		if (len < USBIP_URB_HDR_LEN) {
 			need = USBIP_URB_HDR_LEN - len;
 			break;
 		}
-		p = evbuffer_pullup(in, USBIP_URB_HDR_LEN);
-		if (usbip_urb_hdr_decode(p, len, USBIP_FROM_CLIENT, &h,
-		    &why) < 0)
+		evbuf_copyout_at(in, fwd, hb, sizeof(hb));
+		if (usbip_urb_hdr_decode(hb, USBIP_URB_HDR_LEN,
+		    USBIP_FROM_CLIENT, &h, &why) < 0)
 			return relay_malformed(r, "vhci host", why);
 		if (h.devid != dev->gw_devid)
 			return relay_malformed(r, "vhci host",
@@ -599,7 +631,7 @@ relay_from_down(struct relay *r)
 			need = lay.total - len;
 			break;
 		}
-		if (lay.niso > 0 && relay_iso_check(in, &h, &lay,
+		if (lay.niso > 0 && relay_iso_check(in, fwd, &h, &lay,
 		    (uint32_t)h.u.submit.transfer_buffer_length, &why) == -1)
 			return relay_malformed(r, "vhci host", why);
 
@@ -618,10 +650,11 @@ relay_from_down(struct relay *r)
 			f->target = h.u.unlink.unlink_seqnum;
 		}
 		if (up->devid != dev->gw_devid)
-			put_be32(p + 8, up->devid);
+			relay_put_devid(in, fwd, up->devid);
 		dev->bytes_up += lay.total;
-		evbuffer_remove_buffer(in, out, lay.total);
+		fwd += lay.total;
 	}
+	relay_forward(in, fwd, &r->up);
 	rside_after(&r->down, need);
 	rside_flush(&r->up);
 }
@@ -638,22 +671,22 @@ relay_from_up(struct relay *r)
 	struct usbip_req_info req;
 	struct inflight *f, *t;
 	const char *why;
-	uint8_t *p;
-	size_t len, need = 0;
+	uint8_t hb[USBIP_URB_HDR_LEN];
+	size_t len, need = 0, fwd = 0;	/* fwd: checked bytes at the head */
 
 	for (;;) {
-		if (evbuffer_get_length(out) >= GW_RELAY_HIWAT) {
+		if (evbuffer_get_length(out) + fwd >= GW_RELAY_HIWAT) {
 			rside_pause(&r->up);
 			break;
 		}
-		len = evbuffer_get_length(in);
+		len = evbuffer_get_length(in) - fwd;
 		if (len < USBIP_URB_HDR_LEN) {
 			need = USBIP_URB_HDR_LEN - len;
 			break;
 		}
-		p = evbuffer_pullup(in, USBIP_URB_HDR_LEN);
-		if (usbip_urb_hdr_decode(p, len, USBIP_FROM_SERVER, &h,
-		    &why) < 0)
+		evbuf_copyout_at(in, fwd, hb, sizeof(hb));
+		if (usbip_urb_hdr_decode(hb, USBIP_URB_HDR_LEN,
+		    USBIP_FROM_SERVER, &h, &why) < 0)
 			return relay_malformed(r, "exporter", why);
 		f = inflight_get(&ds->inflight, h.seqnum);
 
@@ -662,6 +695,8 @@ relay_from_up(struct relay *r)
 				/* vhci only logs these; so do we. */
 				log_info("%s: RET_UNLINK for unknown seqnum %u "
 				    "dropped", dev->busid, h.seqnum);
+				relay_forward(in, fwd, &r->down);
+				fwd = 0;
 				evbuffer_drain(in, USBIP_URB_HDR_LEN);
 				continue;
 			}
@@ -676,7 +711,7 @@ relay_from_up(struct relay *r)
 			    t->kind == IF_SUBMIT)
 				inflight_del(&ds->inflight, t);
 			inflight_del(&ds->inflight, f);
-			evbuffer_remove_buffer(in, out, USBIP_URB_HDR_LEN);
+			fwd += USBIP_URB_HDR_LEN;
 			dev->bytes_down += USBIP_URB_HDR_LEN;
 			continue;
 		}
@@ -695,7 +730,7 @@ relay_from_up(struct relay *r)
 			need = lay.total - len;
 			break;
 		}
-		if (lay.niso > 0 && relay_iso_check(in, &h, &lay, req.length,
+		if (lay.niso > 0 && relay_iso_check(in, fwd, &h, &lay, req.length,
 		    &why) == -1)
 			return relay_malformed(r, "exporter", why);
 		{
@@ -704,7 +739,7 @@ relay_from_up(struct relay *r)
 			inflight_del(&ds->inflight, f);
 			dev->urbs++;
 			dev->bytes_down += lay.total;
-			evbuffer_remove_buffer(in, out, lay.total);
+			fwd += lay.total;
 			if (done.ep == 0 && h.u.ret_submit.status == 0) {
 				relay_control_done(dev, &done);
 				if (ds->dead)
@@ -712,6 +747,7 @@ relay_from_up(struct relay *r)
 			}
 		}
 	}
+	relay_forward(in, fwd, &r->down);
 	rside_after(&r->up, need);
 	if (rside_flush(&r->down) == -1)
 		return;

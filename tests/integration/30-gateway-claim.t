@@ -12,7 +12,7 @@
 . "$(dirname "$0")/../lib/gw.sh"
 
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON" socat sqlite3
-plan 63
+plan 65
 
 cat >"$T/sim.conf" <<'EOF'
 device 1-1 { type keyboard; keys ""; }
@@ -139,6 +139,17 @@ is "$(gw_state gw sim1:1-2)" authorized "after the client detached: authorized a
 wait_for -t 10 eval '[ "$(sim_dev_field sim 1-2 imports)" = 2 ]'
 is "$(sim_dev_field sim 1-2 state)/$(sim_dev_field sim 1-2 imports)" imported/2 \
     "the exporter reset the device and the gateway claimed it again"
+
+# URBs of an odd size put PDU boundaries (and the devid the relay
+# rewrites) at every offset of its reads and buffer chains.
+ok "16 MiB loopback in 65521-byte URBs through the gateway" \
+    "$TC" script "$GWA" sim1:1-2 --bytes 16M --urb 65521 \
+    --skip unlink,unlink-pending,unlink-completed,interrupt,iso || on_fail
+like "$OUT" 'ok bulk-loop [^
+]*urb=65521 [^
+]*verified bytes=16777216 ' "odd-size URBs: data verified"
+gw_wait_state gw sim1:1-2 authorized
+wait_for -t 10 eval '[ "$(sim_dev_field sim 1-2 imports)" = 3 ]'
 
 # ---- while attached ---------------------------------------------------------------
 start_bg hold "$TC" hold "$GWA" sim1:1-2 --ready-file "$T/hold.ready"
