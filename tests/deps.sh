@@ -3,7 +3,7 @@
 # Safe to run twice; needs root (or sudo).  Used by `make deps` and CI.
 set -eu
 
-PKGS="make gcc clang libclang-rt-14-dev pkg-config perl
+PKGS="make gcc clang libclang-rt-14-dev pkg-config perl strace systemd
 libevent-dev libsqlite3-dev libusb-1.0-0-dev libssl-dev libjansson-dev
 sqlite3 socat tshark usbip iproute2 util-linux passwd procps psmisc
 qemu-system-x86 cpio xz-utils zstd"
