@@ -10,6 +10,7 @@
 #   tests/integration/*.t  TAP integration scripts (bash)
 #   tests/fuzz/fuzz_*.c    libFuzzer harnesses, corpus in tests/fuzz/corpus/NAME/
 #   tests/bench/*.c        benchmark programs, driven by tests/bench/run.sh
+#   tests/preload/*.c      LD_PRELOAD shims for tests, one NAME.so per file
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
@@ -42,8 +43,8 @@ OPT       ?= -O2 -g
 endif
 
 CPPFLAGS  += -D_GNU_SOURCE -Igateway $(PKG_CFLAGS)
-CFLAGS    += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -fPIE -fstack-protector-strong -D_FORTIFY_SOURCE=2
-LDFLAGS   += $(SANFLAGS) -pie -Wl,-z,relro,-z,now
+CFLAGS    += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -pthread -fPIE -fstack-protector-strong -D_FORTIFY_SOURCE=2
+LDFLAGS   += $(SANFLAGS) -pthread -pie -Wl,-z,relro,-z,now
 LDLIBS    += $(PKG_LIBS) -lm
 
 LIB_SRCS  := $(filter-out gateway/usbgwd.c,$(wildcard gateway/*.c))
@@ -59,6 +60,7 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+PRELOAD_SRCS := $(wildcard tests/preload/*.c)
 
 PROGS     := $(if $(wildcard $(GWD_SRCS)),$(B)/usbgwd) \
 	     $(if $(CLI_SRCS),$(B)/usbgw) \
@@ -67,11 +69,18 @@ PROGS     := $(if $(wildcard $(GWD_SRCS)),$(B)/usbgwd) \
 UNITS     := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 FUZZERS   := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
+PRELOADS  := $(PRELOAD_SRCS:tests/preload/%.c=$(B)/preload/%.so)
 
 .PHONY: all check test unit integration asan fuzz fuzz-smoke bench e2e install clean deps demo ci
 .DEFAULT_GOAL := all
 
-all: $(PROGS) $(UNITS) $(BENCHES)
+all: $(PROGS) $(UNITS) $(BENCHES) $(PRELOADS)
+
+# Shims are loaded into sanitized programs too: built without sanitizers.
+$(B)/preload/%.so: tests/preload/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) -std=gnu11 -O2 -g $(WARN) -fPIC -shared -o $@ $< -ldl
 
 ifeq ($(V),1)
 Q :=

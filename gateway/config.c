@@ -77,6 +77,8 @@ static const struct key keys[] = {
 	    64 * SIZE_K, 256 * SIZE_K * SIZE_K },
 	{ "control-timeout",	K_DURATION,	F(control_timeout_ms),
 	    100, 3600 * MS_S },
+	{ "control-lookup-timeout", K_DURATION, F(control_lookup_timeout_ms),
+	    100, 300 * MS_S },
 	{ "allow-read",		K_PRIV,		0, PRIV_READ, 0 },
 	{ "allow-approve",	K_PRIV,		0, PRIV_APPROVE, 0 },
 	{ "allow-admin",	K_PRIV,		0, PRIV_ADMIN, 0 },
@@ -163,6 +165,7 @@ config_new(void)
 	c->control_max_message = 64 * SIZE_K;
 	c->control_max_output = 4 * SIZE_K * SIZE_K;
 	c->control_timeout_ms = 30 * MS_S;
+	c->control_lookup_timeout_ms = 5 * MS_S;
 	c->nlisten = 1;
 	c->listen[0].host[0] = '\0';
 	usbgw_strlcpy(c->listen[0].port, CONFIG_DEFAULT_PORT,

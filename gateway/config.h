@@ -95,6 +95,7 @@ struct config {
 	size_t		control_max_message;		/* request bytes */
 	size_t		control_max_output;		/* queued bytes/conn */
 	unsigned	control_timeout_ms;
+	unsigned	control_lookup_timeout_ms;	/* NSS, off the loop */
 	struct config_privlist	priv[PRIV_ADMIN + 1];	/* [PRIV_READ..ADMIN] */
 
 	/* USB/IP side. */

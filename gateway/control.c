@@ -9,8 +9,17 @@
  *			broadcast may close a connection while a callback of
  *			that same connection is on the stack)
  *
+ *	RESOLVING	accepted; who the peer is (user name, groups) is
+ *			being looked up; requests wait in the input buffer
+ *
  * Privilege is fixed at accept from SO_PEERCRED.  The daemon's table is
  * consulted for every command but the built-ins (hello, watch, unwatch).
+ *
+ * The user and group databases (NSS) may be a directory server: their
+ * lookups (getpwuid_r, getgrouplist, getgrnam_r) run on a thread of their
+ * own, one at a time, never on the event loop.  A lookup still running
+ * after control-lookup-timeout refuses its client; the thread finishes it
+ * whenever NSS answers and the result is dropped.
  */
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -19,8 +28,11 @@
 #include <sys/un.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +63,7 @@
 #define CONTROL_PWBUF		16384
 
 enum conn_state {
+	CONN_RESOLVING,
 	CONN_OPEN,
 	CONN_DRAINING,
 	CONN_DEAD,
@@ -67,7 +80,32 @@ struct ctl_conn {
 	int			 watching;
 	uint32_t		 events;	/* mask when watching */
 	int			 watch_all;
+	struct event		*lookup_ev;	/* lookup timeout */
 };
+
+/* A user lookup, from the loop to the lookup thread and back. */
+struct lookup {
+	TAILQ_ENTRY(lookup)	 entry;
+	uint64_t		 serial;	/* of the connection */
+	uid_t			 uid;
+	gid_t			 gid;
+	struct config_privlist	 priv[PRIV_ADMIN + 1];	/* at accept */
+	enum ctl_priv		 result;
+	char			 name[sizeof(((struct actor *)0)->name)];
+};
+TAILQ_HEAD(lookups, lookup);
+
+static struct {
+	pthread_t		 thread;
+	pthread_mutex_t		 mu;
+	pthread_cond_t		 cv;
+	struct lookups		 todo;		/* under mu */
+	int			 stop;		/* under mu */
+	int			 running;
+	int			 pipe[2];	/* done: struct lookup * */
+	struct event		*done_ev;
+} L = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+    .pipe = { -1, -1 } };
 TAILQ_HEAD(ctl_conns, ctl_conn);
 
 static struct {
@@ -90,8 +128,13 @@ static struct {
 
 static void	conn_close(struct ctl_conn *, const char *);
 static void	conn_update_timeouts(struct ctl_conn *);
+static void	lookup_start(struct ctl_conn *);
+static enum ctl_priv priv_compute(const struct config_privlist *, uid_t,
+		    gid_t, char *, size_t);
 
-static const char *const state_names[] = { "open", "draining", "dead" };
+static const char *const state_names[] = {
+	"resolving", "open", "draining", "dead"
+};
 
 static void
 conn_set_state(struct ctl_conn *c, enum conn_state s, const char *why)
@@ -177,6 +220,8 @@ conn_free(struct ctl_conn *c)
 		return;
 	if (c->bev != NULL)
 		bufferevent_free(c->bev);	/* closes the fd */
+	if (c->lookup_ev != NULL)
+		event_free(c->lookup_ev);
 	free(c);
 }
 
@@ -209,6 +254,8 @@ conn_close(struct ctl_conn *c, const char *why)
 	TAILQ_INSERT_TAIL(&C.dead, c, entry);
 	if (c->bev != NULL)
 		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	if (c->lookup_ev != NULL)
+		event_del(c->lookup_ev);
 	event_active(C.reap_ev, EV_TIMEOUT, 0);
 }
 
@@ -485,12 +532,7 @@ conn_new(int fd)
 	    C.cfg->control_max_message + CTL_FRAME_HDR);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 
-	c->priv = control_priv_for(C.cfg, cred.uid, cred.gid, c->who.name,
-	    sizeof(c->who.name));
-	log_debug("control: conn %llu from uid %u (%s) pid %ld: %s",
-	    (unsigned long long)c->serial, (unsigned)cred.uid, c->who.name,
-	    (long)cred.pid, ctl_priv_name(c->priv));
-
+	snprintf(c->who.name, sizeof(c->who.name), "%u", (unsigned)cred.uid);
 	if (C.nconns > C.cfg->max_connections) {
 		log_warnx("control: %u connections, refusing uid %u pid %ld",
 		    C.nconns - 1, (unsigned)cred.uid, (long)cred.pid);
@@ -504,14 +546,201 @@ conn_new(int fd)
 		conn_fatal(c, CTL_E_LIMIT, why);
 		return;
 	}
+	lookup_start(c);
+}
+
+/* Who the peer is, is known (c->priv, c->who.name): open for requests. */
+static void
+conn_resolved(struct ctl_conn *c)
+{
+	char why[256];
+
+	if (c->lookup_ev != NULL)
+		event_del(c->lookup_ev);
+	conn_set_state(c, CONN_OPEN, NULL);
+	log_debug("control: conn %llu from uid %u (%s) pid %ld: %s",
+	    (unsigned long long)c->serial, (unsigned)c->who.uid, c->who.name,
+	    (long)c->who.pid, ctl_priv_name(c->priv));
 	if (c->priv == PRIV_NONE) {
 		snprintf(why, sizeof(why), "uid %u (%s) holds no privilege on "
-		    "this gateway", (unsigned)cred.uid, c->who.name);
+		    "this gateway", (unsigned)c->who.uid, c->who.name);
 		refusal(&c->who, "connect", why);
 		conn_fatal(c, CTL_E_REFUSED, why);
 		return;
 	}
-	conn_update_timeouts(c);
+	conn_read_cb(c->bev, c);	/* requests sent meanwhile */
+}
+
+static void
+lookup_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+	char why[256];
+
+	if (c->state != CONN_RESOLVING)
+		return;
+	conn_set_state(c, CONN_OPEN, NULL);
+	c->priv = PRIV_NONE;
+	snprintf(why, sizeof(why), "the user and group lookup for uid %u did "
+	    "not finish within %u ms", (unsigned)c->who.uid,
+	    C.cfg->control_lookup_timeout_ms);
+	log_warnx("control: %s", why);
+	refusal(&c->who, "connect", why);
+	conn_fatal(c, CTL_E_REFUSED, why);
+}
+
+/* Results from the lookup thread. */
+static void
+lookup_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lookup *l[64];
+	struct ctl_conn *c;
+	ssize_t n;
+	size_t i;
+
+	while ((n = read(fd, l, sizeof(l))) > 0) {
+		for (i = 0; i < (size_t)n / sizeof(l[0]); i++) {
+			TAILQ_FOREACH(c, &C.conns, entry)
+				if (c->serial == l[i]->serial)
+					break;
+			if (c != NULL && c->state == CONN_RESOLVING) {
+				c->priv = l[i]->result;
+				usbgw_strlcpy(c->who.name, l[i]->name,
+				    sizeof(c->who.name));
+				conn_resolved(c);
+			}
+			free(l[i]);
+		}
+	}
+}
+
+static void *
+lookup_main(void *arg)
+{
+	struct lookup *l;
+
+	for (;;) {
+		pthread_mutex_lock(&L.mu);
+		while (TAILQ_EMPTY(&L.todo) && !L.stop)
+			pthread_cond_wait(&L.cv, &L.mu);
+		if (L.stop) {
+			pthread_mutex_unlock(&L.mu);
+			return NULL;
+		}
+		l = TAILQ_FIRST(&L.todo);
+		TAILQ_REMOVE(&L.todo, l, entry);
+		pthread_mutex_unlock(&L.mu);
+
+		l->result = priv_compute(l->priv, l->uid, l->gid, l->name,
+		    sizeof(l->name));
+		/* (a pointer is less than PIPE_BUF: written whole) */
+		if (write(L.pipe[1], &l, sizeof(l)) != (ssize_t)sizeof(l))
+			free(l);	/* the loop has stopped listening */
+	}
+}
+
+static void
+lookup_init(void)
+{
+	sigset_t all, old;
+	int rv;
+
+	TAILQ_INIT(&L.todo);
+	L.stop = 0;
+	if (pipe2(L.pipe, O_CLOEXEC) == -1) {
+		log_warn("control: pipe (user lookups stay on the event loop)");
+		return;
+	}
+	(void)fcntl(L.pipe[0], F_SETFL, O_NONBLOCK);
+	L.done_ev = event_new(C.base, L.pipe[0], EV_READ | EV_PERSIST,
+	    lookup_done_cb, NULL);
+	event_add(L.done_ev, NULL);
+	/* signals are the event loop's */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rv = pthread_create(&L.thread, NULL, lookup_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rv != 0) {
+		log_warnx("control: pthread_create: %s (user lookups stay on "
+		    "the event loop)", strerror(rv));
+		event_free(L.done_ev);
+		L.done_ev = NULL;
+		close(L.pipe[0]);
+		close(L.pipe[1]);
+		L.pipe[0] = L.pipe[1] = -1;
+		return;
+	}
+	L.running = 1;
+}
+
+static void
+lookup_shutdown(void)
+{
+	struct lookup *l;
+	struct timespec ts;
+
+	if (!L.running)
+		return;
+	pthread_mutex_lock(&L.mu);
+	L.stop = 1;
+	while ((l = TAILQ_FIRST(&L.todo)) != NULL) {
+		TAILQ_REMOVE(&L.todo, l, entry);
+		free(l);
+	}
+	pthread_cond_signal(&L.cv);
+	pthread_mutex_unlock(&L.mu);
+	L.running = 0;
+	event_free(L.done_ev);
+	L.done_ev = NULL;
+	/*
+	 * A thread stuck in NSS is left behind, with its pipe open (so its
+	 * last write cannot land in a reused descriptor).
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	if (pthread_timedjoin_np(L.thread, NULL, &ts) != 0) {
+		log_warnx("control: a user lookup is still running at shutdown");
+		pthread_detach(L.thread);
+		return;
+	}
+	while (read(L.pipe[0], &l, sizeof(l)) == (ssize_t)sizeof(l))
+		free(l);
+	close(L.pipe[0]);
+	close(L.pipe[1]);
+	L.pipe[0] = L.pipe[1] = -1;
+}
+
+/*
+ * Start finding out who the peer is.  Without the lookup thread (it could
+ * not be started) the lookup happens here, as it did before there was one.
+ */
+static void
+lookup_start(struct ctl_conn *c)
+{
+	struct lookup *l;
+	struct timeval tv;
+
+	if (!L.running) {
+		c->priv = control_priv_for(C.cfg, c->who.uid, c->gid,
+		    c->who.name, sizeof(c->who.name));
+		conn_resolved(c);
+		return;
+	}
+	l = xcalloc(1, sizeof(*l));
+	l->serial = c->serial;
+	l->uid = c->who.uid;
+	l->gid = c->gid;
+	memcpy(l->priv, C.cfg->priv, sizeof(l->priv));
+	conn_set_state(c, CONN_RESOLVING, NULL);
+	if ((c->lookup_ev = evtimer_new(C.base, lookup_timeout_cb, c)) == NULL)
+		fatalx("evtimer_new");
+	tv.tv_sec = C.cfg->control_lookup_timeout_ms / 1000;
+	tv.tv_usec = (C.cfg->control_lookup_timeout_ms % 1000) * 1000;
+	evtimer_add(c->lookup_ev, &tv);
+	pthread_mutex_lock(&L.mu);
+	TAILQ_INSERT_TAIL(&L.todo, l, entry);
+	pthread_cond_signal(&L.cv);
+	pthread_mutex_unlock(&L.mu);
 }
 
 static void
@@ -584,6 +813,14 @@ enum ctl_priv
 control_priv_for(const struct config *cfg, uid_t uid, gid_t gid, char *name,
     size_t namelen)
 {
+	return priv_compute(cfg->priv, uid, gid, name, namelen);
+}
+
+/* Thread-safe: the lookup thread's work (and the fallback's). */
+static enum ctl_priv
+priv_compute(const struct config_privlist *privs, uid_t uid, gid_t gid,
+    char *name, size_t namelen)
+{
 	struct passwd pw, *res = NULL;
 	gid_t *groups = NULL, pg;
 	char *buf;
@@ -612,7 +849,7 @@ control_priv_for(const struct config *cfg, uid_t uid, gid_t gid, char *name,
 	}
 
 	for (cls = PRIV_ADMIN; cls >= PRIV_READ && priv == PRIV_NONE; cls--) {
-		const struct config_privlist *pl = &cfg->priv[cls];
+		const struct config_privlist *pl = &privs[cls];
 
 		for (i = 0; i < pl->n && priv == PRIV_NONE; i++) {
 			const struct config_principal *p = &pl->p[i];
@@ -781,6 +1018,7 @@ control_init(struct event_base *base, const struct config *cfg,
 		C.cfg = NULL;
 		return -1;
 	}
+	lookup_init();
 	C.accept_ev = event_new(base, C.fd, EV_READ | EV_PERSIST, accept_cb,
 	    NULL);
 	C.pause_ev = evtimer_new(base, pause_cb, NULL);
@@ -816,6 +1054,7 @@ control_shutdown(void)
 	while ((c = TAILQ_FIRST(&C.conns)) != NULL)
 		conn_close(c, NULL);
 	reap_cb(-1, 0, NULL);
+	lookup_shutdown();
 	event_free(C.accept_ev);
 	event_free(C.pause_ev);
 	event_free(C.reap_ev);

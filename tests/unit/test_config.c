@@ -63,6 +63,7 @@ test_defaults(void)
 	is_int(c->max_connections_per_uid, 16, "16 per uid");
 	is_int(c->control_max_message, 65536, "64k messages");
 	is_int(c->hook_timeout_ms, 10000, "hooks 10 s");
+	is_int(c->control_lookup_timeout_ms, 5000, "user lookups 5 s");
 	is_int(c->hook_max_running, 4, "4 hooks at once");
 	is_int(c->mode, CONFIG_MODE_PROXY, "proxy mode");
 	is_int(c->vhci_controller, -1, "any vhci controller");
@@ -86,6 +87,7 @@ static const char full[] =
     "control-max-message = 128k\n"
     "control-max-output = 2M\n"
     "control-timeout = 1500ms\n"
+    "control-lookup-timeout = 750ms\n"
     "allow-read = alice, bob @usbgw-ro\n"
     "allow-read = 1234\n"
     "allow-approve = @ops\n"
@@ -119,7 +121,7 @@ test_full(void)
 	/* The last line is wrong: everything else must still be checked. */
 	c = parse(full, &errs);
 	ok(c == NULL, "unknown key refuses the file");
-	is_str(errs, "t.conf:36: unknown key \"database2\" (see usbgwd.conf(5))\n",
+	is_str(errs, "t.conf:37: unknown key \"database2\" (see usbgwd.conf(5))\n",
 	    "unknown key reported with its line");
 	free(errs);
 
@@ -140,6 +142,7 @@ test_full(void)
 	is_int(c->control_max_message, 128 * 1024, "control-max-message 128k");
 	is_int(c->control_max_output, 2 * 1024 * 1024, "control-max-output 2M");
 	is_int(c->control_timeout_ms, 1500, "control-timeout 1500ms");
+	is_int(c->control_lookup_timeout_ms, 750, "control-lookup-timeout 750ms");
 	is_int(c->priv[PRIV_READ].n, 4, "four read principals over two lines");
 	is_str(c->priv[PRIV_READ].p[0].name, "alice", "alice");
 	is_int(c->priv[PRIV_READ].p[2].is_group, 1, "@usbgw-ro is a group");
@@ -168,7 +171,7 @@ test_full(void)
 	is_str(c->exporters[0].name, "tc17", "exporter name");
 	is_str(c->exporters[0].addr.host, "192.0.2.17", "exporter host");
 	is_str(c->exporters[0].addr.port, "3240", "default exporter port");
-	is_int(c->exporters[0].line, 31, "exporter line");
+	is_int(c->exporters[0].line, 32, "exporter line");
 	is_str(c->exporters[1].addr.host, "2001:db8::2", "IPv6 exporter");
 	is_str(c->exporters[1].addr.port, "3300", "IPv6 exporter port");
 	is_int(c->nhooks, 2, "two hooks");
@@ -231,6 +234,8 @@ test_errors(void)
 	bad("poll-interval = 99999999999999999999999s\n", "t.conf:1: "
 	    "poll-interval: expected a duration like 1500ms, 30s, 10m, 2h or "
 	    "1d, got \"99999999999999999999999s\"\n");
+	bad("control-lookup-timeout = 10m\n", "t.conf:1: control-lookup-timeout: "
+	    "expected a duration from 100ms to 5m, got \"10m\"\n");
 	bad("log-level = loud\n", "t.conf:1: log-level: expected error, "
 	    "warning, info or debug, got \"loud\"\n");
 	bad("log-target = file\n", "t.conf:1: log-target: expected stderr or "
