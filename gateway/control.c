@@ -129,6 +129,14 @@ static struct {
 static void	conn_close(struct ctl_conn *, const char *);
 static void	conn_update_timeouts(struct ctl_conn *);
 static void	lookup_start(struct ctl_conn *);
+
+static struct timeval
+ms_timeval(unsigned ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	return tv;
+}
 static enum ctl_priv priv_compute(const struct config_privlist *, uid_t,
 		    gid_t, char *, size_t);
 
@@ -475,8 +483,7 @@ conn_update_timeouts(struct ctl_conn *c)
 
 	if (c->state != CONN_OPEN)
 		return;
-	tv.tv_sec = C.cfg->control_timeout_ms / 1000;
-	tv.tv_usec = (C.cfg->control_timeout_ms % 1000) * 1000;
+	tv = ms_timeval(C.cfg->control_timeout_ms);
 	partial = evbuffer_get_length(bufferevent_get_input(c->bev)) > 0;
 	if (c->watching && !partial)
 		bufferevent_set_timeouts(c->bev, NULL, &tv);
@@ -734,8 +741,7 @@ lookup_start(struct ctl_conn *c)
 	conn_set_state(c, CONN_RESOLVING, NULL);
 	if ((c->lookup_ev = evtimer_new(C.base, lookup_timeout_cb, c)) == NULL)
 		fatalx("evtimer_new");
-	tv.tv_sec = C.cfg->control_lookup_timeout_ms / 1000;
-	tv.tv_usec = (C.cfg->control_lookup_timeout_ms % 1000) * 1000;
+	tv = ms_timeval(C.cfg->control_lookup_timeout_ms);
 	evtimer_add(c->lookup_ev, &tv);
 	pthread_mutex_lock(&L.mu);
 	TAILQ_INSERT_TAIL(&L.todo, l, entry);
@@ -771,8 +777,7 @@ accept_cb(evutil_socket_t fd, short what, void *arg)
 				log_warn("control: accept (pausing %d ms)",
 				    CONTROL_PAUSE_MS);
 				event_del(C.accept_ev);
-				tv.tv_sec = CONTROL_PAUSE_MS / 1000;
-				tv.tv_usec = (CONTROL_PAUSE_MS % 1000) * 1000;
+				tv = ms_timeval(CONTROL_PAUSE_MS);
 				evtimer_add(C.pause_ev, &tv);
 				return;
 			default:

@@ -38,36 +38,15 @@ done
 
 S=$$
 NC=ugw-c-$S NG=ugw-g-$S NE=ugw-e-$S
+NAME=relay-link
+. "$(dirname "$0")/lib.sh"
 W=$(mktemp -d "${TMPDIR:-/tmp}/usbgw-bench-link.XXXXXX") || exit 1
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+CLEANUP_MORE() {
 	ip netns del "$NC" 2>/dev/null
 	ip netns del "$NG" 2>/dev/null
 	ip netns del "$NE" 2>/dev/null
-	rm -rf "$W"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-die() {
-	echo "relay-link bench: $*"
-	for f in "$W"/*.log; do
-		[ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }
-	done
-	exit 1
-}
-
-wait_file() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		[ -s "$1" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
+TC_PREFIX=(ip netns exec "$NC")
 
 # link NS1 IF1 ADDR1 NS2 IF2 ADDR2: a shaped veth pair
 link() {
@@ -110,32 +89,6 @@ done
 declare -A ADDR=([direct]=10.231.1.2:$(cat "$W/simd.port") [gateway]=10.231.2.2:$(cat "$W/gw.port"))
 declare -A BUSID=([direct]=1-5 [gateway]=sim:1-5)
 PATHS="direct gateway"
-
-field() {
-	printf '%s\n' "$2" | grep '^RESULT ' | tail -n 1 | tr ' ' '\n' |
-	    sed -n "s/^$1=//p" | head -n 1
-}
-
-run_tc() {
-	local path=$1 out try
-	shift
-	for try in 1 2 3 4 5; do
-		if out=$(ip netns exec "$NC" "$TC" "$1" "${ADDR[$path]}" "${BUSID[$path]}" "${@:2}" 2>&1); then
-			printf '%s\n' "$out"
-			return 0
-		fi
-		sleep 0.3
-	done
-	echo "relay-link bench: usbip-tc $* on $path failed:" >&2
-	printf '%s\n' "$out" | tail -n 5 >&2
-	return 1
-}
-
-median() {
-	printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
-	    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else
-		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 
 declare -A TPUT LMED
 failed=0

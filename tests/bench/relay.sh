@@ -47,33 +47,9 @@ if ! command -v socat >/dev/null 2>&1; then
 	exit 1
 fi
 
+NAME=relay
+. "$(dirname "$0")/lib.sh"
 W=$(mktemp -d "${TMPDIR:-/tmp}/usbgw-bench-relay.XXXXXX") || exit 1
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$W"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-die() {
-	echo "relay bench: $*"
-	for f in "$W"/*.log; do
-		[ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }
-	done
-	exit 1
-}
-
-wait_file() {		# wait_file FILE: up to 10 s for a non-empty FILE
-	local i
-	for ((i = 0; i < 200; i++)); do
-		[ -s "$1" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 free_port() {
 	local p i
@@ -139,28 +115,6 @@ cputicks() {		# cputicks PID: user + system clock ticks so far
 	awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
-field() {		# field KEY TEXT: KEY= of the last RESULT line
-	printf '%s\n' "$2" | grep '^RESULT ' | tail -n 1 | tr ' ' '\n' |
-	    sed -n "s/^$1=//p" | head -n 1
-}
-
-# run_tc PATH ARGS...: one usbip-tc run on PATH, retried once (the
-# gateway needs a moment to reclaim the device after the last client).
-run_tc() {
-	local path=$1 out try
-	shift
-	for try in 1 2 3 4 5; do
-		if out=$("$TC" "$1" "${ADDR[$path]}" "${BUSID[$path]}" "${@:2}" 2>&1); then
-			printf '%s\n' "$out"
-			return 0
-		fi
-		sleep 0.3
-	done
-	echo "relay bench: usbip-tc $* on $path failed:" >&2
-	printf '%s\n' "$out" | tail -n 5 >&2
-	return 1
-}
-
 declare -A TPUT LMED LP99 CPUGB
 failed=0
 echo "relay: $REPEAT rounds; throughput: --dir in, 64 KiB URBs, 16 in flight, ${SECS} s;" \
@@ -196,12 +150,6 @@ for ((r = 1; r <= REPEAT; r++)); do
 	printf '\n'
 done
 [ $failed = 0 ] || { echo "relay bench: some measurements failed"; }
-
-median() {		# median of the numbers given
-	printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
-	    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else
-		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 
 declare -A MT MM MP MC
 printf '\n%-8s %14s %16s %14s %18s\n' path "MB/s (median)" "median RTT (us)" \

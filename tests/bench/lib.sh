@@ -1,0 +1,69 @@
+# tests/bench/lib.sh -- shared by the relay benchmarks (bash; sourced).
+#
+# The script sets, before sourcing: NAME (for messages), and after:
+# W (its work directory), ADDR and BUSID (associative arrays by path
+# name), TC (usbip-tc), and optionally TC_PREFIX (an array: a command the
+# client runs under, e.g. ip netns exec NS).  It gets: a PIDS array of
+# background processes, killed and waited for at exit with W removed
+# (add its own steps with the CLEANUP_MORE function); die, wait_file,
+# field, median and run_tc.
+
+PIDS=()
+TC_PREFIX=()
+CLEANUP_MORE() { :; }
+bench_cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	CLEANUP_MORE
+	[ -n "${W:-}" ] && rm -rf "$W"
+}
+trap bench_cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+die() {			# die MESSAGE: the logs' tails, exit 1
+	local f
+	echo "$NAME bench: $*"
+	for f in "$W"/*.log; do
+		[ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }
+	done
+	exit 1
+}
+
+wait_file() {		# wait_file FILE: up to 10 s for a non-empty FILE
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[ -s "$1" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+field() {		# field KEY TEXT: KEY= of the last RESULT line
+	printf '%s\n' "$2" | grep '^RESULT ' | tail -n 1 | tr ' ' '\n' |
+	    sed -n "s/^$1=//p" | head -n 1
+}
+
+median() {		# median of the numbers given
+	printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+	    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# run_tc PATH COMMAND ARGS...: one usbip-tc run on PATH, retried (the
+# gateway needs a moment to reclaim the device after the last client).
+run_tc() {
+	local path=$1 out try
+	shift
+	for try in 1 2 3 4 5; do
+		if out=$("${TC_PREFIX[@]}" "$TC" "$1" "${ADDR[$path]}" \
+		    "${BUSID[$path]}" "${@:2}" 2>&1); then
+			printf '%s\n' "$out"
+			return 0
+		fi
+		sleep 0.3
+	done
+	echo "$NAME bench: usbip-tc $* on $path failed:" >&2
+	printf '%s\n' "$out" | tail -n 5 >&2
+	return 1
+}
