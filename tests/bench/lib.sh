@@ -6,7 +6,7 @@
 # client runs under, e.g. ip netns exec NS).  It gets: a PIDS array of
 # background processes, killed and waited for at exit with W removed
 # (add its own steps with the CLEANUP_MORE function); die, wait_file,
-# field, median and run_tc.
+# field, median, run_tc and measure_rounds.
 
 PIDS=()
 TC_PREFIX=()
@@ -66,4 +66,43 @@ run_tc() {
 	echo "$NAME bench: usbip-tc $* on $path failed:" >&2
 	printf '%s\n' "$out" | tail -n 5 >&2
 	return 1
+}
+
+# measure_rounds: REPEAT rounds over PATHS (the paths interleaved) of bulk
+# IN throughput (64 KiB URBs, 16 in flight, SECS s: TPUT[path]) and
+# 64-byte URB round trips (ITER one at a time: LMED, LP99[path]), each a
+# space-separated list of the rounds' figures; failed=1 if a run failed.
+# Hooks around each throughput run: on_load_start PATH, on_load_done
+# PATH OUTPUT.
+declare -A TPUT LMED LP99
+failed=0
+on_load_start() { :; }
+on_load_done() { :; }
+measure_rounds() {
+	local r p out
+	for ((r = 1; r <= REPEAT; r++)); do
+		for p in $PATHS; do
+			on_load_start "$p"
+			if out=$(run_tc "$p" load --dir in --urb 64K --inflight 16 \
+			    --seconds "$SECS" --no-verify); then
+				TPUT[$p]="${TPUT[$p]:-} $(field mb_per_s "$out")"
+				on_load_done "$p" "$out"
+			else
+				failed=1
+			fi
+			if out=$(run_tc "$p" latency --kind in --size 64 \
+			    --iterations "$ITER" --warmup 200); then
+				LMED[$p]="${LMED[$p]:-} $(field median_us "$out")"
+				LP99[$p]="${LP99[$p]:-} $(field p99_us "$out")"
+			else
+				failed=1
+			fi
+		done
+		printf 'round %d:' "$r"
+		for p in $PATHS; do
+			printf '  %s %s MB/s %s us' "$p" "${TPUT[$p]##* }" \
+			    "${LMED[$p]##* }"
+		done
+		printf '\n'
+	done
 }

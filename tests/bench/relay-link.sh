@@ -90,31 +90,9 @@ declare -A ADDR=([direct]=10.231.1.2:$(cat "$W/simd.port") [gateway]=10.231.2.2:
 declare -A BUSID=([direct]=1-5 [gateway]=sim:1-5)
 PATHS="direct gateway"
 
-declare -A TPUT LMED
-failed=0
 echo "relay over $RATE links: $REPEAT rounds; throughput: --dir in, 64 KiB URBs," \
     "16 in flight, ${SECS} s; latency: 64-byte bulk IN, $ITER URBs one at a time"
-for ((r = 1; r <= REPEAT; r++)); do
-	for p in $PATHS; do
-		if out=$(run_tc "$p" load --dir in --urb 64K --inflight 16 \
-		    --seconds "$SECS" --no-verify); then
-			TPUT[$p]="${TPUT[$p]:-} $(field mb_per_s "$out")"
-		else
-			failed=1
-		fi
-		if out=$(run_tc "$p" latency --kind in --size 64 \
-		    --iterations "$ITER" --warmup 200); then
-			LMED[$p]="${LMED[$p]:-} $(field median_us "$out")"
-		else
-			failed=1
-		fi
-	done
-	printf 'round %d:' "$r"
-	for p in $PATHS; do
-		printf '  %s %s MB/s %s us' "$p" "${TPUT[$p]##* }" "${LMED[$p]##* }"
-	done
-	printf '\n'
-done
+measure_rounds
 
 # shellcheck disable=SC2086
 dt=$(median ${TPUT[direct]:-}) gt=$(median ${TPUT[gateway]:-})

@@ -115,40 +115,22 @@ cputicks() {		# cputicks PID: user + system clock ticks so far
 	awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
-declare -A TPUT LMED LP99 CPUGB
-failed=0
+# the relay process's CPU ms per GB, for the paths with one
+declare -A CPUGB
+T0=0
+on_load_start() {
+	[ -n "${RPID[$1]:-}" ] && T0=$(cputicks "${RPID[$1]}")
+	return 0
+}
+on_load_done() {
+	[ -n "${RPID[$1]:-}" ] || return 0
+	CPUGB[$1]="${CPUGB[$1]:-} $(awk -v t="$(( $(cputicks "${RPID[$1]}") - T0 ))" \
+	    -v hz="$HZ" -v b="$(field bytes "$2")" \
+	    'BEGIN { if (b > 0) printf "%.0f", t / hz * 1000 / (b / 1e9) }')"
+}
 echo "relay: $REPEAT rounds; throughput: --dir in, 64 KiB URBs, 16 in flight, ${SECS} s;" \
     "latency: 64-byte bulk IN, $ITER URBs one at a time"
-for ((r = 1; r <= REPEAT; r++)); do
-	for p in $PATHS; do
-		t0=0
-		[ -n "${RPID[$p]:-}" ] && t0=$(cputicks "${RPID[$p]}")
-		if out=$(run_tc "$p" load --dir in --urb 64K --inflight 16 \
-		    --seconds "$SECS" --no-verify); then
-			TPUT[$p]="${TPUT[$p]:-} $(field mb_per_s "$out")"
-			if [ -n "${RPID[$p]:-}" ]; then
-				# CPU ms per GB relayed (1 GB = 1e9 bytes)
-				CPUGB[$p]="${CPUGB[$p]:-} $(awk -v t="$(( $(cputicks "${RPID[$p]}") - t0 ))" \
-				    -v hz="$HZ" -v b="$(field bytes "$out")" \
-				    'BEGIN { if (b > 0) printf "%.0f", t / hz * 1000 / (b / 1e9) }')"
-			fi
-		else
-			failed=1
-		fi
-		if out=$(run_tc "$p" latency --kind in --size 64 \
-		    --iterations "$ITER" --warmup 200); then
-			LMED[$p]="${LMED[$p]:-} $(field median_us "$out")"
-			LP99[$p]="${LP99[$p]:-} $(field p99_us "$out")"
-		else
-			failed=1
-		fi
-	done
-	printf 'round %d:' "$r"
-	for p in $PATHS; do
-		printf '  %s %s MB/s %s us' "$p" "${TPUT[$p]##* }" "${LMED[$p]##* }"
-	done
-	printf '\n'
-done
+measure_rounds
 [ $failed = 0 ] || { echo "relay bench: some measurements failed"; }
 
 declare -A MT MM MP MC
