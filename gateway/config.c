@@ -89,6 +89,9 @@ static const struct key keys[] = {
 	    0, 3600 * MS_S },
 	{ "show-pending",	K_BOOL,		F(show_pending), 0, 0 },
 	{ "max-sessions",	K_UINT,		F(max_sessions), 1, 1024 },
+	{ "max-sessions-per-host", K_UINT,	F(max_sessions_per_host), 1, 1024 },
+	{ "audit-limit-per-host", K_UINT,	F(audit_limit_per_host), 0, 1000000 },
+	{ "audit-limit-total",	K_UINT,		F(audit_limit_total), 0, 1000000 },
 	{ "hook-timeout",	K_DURATION,	F(hook_timeout_ms), 100, 3600 * MS_S },
 	{ "hook-max-running",	K_UINT,		F(hook_max_running), 1, 64 },
 	{ "mode",		K_MODE,		F(mode), 0, 0 },
@@ -175,6 +178,9 @@ config_new(void)
 	c->attach_pending_wait_ms = 0;
 	c->show_pending = 0;
 	c->max_sessions = 256;
+	c->max_sessions_per_host = 16;
+	c->audit_limit_per_host = 60;
+	c->audit_limit_total = 600;
 	c->hook_timeout_ms = 10 * MS_S;
 	c->hook_max_running = 4;
 	c->mode = CONFIG_MODE_PROXY;

@@ -108,6 +108,9 @@ struct config {
 	unsigned	attach_pending_wait_ms;		/* 0 = ST_NA at once */
 	int		show_pending;			/* in DEVLIST */
 	unsigned	max_sessions;			/* downstream TCP */
+	unsigned	max_sessions_per_host;	/* in the request phase */
+	unsigned	audit_limit_per_host;	/* rows a minute, 0: none */
+	unsigned	audit_limit_total;
 
 	/* Hooks (hooks.c). */
 	struct config_hook	hooks[CONFIG_MAX_HOOKS];

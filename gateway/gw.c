@@ -31,6 +31,7 @@ gw_init(struct event_base *base)
 	gw->probe_timeout_ms = 5000;
 	gw->attach_wait_ms = 0;
 	gw->max_sessions = GW_MAX_DOWNSTREAM;
+	gw->max_sessions_per_host = GW_MAX_DOWNSTREAM;
 	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (gw->dns == NULL)

@@ -24,6 +24,7 @@
 #include <event2/bufferevent.h>
 
 #include "ctl.h"
+#include "hostlimit.h"
 #include "usbip.h"
 
 #define GW_NAME_MAX		32	/* exporter names */
@@ -213,8 +214,10 @@ struct dsession {
 	struct bufferevent	*bev;
 	enum ds_state		 state;
 	bool			 dead;
+	bool			 quiet;		/* over its address's budget */
 	char			 peer[INET6_ADDRSTRLEN + 8];
 	char			 host[INET6_ADDRSTRLEN];
+	char			 hkey[HOSTLIMIT_KEY_MAX]; /* host or /64 */
 	struct sockaddr_storage	 ss;
 	struct device		*dev;
 	struct event		*wait_ev;	/* attach-pending timeout */
@@ -232,6 +235,7 @@ struct gw {
 	struct config		*cfg;
 	struct evdns_base	*dns;
 	unsigned		 max_sessions;
+	unsigned		 max_sessions_per_host;	/* not relaying */
 	TAILQ_HEAD(, exporter)	 exporters;
 	TAILQ_HEAD(, dsession)	 sessions;
 	unsigned		 nsessions;

@@ -56,8 +56,8 @@ dsession_close(struct dsession *ds, const char *why)
 	if (ds->dead)
 		return;
 	ds->dead = true;
-	log_info("session %s%s%s closed: %s", ds->peer, dev ? " " : "",
-	    dev ? dev->busid : "", why);
+	(ds->quiet ? log_debug : log_info)("session %s%s%s closed: %s",
+	    ds->peer, dev ? " " : "", dev ? dev->busid : "", why);
 	if (ds->wait_ev != NULL)
 		event_del(ds->wait_ev);
 	if (ds->request_id != 0)
@@ -178,8 +178,8 @@ ds_import_refuse(struct dsession *ds, uint32_t status, const char *why)
 {
 	uint8_t rep[USBIP_OP_HDR_LEN];
 
-	log_info("session %s: import refused (%s): %s", ds->peer,
-	    usbip_st_name(status), why);
+	(ds->quiet ? log_debug : log_info)("session %s: import refused (%s): "
+	    "%s", ds->peer, usbip_st_name(status), why);
 	usbip_op_hdr_encode(rep, OP_REP_IMPORT, status);
 	ds_reply_and_close(ds, rep, sizeof(rep));
 }
@@ -271,7 +271,11 @@ ds_hold(struct dsession *ds, struct device *dev, unsigned ms)
 
 	ds->dev = dev;
 	ds->state = DS_WAIT_APPROVAL;
-	bufferevent_disable(ds->bev, EV_READ);
+	/*
+	 * Reading stays on so that a vhci host giving up is noticed (EOF:
+	 * the request is withdrawn and its slot freed); ds_read leaves
+	 * bytes alone outside DS_OP, up to the 4 KiB watermark.
+	 */
 	bufferevent_set_timeouts(ds->bev, NULL, NULL);
 	if (ds->wait_ev == NULL)
 		ds->wait_ev = evtimer_new(gw->base, ds_wait_timeout, ds);
@@ -287,14 +291,22 @@ ds_import(struct dsession *ds, const char *busid)
 	dev = gw_device_find(busid, NULL);
 	if (dev == NULL || strcmp(dev->busid, busid) != 0) {
 		/* the stock client compares busids: no prefixes here */
-		store_audit("import-unknown", NULL, ds->peer,
-		    log_escape(esc, sizeof(esc), busid, USBIP_BUSID_SIZE));
+		if (hostlimit_audit(ds->host, HL_IMPORT_UNKNOWN))
+			store_audit("import-unknown", NULL, ds->peer,
+			    log_escape(esc, sizeof(esc), busid,
+			    USBIP_BUSID_SIZE));
+		else
+			ds->quiet = true;
 		return ds_import_refuse(ds, ST_NODEV, "unknown busid");
 	}
 	switch (dev->state) {
 	case DEV_AUTHORIZED:
 		if (!device_allowed_for(dev, ds)) {
-			store_audit_device(dev, "import-refused", NULL, ds->peer);
+			if (hostlimit_audit(ds->host, HL_IMPORT_REFUSED))
+				store_audit_device(dev, "import-refused", NULL,
+				    ds->peer);
+			else
+				ds->quiet = true;
 			return ds_import_refuse(ds, ST_NA,
 			    "not authorized for this host");
 		}
@@ -313,6 +325,12 @@ ds_import(struct dsession *ds, const char *busid)
 		}
 		/* FALLTHROUGH */
 	case DEV_PROBING:
+		/* over the address's budget: no row, no event, no hold */
+		if (!hostlimit_audit(ds->host, HL_ACCESS_REQUEST)) {
+			ds->quiet = true;
+			return ds_import_refuse(ds, ST_NA, "device pending "
+			    "(access requests from this address over the limit)");
+		}
 		ds->dev = dev;
 		ds->request_id = store_access_request(dev, ds);
 		gw_access_event(dev, ds);
@@ -325,7 +343,10 @@ ds_import(struct dsession *ds, const char *busid)
 		/* attach-pending: hold the import until decided or timeout */
 		return ds_hold(ds, dev, gw->attach_wait_ms);
 	case DEV_BLOCKED:
-		store_audit_device(dev, "import-refused", NULL, ds->peer);
+		if (hostlimit_audit(ds->host, HL_IMPORT_REFUSED))
+			store_audit_device(dev, "import-refused", NULL, ds->peer);
+		else
+			ds->quiet = true;
 		return ds_import_refuse(ds, ST_NA, "device blocked");
 	default:
 		return ds_import_refuse(ds, ST_NODEV, "device gone");
@@ -354,7 +375,10 @@ ds_read(struct bufferevent *bev, void *arg)
 		char msg[160];
 
 		snprintf(msg, sizeof(msg), "malformed op request: %s", why);
-		store_audit("malformed", NULL, ds->peer, msg);
+		if (hostlimit_audit(ds->host, HL_MALFORMED))
+			store_audit("malformed", NULL, ds->peer, msg);
+		else
+			ds->quiet = true;
 		dsession_close(ds, msg);
 		return;
 	}
@@ -379,17 +403,47 @@ ds_event(struct bufferevent *bev, short what, void *arg)
 		dsession_close(ds, "connection error");
 }
 
+/* Sessions from one address (or /64) still in the request phase. */
+static unsigned
+requests_from(const char *hkey)
+{
+	struct dsession *ds;
+	unsigned n = 0;
+
+	TAILQ_FOREACH(ds, &gw->sessions, entry)
+		if (!ds->dead && ds->state != DS_RELAY &&
+		    strcmp(ds->hkey, hkey) == 0)
+			n++;
+	return n;
+}
+
 static void
 server_accept(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
 	struct dsession *ds;
 	struct timeval tv = { GW_OP_TIMEOUT_MS / 1000, 0 };
-	char host[INET6_ADDRSTRLEN];
+	char host[INET6_ADDRSTRLEN], hkey[HOSTLIMIT_KEY_MAX];
 
 	if (gw->nsessions >= gw->max_sessions) {
 		log_warnx("downstream connection refused: %u sessions",
 		    gw->nsessions);
+		evutil_closesocket(fd);
+		return;
+	}
+	if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr,
+		    host, sizeof(host));
+	else
+		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr,
+		    host, sizeof(host));
+	hostlimit_key(host, hkey, sizeof(hkey));
+	if (requests_from(hkey) >= gw->max_sessions_per_host) {
+		/* counted for the minute's audit-suppressed row */
+		log_debug("downstream connection from %s refused: %u requests "
+		    "in progress from %s", host, gw->max_sessions_per_host,
+		    hkey);
+		hostlimit_refused(host);
 		evutil_closesocket(fd);
 		return;
 	}
@@ -399,13 +453,8 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 	ds->started = now_usec();
 	memcpy(&ds->ss, sa, (size_t)salen < sizeof(ds->ss) ? (size_t)salen :
 	    sizeof(ds->ss));
-	if (sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr,
-		    host, sizeof(host));
-	else
-		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr,
-		    host, sizeof(host));
 	usbgw_strlcpy(ds->host, host, sizeof(ds->host));
+	usbgw_strlcpy(ds->hkey, hkey, sizeof(ds->hkey));
 	snprintf(ds->peer, sizeof(ds->peer), "%s", host);
 	gw_socket_tune(fd);
 	ds->bev = bufferevent_socket_new(gw->base, fd, BEV_OPT_CLOSE_ON_FREE);

@@ -101,6 +101,13 @@ load_config(void)
 	return cfg;
 }
 
+/* A summary of audit rows held back from one address (hostlimit.h). */
+static void
+hostlimit_write(const char *key, const char *detail)
+{
+	store_audit("audit-suppressed", NULL, key, detail);
+}
+
 static void
 apply_settings(struct config *cfg)
 {
@@ -110,6 +117,8 @@ apply_settings(struct config *cfg)
 	gw->attach_wait_ms = cfg->attach_pending_wait_ms;
 	gw->show_pending = cfg->show_pending != 0;
 	gw->max_sessions = cfg->max_sessions;
+	gw->max_sessions_per_host = cfg->max_sessions_per_host;
+	hostlimit_set(cfg->audit_limit_per_host, cfg->audit_limit_total);
 	log_setlevel(cfg->log_level);
 }
 
@@ -260,6 +269,7 @@ main(int argc, char *argv[])
 	if ((base = event_base_new()) == NULL)
 		fatalx("event_base_new");
 	gw_init(base);
+	hostlimit_init(base, hostlimit_write, NULL);
 	apply_settings(cfg);
 
 	if (store_open(cfg->database) == -1)
@@ -296,6 +306,7 @@ main(int argc, char *argv[])
 
 	event_base_dispatch(base);
 
+	hostlimit_shutdown();		/* summaries still held back */
 	store_audit("daemon-stop", NULL, "usbgwd", "clean shutdown");
 	local_shutdown();
 	server_shutdown();

@@ -64,6 +64,9 @@ test_defaults(void)
 	is_int(c->control_max_message, 65536, "64k messages");
 	is_int(c->hook_timeout_ms, 10000, "hooks 10 s");
 	is_int(c->control_lookup_timeout_ms, 5000, "user lookups 5 s");
+	is_int(c->max_sessions_per_host, 16, "16 requests at once per host");
+	is_int(c->audit_limit_per_host, 60, "60 rows a minute per host");
+	is_int(c->audit_limit_total, 600, "600 rows a minute in all");
 	is_int(c->hook_max_running, 4, "4 hooks at once");
 	is_int(c->mode, CONFIG_MODE_PROXY, "proxy mode");
 	is_int(c->vhci_controller, -1, "any vhci controller");
@@ -100,6 +103,9 @@ static const char full[] =
     "attach-pending-wait = 30s\n"
     "show-pending = yes\n"
     "max-sessions = 100\n"
+    "max-sessions-per-host = 8\n"
+    "audit-limit-per-host = 0\n"
+    "audit-limit-total = 1000\n"
     "hook-timeout = 5s\n"
     "hook-max-running = 2\n"
     "mode = local\n"
@@ -121,7 +127,7 @@ test_full(void)
 	/* The last line is wrong: everything else must still be checked. */
 	c = parse(full, &errs);
 	ok(c == NULL, "unknown key refuses the file");
-	is_str(errs, "t.conf:37: unknown key \"database2\" (see usbgwd.conf(5))\n",
+	is_str(errs, "t.conf:40: unknown key \"database2\" (see usbgwd.conf(5))\n",
 	    "unknown key reported with its line");
 	free(errs);
 
@@ -163,6 +169,9 @@ test_full(void)
 	is_int(c->attach_pending_wait_ms, 30000, "attach-pending-wait");
 	is_int(c->show_pending, 1, "show-pending");
 	is_int(c->max_sessions, 100, "max-sessions");
+	is_int(c->max_sessions_per_host, 8, "max-sessions-per-host");
+	is_int(c->audit_limit_per_host, 0, "audit-limit-per-host 0: none");
+	is_int(c->audit_limit_total, 1000, "audit-limit-total");
 	is_int(c->hook_timeout_ms, 5000, "hook-timeout");
 	is_int(c->hook_max_running, 2, "hook-max-running");
 	is_int(c->mode, CONFIG_MODE_LOCAL, "mode");
@@ -171,7 +180,7 @@ test_full(void)
 	is_str(c->exporters[0].name, "tc17", "exporter name");
 	is_str(c->exporters[0].addr.host, "192.0.2.17", "exporter host");
 	is_str(c->exporters[0].addr.port, "3240", "default exporter port");
-	is_int(c->exporters[0].line, 32, "exporter line");
+	is_int(c->exporters[0].line, 35, "exporter line");
 	is_str(c->exporters[1].addr.host, "2001:db8::2", "IPv6 exporter");
 	is_str(c->exporters[1].addr.port, "3300", "IPv6 exporter port");
 	is_int(c->nhooks, 2, "two hooks");
@@ -234,6 +243,8 @@ test_errors(void)
 	bad("poll-interval = 99999999999999999999999s\n", "t.conf:1: "
 	    "poll-interval: expected a duration like 1500ms, 30s, 10m, 2h or "
 	    "1d, got \"99999999999999999999999s\"\n");
+	bad("max-sessions-per-host = 0\n", "t.conf:1: max-sessions-per-host: "
+	    "expected a number from 1 to 1024, got \"0\"\n");
 	bad("control-lookup-timeout = 10m\n", "t.conf:1: control-lookup-timeout: "
 	    "expected a duration from 100ms to 5m, got \"10m\"\n");
 	bad("log-level = loud\n", "t.conf:1: log-level: expected error, "
