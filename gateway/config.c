@@ -90,6 +90,8 @@ static const struct key keys[] = {
 	{ "show-pending",	K_BOOL,		F(show_pending), 0, 0 },
 	{ "max-sessions",	K_UINT,		F(max_sessions), 1, 1024 },
 	{ "max-sessions-per-host", K_UINT,	F(max_sessions_per_host), 1, 1024 },
+	{ "max-devices-per-exporter", K_UINT,	F(max_devices_per_exporter), 1, 1024 },
+	{ "max-new-devices-per-minute", K_UINT, F(max_new_devices_per_minute), 1, 100000 },
 	{ "audit-limit-per-host", K_UINT,	F(audit_limit_per_host), 0, 1000000 },
 	{ "audit-limit-total",	K_UINT,		F(audit_limit_total), 0, 1000000 },
 	{ "hook-timeout",	K_DURATION,	F(hook_timeout_ms), 100, 3600 * MS_S },
@@ -179,6 +181,8 @@ config_new(void)
 	c->show_pending = 0;
 	c->max_sessions = 256;
 	c->max_sessions_per_host = 16;
+	c->max_devices_per_exporter = 64;
+	c->max_new_devices_per_minute = 64;
 	c->audit_limit_per_host = 60;
 	c->audit_limit_total = 600;
 	c->hook_timeout_ms = 10 * MS_S;

@@ -109,6 +109,8 @@ struct config {
 	int		show_pending;			/* in DEVLIST */
 	unsigned	max_sessions;			/* downstream TCP */
 	unsigned	max_sessions_per_host;	/* in the request phase */
+	unsigned	max_devices_per_exporter;	/* present */
+	unsigned	max_new_devices_per_minute;	/* per exporter */
 	unsigned	audit_limit_per_host;	/* rows a minute, 0: none */
 	unsigned	audit_limit_total;
 

@@ -186,6 +186,96 @@ exp_device_by_upbusid(struct exporter *exp, const char *busid)
 	return NULL;
 }
 
+static void
+exp_device_free(void *arg)
+{
+	device_free(arg);
+}
+
+/*
+ * Keep fewer than max-devices-per-exporter gone devices of this exporter
+ * in memory: the oldest go first (the database keeps them; one that
+ * returns is loaded again).  Only a device with nothing left open.
+ */
+static void
+exp_evict_gone(struct exporter *exp)
+{
+	struct device *dev, *oldest;
+	unsigned ngone;
+
+	for (;;) {
+		ngone = 0;
+		oldest = NULL;
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead || dev->state != DEV_GONE)
+				continue;
+			ngone++;
+			if (dev->up == NULL && dev->ds == NULL &&
+			    !evtimer_pending(dev->reclaim_ev, NULL) &&
+			    (oldest == NULL || dev->state_since < oldest->state_since))
+				oldest = dev;
+		}
+		if (ngone < gw->max_devices_per_exporter || oldest == NULL)
+			return;
+		log_debug("%s: forgotten (gone, exporter %s has %u gone "
+		    "devices)", oldest->busid, exp->name, ngone);
+		oldest->dead = true;
+		evtimer_del(oldest->expire_ev);
+		TAILQ_REMOVE(&exp->devices, oldest, entry);
+		gw_defer(exp_device_free, oldest);
+	}
+}
+
+/*
+ * A new device in the list: within max-devices-per-exporter devices
+ * present and max-new-devices-per-minute new ones this minute?  (The
+ * exporter's first list since the gateway started is not rated: after a
+ * restart every device in it is new to the gateway.)  A thin client has a few ports;
+ * an exporter listing hundreds of devices, or new busids at every poll,
+ * would make the gateway claim (a connection each), probe and remember
+ * without end.
+ */
+static bool
+exp_may_add(struct exporter *exp, const char *busid, bool first)
+{
+	struct device *dev;
+	unsigned present = 0;
+	uint64_t now = now_usec() / 1000;
+	char msg[256], esc[64];
+
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		if (!dev->dead && dev->state != DEV_GONE)
+			present++;
+	if (now - exp->new_window >= 60000) {
+		exp->new_window = now;
+		exp->new_count = 0;
+	}
+	if (present < gw->max_devices_per_exporter &&
+	    (first || exp->new_count < gw->max_new_devices_per_minute)) {
+		if (!first)
+			exp->new_count++;
+		return true;
+	}
+	if (!exp->over_limit) {
+		exp->over_limit = true;
+		if (present >= gw->max_devices_per_exporter)
+			snprintf(msg, sizeof(msg), "%u devices present "
+			    "(max-devices-per-exporter): %s and any further "
+			    "devices not taken", present,
+			    log_escape(esc, sizeof(esc), busid,
+			    USBIP_BUSID_SIZE));
+		else
+			snprintf(msg, sizeof(msg), "%u new devices this minute "
+			    "(max-new-devices-per-minute): %s and any further "
+			    "new devices not taken yet", exp->new_count,
+			    log_escape(esc, sizeof(esc), busid,
+			    USBIP_BUSID_SIZE));
+		log_warnx("exporter %s: %s", exp->name, msg);
+		gw_audit_exporter(exp, "exporter-over-limit", msg);
+	}
+	return false;
+}
+
 /* A complete device list arrived: reconcile. */
 static void
 exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
@@ -195,7 +285,9 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 	struct device *dev;
 	size_t off = 0;
 	char esc[64];
+	bool skipped = false, first = !exp->listed_once;
 
+	exp->listed_once = true;
 	TAILQ_FOREACH(dev, &exp->devices, entry)
 		dev->seen = false;
 	while (usbip_devlist_next(buf, len, &off, &rec, intf)) {
@@ -206,9 +298,14 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 			continue;
 		}
 		dev = exp_device_by_upbusid(exp, rec.busid);
-		if (dev == NULL)
+		if (dev == NULL) {
+			if (!exp_may_add(exp, rec.busid, first)) {
+				skipped = true;
+				continue;
+			}
+			exp_evict_gone(exp);
 			dev = device_new(exp, &rec, intf);
-		else {
+		} else {
 			dev->listed = rec;
 			dev->nintf = rec.bNumInterfaces;
 			memcpy(dev->intf, intf, sizeof(intf[0]) * dev->nintf);
@@ -227,6 +324,11 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 		    evtimer_pending(dev->reclaim_ev, NULL))
 			continue;	/* between release and reclaim */
 		exporter_device_gone(dev, "no longer in the exporter's list");
+	}
+	if (!skipped && exp->over_limit) {
+		exp->over_limit = false;
+		log_info("exporter %s: within its device limits again",
+		    exp->name);
 	}
 }
 

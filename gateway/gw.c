@@ -32,6 +32,8 @@ gw_init(struct event_base *base)
 	gw->attach_wait_ms = 0;
 	gw->max_sessions = GW_MAX_DOWNSTREAM;
 	gw->max_sessions_per_host = GW_MAX_DOWNSTREAM;
+	gw->max_devices_per_exporter = 64;
+	gw->max_new_devices_per_minute = 64;
 	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (gw->dns == NULL)

@@ -177,6 +177,11 @@ struct exporter {
 	unsigned		 backoff_ms;
 	uint64_t		 last_ok;
 	int			 fails;
+	/* max-devices-per-exporter: new devices this minute; over it now */
+	uint64_t		 new_window;
+	unsigned		 new_count;
+	bool			 over_limit;
+	bool			 listed_once;	/* its first list: no rate */
 };
 
 enum ds_state {
@@ -236,6 +241,8 @@ struct gw {
 	struct evdns_base	*dns;
 	unsigned		 max_sessions;
 	unsigned		 max_sessions_per_host;	/* not relaying */
+	unsigned		 max_devices_per_exporter;
+	unsigned		 max_new_devices_per_minute;
 	TAILQ_HEAD(, exporter)	 exporters;
 	TAILQ_HEAD(, dsession)	 sessions;
 	unsigned		 nsessions;

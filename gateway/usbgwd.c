@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <event2/event.h>
@@ -101,6 +102,28 @@ load_config(void)
 	return cfg;
 }
 
+/*
+ * Every claim, attachment and control client is a descriptor: take the
+ * hard limit (up to 64 Ki) rather than the soft 1024 a service starts
+ * with, so that a few hundred thin clients do not run the gateway out.
+ */
+static void
+raise_nofile(void)
+{
+	struct rlimit rl;
+	rlim_t want;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+		return;
+	want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ?
+	    65536 : rl.rlim_max;
+	if (want <= rl.rlim_cur)
+		return;
+	rl.rlim_cur = want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+		log_warn("setrlimit RLIMIT_NOFILE %llu", (unsigned long long)want);
+}
+
 /* A summary of audit rows held back from one address (hostlimit.h). */
 static void
 hostlimit_write(const char *key, const char *detail)
@@ -118,6 +141,8 @@ apply_settings(struct config *cfg)
 	gw->show_pending = cfg->show_pending != 0;
 	gw->max_sessions = cfg->max_sessions;
 	gw->max_sessions_per_host = cfg->max_sessions_per_host;
+	gw->max_devices_per_exporter = cfg->max_devices_per_exporter;
+	gw->max_new_devices_per_minute = cfg->max_new_devices_per_minute;
 	hostlimit_set(cfg->audit_limit_per_host, cfg->audit_limit_total);
 	log_setlevel(cfg->log_level);
 }
@@ -266,6 +291,7 @@ main(int argc, char *argv[])
 	if (!foreground && daemon(0, 0) == -1)
 		fatal("daemon");
 
+	raise_nofile();
 	if ((base = event_base_new()) == NULL)
 		fatalx("event_base_new");
 	gw_init(base);

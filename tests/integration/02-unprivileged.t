@@ -11,7 +11,7 @@
 
 need_prog "$USBGWD" "$USBGW" "$SIM" "$TC" useradd userdel runuser setpriv
 [ "$(id -u)" = 0 ] || skip_all "needs root to create a user"
-plan 18
+plan 19
 
 U=ugu$$
 useradd -r -M -N -g nogroup -d /nonexistent -s /usr/sbin/nologin "$U" ||
@@ -44,6 +44,10 @@ like "$st" $'\nUid:\t'"$UID_U"$'\t'"$UID_U"$'\t'"$UID_U"$'\t'"$UID_U"$'\n' \
 like "$st" $'\nCapEff:\t0000000000000000\n' "no effective capability"
 like "$st" $'\nCapBnd:\t0000000000000000\n' "an empty bounding set"
 like "$st" $'\nNoNewPrivs:\t1\n' "no_new_privs"
+read -r soft hard < <(awk '/^Max open files/ { print $4, $5 }' "/proc/$PID/limits")
+want=$hard
+[ "$hard" = unlimited ] || [ "$hard" -gt 65536 ] && want=65536
+is "$soft" "$want" "descriptors: the soft limit raised to the hard one (at most 64 Ki)"
 
 as_u() { run runuser -u "$U" -- "$USBGW" -s "$D/gw.sock" "$@"; }
 wait_for -t 10 sh -c "runuser -u '$U' -- '$USBGW' -s '$D/gw.sock' list --state pending | grep -q 'sim:1-2'"

@@ -67,6 +67,8 @@ test_defaults(void)
 	is_int(c->max_sessions_per_host, 16, "16 requests at once per host");
 	is_int(c->audit_limit_per_host, 60, "60 rows a minute per host");
 	is_int(c->audit_limit_total, 600, "600 rows a minute in all");
+	is_int(c->max_devices_per_exporter, 64, "64 devices per exporter");
+	is_int(c->max_new_devices_per_minute, 64, "64 new devices a minute");
 	is_int(c->hook_max_running, 4, "4 hooks at once");
 	is_int(c->mode, CONFIG_MODE_PROXY, "proxy mode");
 	is_int(c->vhci_controller, -1, "any vhci controller");
@@ -106,6 +108,8 @@ static const char full[] =
     "max-sessions-per-host = 8\n"
     "audit-limit-per-host = 0\n"
     "audit-limit-total = 1000\n"
+    "max-devices-per-exporter = 12\n"
+    "max-new-devices-per-minute = 5\n"
     "hook-timeout = 5s\n"
     "hook-max-running = 2\n"
     "mode = local\n"
@@ -127,7 +131,7 @@ test_full(void)
 	/* The last line is wrong: everything else must still be checked. */
 	c = parse(full, &errs);
 	ok(c == NULL, "unknown key refuses the file");
-	is_str(errs, "t.conf:40: unknown key \"database2\" (see usbgwd.conf(5))\n",
+	is_str(errs, "t.conf:42: unknown key \"database2\" (see usbgwd.conf(5))\n",
 	    "unknown key reported with its line");
 	free(errs);
 
@@ -172,6 +176,8 @@ test_full(void)
 	is_int(c->max_sessions_per_host, 8, "max-sessions-per-host");
 	is_int(c->audit_limit_per_host, 0, "audit-limit-per-host 0: none");
 	is_int(c->audit_limit_total, 1000, "audit-limit-total");
+	is_int(c->max_devices_per_exporter, 12, "max-devices-per-exporter");
+	is_int(c->max_new_devices_per_minute, 5, "max-new-devices-per-minute");
 	is_int(c->hook_timeout_ms, 5000, "hook-timeout");
 	is_int(c->hook_max_running, 2, "hook-max-running");
 	is_int(c->mode, CONFIG_MODE_LOCAL, "mode");
@@ -180,7 +186,7 @@ test_full(void)
 	is_str(c->exporters[0].name, "tc17", "exporter name");
 	is_str(c->exporters[0].addr.host, "192.0.2.17", "exporter host");
 	is_str(c->exporters[0].addr.port, "3240", "default exporter port");
-	is_int(c->exporters[0].line, 35, "exporter line");
+	is_int(c->exporters[0].line, 37, "exporter line");
 	is_str(c->exporters[1].addr.host, "2001:db8::2", "IPv6 exporter");
 	is_str(c->exporters[1].addr.port, "3300", "IPv6 exporter port");
 	is_int(c->nhooks, 2, "two hooks");
