@@ -228,12 +228,12 @@ exp_evict_gone(struct exporter *exp)
 
 /*
  * A new device in the list: within max-devices-per-exporter devices
- * present and max-new-devices-per-minute new ones this minute?  (The
- * exporter's first list since the gateway started is not rated: after a
- * restart every device in it is new to the gateway.)  A thin client has a few ports;
- * an exporter listing hundreds of devices, or new busids at every poll,
- * would make the gateway claim (a connection each), probe and remember
- * without end.
+ * present and max-new-devices-per-minute new ones this minute?  A thin
+ * client has a few ports; an exporter listing hundreds of devices, or new
+ * busids at every poll, would make the gateway claim (a connection each),
+ * probe and remember without end.  The exporter's first list since the
+ * gateway started is not rated: after a restart every device in it is
+ * new to the gateway.
  */
 static bool
 exp_may_add(struct exporter *exp, const char *busid, bool first)
