@@ -155,6 +155,17 @@ FROM v_audit
 WHERE event = 'malformed'
 ORDER BY seq;
 
+-- name: over-limits
+-- Peers and exporters that went over the gateway's bounds: requests whose
+-- audit rows were held back (one audit-suppressed row per address or IPv6
+-- /64 and minute, with the counts by kind and the connections refused),
+-- and exporters listing more devices than allowed. Scanning, a flood, or
+-- a misbehaving thin client.
+SELECT seq, at, event, object AS address_or_exporter, detail
+FROM v_audit
+WHERE event IN ('audit-suppressed', 'exporter-over-limit')
+ORDER BY seq;
+
 -- name: policy-changes
 -- The rule set's history: every rule ever added, by whom, and when and
 -- by whom it was removed (removed rules are kept).

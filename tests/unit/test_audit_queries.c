@@ -272,6 +272,13 @@ scenario(void)
 	    "control", "approve tc17-1-1: needs the approve privilege");
 	ev(now - 14000, "malformed", 0, NULL, NULL, NULL, NULL, NULL, NULL,
 	    "10.6.6.6:41000", "CMD_SUBMIT: transfer_buffer_length -1");
+	/* the scanner keeps on: held back; a thin client lists too much */
+	ev(now - 13900, "audit-suppressed", 0, NULL, NULL, NULL, NULL, NULL,
+	    NULL, "10.6.6.6", "in 60 s, not written one by one: 5000 "
+	    "import-unknown; 40 connections refused (max-sessions-per-host)");
+	ev(now - 13000, "exporter-over-limit", 0, NULL, NULL, NULL, NULL, NULL,
+	    NULL, "tc18", "64 devices present (max-devices-per-exporter): 9-9 "
+	    "and any further devices not taken");
 
 	/* A webcam waits; a host asks for it. */
 	C = device(tc18, "2-1", "tc18-2-1", 0x046d, 0x0825, "Webcam C270", "",
@@ -569,6 +576,13 @@ main(void)
 		{ "malformed-sessions", {
 			E("*|%s|10.6.6.6:41000|CMD_SUBMIT: transfer_buffer_length "
 			    "-1", dt(now - 14000)), NULL } },
+		{ "over-limits", {
+			E("*|%s|audit-suppressed|10.6.6.6|in 60 s, not written "
+			    "one by one: 5000 import-unknown; 40 connections "
+			    "refused (max-sessions-per-host)", dt(now - 13900)),
+			E("*|%s|exporter-over-limit|tc18|64 devices present "
+			    "(max-devices-per-exporter): 9-9 and any further "
+			    "devices not taken", dt(now - 13000)), NULL } },
 		{ "policy-changes", {
 			E("1|block with-interface one-of { 03:*:* }|admin|%s|root|"
 			    "NULL|NULL", dt(T0)),
