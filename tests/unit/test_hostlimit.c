@@ -45,20 +45,24 @@ allowed(const char *addr, enum hostlimit_kind kind, int n)
 static void
 test_keys(void)
 {
+	static const struct {
+		const char *addr, *key, *what;
+	} t[] = {
+		{ "192.0.2.7", "192.0.2.7", "IPv4: the address itself" },
+		{ "2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64", "IPv6: its /64" },
+		{ "2001:db8:1:2:ffff::1", "2001:db8:1:2::/64",
+		    "another address of the same /64: same key" },
+		{ "::1", "::1", "IPv6 loopback: itself" },
+		{ "::ffff:192.0.2.7", "::ffff:192.0.2.7", "IPv4-mapped: itself" },
+		{ "not an address", "not an address", "anything else: itself" },
+	};
 	char k[HOSTLIMIT_KEY_MAX];
+	size_t i;
 
-	hostlimit_key("192.0.2.7", k, sizeof(k));
-	is_str(k, "192.0.2.7", "IPv4: the address itself");
-	hostlimit_key("2001:db8:1:2:3:4:5:6", k, sizeof(k));
-	is_str(k, "2001:db8:1:2::/64", "IPv6: its /64");
-	hostlimit_key("2001:db8:1:2:ffff::1", k, sizeof(k));
-	is_str(k, "2001:db8:1:2::/64", "another address of the same /64: same key");
-	hostlimit_key("::1", k, sizeof(k));
-	is_str(k, "::1", "IPv6 loopback: itself");
-	hostlimit_key("::ffff:192.0.2.7", k, sizeof(k));
-	is_str(k, "::ffff:192.0.2.7", "IPv4-mapped: itself");
-	hostlimit_key("not an address", k, sizeof(k));
-	is_str(k, "not an address", "anything else: itself");
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		hostlimit_key(t[i].addr, k, sizeof(k));
+		is_str(k, t[i].key, "%s", t[i].what);
+	}
 }
 
 int
