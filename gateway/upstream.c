@@ -140,22 +140,8 @@ up_control_in(struct upstream *up, uint8_t type, uint8_t req, uint16_t value,
 	struct usbip_urb_hdr h;
 	uint8_t buf[USBIP_URB_HDR_LEN];
 
-	memset(&h, 0, sizeof(h));
-	h.command = USBIP_CMD_SUBMIT;
-	h.seqnum = ++up->seqnum;
-	h.devid = up->devid;
-	h.direction = USBIP_DIR_IN;
-	h.ep = 0;
-	h.u.submit.transfer_flags = 0x0200;	/* URB_DIR_IN */
-	h.u.submit.transfer_buffer_length = length;
-	h.u.submit.setup[0] = type;
-	h.u.submit.setup[1] = req;
-	h.u.submit.setup[2] = (uint8_t)value;
-	h.u.submit.setup[3] = (uint8_t)(value >> 8);
-	h.u.submit.setup[4] = (uint8_t)index;
-	h.u.submit.setup[5] = (uint8_t)(index >> 8);
-	h.u.submit.setup[6] = (uint8_t)length;
-	h.u.submit.setup[7] = (uint8_t)(length >> 8);
+	usbip_control_submit(&h, ++up->seqnum, up->devid, type, req, value,
+	    index, length);
 	up->req_len = length;
 	usbip_urb_hdr_encode(buf, &h);
 	bufferevent_write(up->bev, buf, sizeof(buf));

@@ -598,6 +598,39 @@ usbip_urb_hdr_encode(uint8_t out[USBIP_URB_HDR_LEN],
 	return USBIP_URB_HDR_LEN;
 }
 
+void
+usbip_setup_encode(uint8_t out[8], uint8_t bmRequestType, uint8_t bRequest,
+    uint16_t wValue, uint16_t wIndex, uint16_t wLength)
+{
+	out[0] = bmRequestType;
+	out[1] = bRequest;
+	out[2] = (uint8_t)wValue;
+	out[3] = (uint8_t)(wValue >> 8);
+	out[4] = (uint8_t)wIndex;
+	out[5] = (uint8_t)(wIndex >> 8);
+	out[6] = (uint8_t)wLength;
+	out[7] = (uint8_t)(wLength >> 8);
+}
+
+void
+usbip_control_submit(struct usbip_urb_hdr *h, uint32_t seqnum, uint32_t devid,
+    uint8_t bmRequestType, uint8_t bRequest, uint16_t wValue, uint16_t wIndex,
+    uint16_t wLength)
+{
+	bool in = (bmRequestType & 0x80) != 0;
+
+	memset(h, 0, sizeof(*h));
+	h->command = USBIP_CMD_SUBMIT;
+	h->seqnum = seqnum;
+	h->devid = devid;
+	h->direction = in ? USBIP_DIR_IN : USBIP_DIR_OUT;
+	h->ep = 0;
+	h->u.submit.transfer_flags = in ? 0x0200 : 0;	/* URB_DIR_IN */
+	h->u.submit.transfer_buffer_length = wLength;
+	usbip_setup_encode(h->u.submit.setup, bmRequestType, bRequest, wValue,
+	    wIndex, wLength);
+}
+
 /* Same values in every field the command carries (tests, fuzzers). */
 bool
 usbip_urb_hdr_equal(const struct usbip_urb_hdr *a,

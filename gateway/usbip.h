@@ -346,4 +346,14 @@ bool	usbip_urb_hdr_equal(const struct usbip_urb_hdr *,
 size_t	usbip_urb_hdr_encode(uint8_t out[USBIP_URB_HDR_LEN],
 	    const struct usbip_urb_hdr *h);
 
+/* The 8-byte setup packet of a control request (little-endian words). */
+void	usbip_setup_encode(uint8_t out[8], uint8_t bmRequestType,
+	    uint8_t bRequest, uint16_t wValue, uint16_t wIndex,
+	    uint16_t wLength);
+/* A CMD_SUBMIT on endpoint 0: direction and transfer_flags (URB_DIR_IN)
+ * from bit 7 of bmRequestType, transfer_buffer_length wLength. */
+void	usbip_control_submit(struct usbip_urb_hdr *h, uint32_t seqnum,
+	    uint32_t devid, uint8_t bmRequestType, uint8_t bRequest,
+	    uint16_t wValue, uint16_t wIndex, uint16_t wLength);
+
 #endif

@@ -1048,20 +1048,6 @@ get_le16(const uint8_t *p)
 	return (uint16_t)(p[0] | p[1] << 8);
 }
 
-static void
-setup_pack(uint8_t s[8], uint8_t type, uint8_t req, uint16_t value,
-    uint16_t index, uint16_t length)
-{
-	s[0] = type;
-	s[1] = req;
-	s[2] = (uint8_t)value;
-	s[3] = (uint8_t)(value >> 8);
-	s[4] = (uint8_t)index;
-	s[5] = (uint8_t)(index >> 8);
-	s[6] = (uint8_t)length;
-	s[7] = (uint8_t)(length >> 8);
-}
-
 /*
  * Walk a configuration descriptor: every descriptor's bLength >= 2 and
  * inside wTotalLength, interface and endpoint descriptors long enough.
@@ -1284,7 +1270,7 @@ tc_control(struct tc *tc, uint8_t type, uint8_t req, uint16_t value,
 
 	memset(&u, 0, sizeof(u));
 	memset(s, 0, sizeof(*s));
-	setup_pack(setup, type, req, value, index, length);
+	usbip_setup_encode(setup, type, req, value, index, length);
 	u.ep = 0;
 	u.dir = (type & 0x80) ? USBIP_DIR_IN : USBIP_DIR_OUT;
 	u.length = length;
@@ -3039,7 +3025,7 @@ cmd_latency(struct tc_opts *o)
 	rtt = xcalloc((size_t)o->iterations * per, sizeof(*rtt));
 	data = pattern_new(o->size);
 	buf = xmalloc(o->size > 0 ? o->size : 1);
-	setup_pack(setup, 0x80, USB_REQ_GET_STATUS, 0, 0, 2);
+	usbip_setup_encode(setup, 0x80, USB_REQ_GET_STATUS, 0, 0, 2);
 	for (i = 0; i < total; i++) {
 		unsigned k;
 

@@ -382,21 +382,7 @@ control_in(int fd, uint32_t devid, uint8_t type, uint8_t req, uint16_t value,
 	const char *why;
 	uint32_t seq = ++K.seq;
 
-	memset(&h, 0, sizeof(h));
-	h.command = USBIP_CMD_SUBMIT;
-	h.seqnum = seq;
-	h.devid = devid;
-	h.direction = USBIP_DIR_IN;
-	h.u.submit.transfer_flags = 0x0200;
-	h.u.submit.transfer_buffer_length = len;
-	h.u.submit.setup[0] = type;
-	h.u.submit.setup[1] = req;
-	h.u.submit.setup[2] = (uint8_t)value;
-	h.u.submit.setup[3] = (uint8_t)(value >> 8);
-	h.u.submit.setup[4] = (uint8_t)index;
-	h.u.submit.setup[5] = (uint8_t)(index >> 8);
-	h.u.submit.setup[6] = (uint8_t)len;
-	h.u.submit.setup[7] = (uint8_t)(len >> 8);
+	usbip_control_submit(&h, seq, devid, type, req, value, index, len);
 	usbip_urb_hdr_encode(buf, &h);
 	if (write_full(fd, buf, sizeof(buf)) == -1 ||
 	    read_full(fd, buf, sizeof(buf)) == -1)

@@ -926,10 +926,46 @@ test_parts(void)
 	pdu_free(&p);
 }
 
+/* Control requests as vhci builds them: GET_DESCRIPTOR in, SET_CONFIGURATION out. */
+static void
+test_control_submit(void)
+{
+	static const uint8_t get_dev[8] = { 0x80, 0x06, 0x00, 0x01, 0x00, 0x00,
+	    0x12, 0x00 };
+	static const uint8_t set_cfg[8] = { 0x00, 0x09, 0x01, 0x00, 0x00, 0x00,
+	    0x00, 0x00 };
+	static const uint8_t lang[8] = { 0x80, 0x06, 0x03, 0x03, 0x09, 0x04,
+	    0xff, 0x00 };
+	uint8_t s[8], buf[USBIP_URB_HDR_LEN];
+	struct usbip_urb_hdr h, d;
+	const char *why;
+
+	usbip_setup_encode(s, 0x80, 6, 0x0303, 0x0409, 255);
+	is_mem(s, lang, 8, "setup: wValue, wIndex, wLength little-endian");
+
+	usbip_control_submit(&h, 7, 0x10002, 0x80, 6, 0x0100, 0, 18);
+	ok(h.command == USBIP_CMD_SUBMIT && h.seqnum == 7 && h.devid == 0x10002 &&
+	    h.ep == 0 && h.direction == USBIP_DIR_IN, "GET_DESCRIPTOR: ep0 IN");
+	is_int(h.u.submit.transfer_flags, 0x200, "URB_DIR_IN set");
+	is_int(h.u.submit.transfer_buffer_length, 18, "length from wLength");
+	is_mem(h.u.submit.setup, get_dev, 8, "setup 80 06 00 01 00 00 12 00");
+	usbip_urb_hdr_encode(buf, &h);
+	ok(usbip_urb_hdr_decode(buf, sizeof(buf), USBIP_FROM_CLIENT, &d,
+	    &why) == USBIP_URB_HDR_LEN && usbip_urb_hdr_equal(&h, &d),
+	    "encodes to a header the codec accepts and decodes back");
+
+	usbip_control_submit(&h, 8, 0x10002, 0x00, 9, 1, 0, 0);
+	ok(h.direction == USBIP_DIR_OUT && h.u.submit.transfer_flags == 0 &&
+	    h.u.submit.transfer_buffer_length == 0,
+	    "SET_CONFIGURATION: OUT, no flags, no data");
+	is_mem(h.u.submit.setup, set_cfg, 8, "setup 00 09 01 00 00 00 00 00");
+}
+
 int
 main(void)
 {
 	reqs_init();
+	test_control_submit();
 	test_cmd_roundtrips();
 	test_ret_roundtrips();
 	test_np_none();
