@@ -13,16 +13,7 @@
 #include <string.h>
 
 #include "config.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\
-		    __LINE__, #c);					\
-		abort();						\
-	}								\
-} while (0)
+#include "fuzz.h"
 
 #define TERMINATED(f)	CHECK(memchr((f), '\0', sizeof(f)) != NULL)
 

@@ -20,16 +20,7 @@
 
 #include "control.h"
 #include "ctlproto.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\
-		    __LINE__, #c);					\
-		abort();						\
-	}								\
-} while (0)
+#include "fuzz.h"
 
 static void
 check_reply_roundtrip(json_t *resp)

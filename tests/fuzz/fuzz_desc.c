@@ -15,16 +15,7 @@
 #include <string.h>
 
 #include "desc.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\
-		    __LINE__, #c);					\
-		abort();						\
-	}								\
-} while (0)
+#include "fuzz.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -15,17 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "rule.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\
-		    __LINE__, #c);					\
-		abort();						\
-	}								\
-} while (0)
 
 static int
 allowed_cb(void *arg, const struct rule *query)

@@ -16,17 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "usbip.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\
-		    __LINE__, #c);					\
-		abort();						\
-	}								\
-} while (0)
 
 static int
 dev_equal(const struct usbip_dev *a, const struct usbip_dev *b)

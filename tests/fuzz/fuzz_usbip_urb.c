@@ -23,17 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "usbip.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\
-		    __LINE__, #c);					\
-		abort();						\
-	}								\
-} while (0)
 
 #define MAX_PDUS	64
 
@@ -53,7 +44,6 @@ fz_lookup(void *arg, uint32_t seqnum, struct usbip_req_info *req)
 	*req = c->req;
 	return 0;
 }
-
 
 /* The codec's promises about an accepted PDU, recomputed here. */
 static void

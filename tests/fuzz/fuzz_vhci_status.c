@@ -17,19 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "log.h"
 #include "vhci.h"
 
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 int	LLVMFuzzerInitialize(int *, char ***);
-
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\
-		    __LINE__, #c);					\
-		abort();						\
-	}								\
-} while (0)
 
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
