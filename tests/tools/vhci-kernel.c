@@ -313,11 +313,14 @@ fill_attach(void)
 	}
 }
 
-/* Read exactly len bytes within VK_IO_MS. */
+/*
+ * Move exactly len bytes (POLLIN: read into buf, POLLOUT: send from it)
+ * within VK_IO_MS.
+ */
 static int
-read_full(int fd, void *buf, size_t len)
+io_full(int fd, short events, void *buf, size_t len)
 {
-	struct pollfd pfd = { fd, POLLIN, 0 };
+	struct pollfd pfd = { fd, events, 0 };
 	size_t off = 0;
 	ssize_t n;
 	int waited = 0;
@@ -333,8 +336,9 @@ read_full(int fd, void *buf, size_t len)
 				return -1;
 			continue;
 		}
-		n = read(fd, (char *)buf + off, len - off);
-		if (n == 0)
+		n = events == POLLIN ? read(fd, (char *)buf + off, len - off) :
+		    send(fd, (char *)buf + off, len - off, MSG_NOSIGNAL);
+		if (n == 0 && events == POLLIN)
 			return -1;
 		if (n == -1) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -347,29 +351,15 @@ read_full(int fd, void *buf, size_t len)
 }
 
 static int
+read_full(int fd, void *buf, size_t len)
+{
+	return io_full(fd, POLLIN, buf, len);
+}
+
+static int
 write_full(int fd, const void *buf, size_t len)
 {
-	struct pollfd pfd = { fd, POLLOUT, 0 };
-	size_t off = 0;
-	ssize_t n;
-	int waited = 0;
-
-	while (off < len) {
-		service_attach();
-		if (poll(&pfd, 1, VK_TICK_MS) <= 0) {
-			if ((waited += VK_TICK_MS) >= VK_IO_MS)
-				return -1;
-			continue;
-		}
-		n = send(fd, (const char *)buf + off, len - off, MSG_NOSIGNAL);
-		if (n == -1) {
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
-			return -1;
-		}
-		off += (size_t)n;
-	}
-	return 0;
+	return io_full(fd, POLLOUT, (void *)(uintptr_t)buf, len);
 }
 
 /* A control IN transfer on ep0, as vhci sends it; data into out. */
