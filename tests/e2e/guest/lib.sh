@@ -429,19 +429,20 @@ lgw_start() {
 			echo "$l"
 		done
 	} > "$LGW_DIR/$name.conf"
-	echo "==== usbgwd ($name) starting at $(e2e_uptime)" >> "$LGW_LOG"
-	usbgwd -f -c "$LGW_DIR/$name.conf" -d "$LGW_DIR/$name.db" -s "$LGW_SOCK" \
-		-l "127.0.0.1:$LGW_PORT" >> "$LGW_LOG" 2>&1 &
-	echo $! > "$E2E_STATE/lgw.pid"
-	wait_for 15 timeout "$CTL_TIMEOUT" usbgw -s "$LGW_SOCK" list --json ||
-		{ echo "usbgwd ($name) does not answer on $LGW_SOCK"; return 1; }
+	lgw_launch "$name" starting
 }
 
 # lgw_restart NAME: start the local-mode usbgwd again on its database and
 # config from lgw_start NAME.
 lgw_restart() {
 	lgw_running && { echo "lgw_restart: a local-mode usbgwd runs already"; return 1; }
-	echo "==== usbgwd ($1) restarting at $(e2e_uptime)" >> "$LGW_LOG"
+	lgw_launch "$1" restarting
+}
+
+# lgw_launch NAME WHAT: run usbgwd on $LGW_DIR/NAME.{conf,db}; wait until its
+# control socket answers.
+lgw_launch() {
+	echo "==== usbgwd ($1) $2 at $(e2e_uptime)" >> "$LGW_LOG"
 	usbgwd -f -c "$LGW_DIR/$1.conf" -d "$LGW_DIR/$1.db" -s "$LGW_SOCK" \
 		-l "127.0.0.1:$LGW_PORT" >> "$LGW_LOG" 2>&1 &
 	echo $! > "$E2E_STATE/lgw.pid"
