@@ -282,6 +282,19 @@ ds_hold(struct dsession *ds, struct device *dev, unsigned ms)
 	evtimer_add(ds->wait_ev, &tv);
 }
 
+/*
+ * May this session's refusal be written to the audit log (hostlimit.h)?
+ * If not, the session stays quiet in the log too.
+ */
+static bool
+ds_may_audit(struct dsession *ds, enum hostlimit_kind kind)
+{
+	if (hostlimit_audit(ds->host, kind))
+		return true;
+	ds->quiet = true;
+	return false;
+}
+
 static void
 ds_import(struct dsession *ds, const char *busid)
 {
@@ -291,22 +304,18 @@ ds_import(struct dsession *ds, const char *busid)
 	dev = gw_device_find(busid, NULL);
 	if (dev == NULL || strcmp(dev->busid, busid) != 0) {
 		/* the stock client compares busids: no prefixes here */
-		if (hostlimit_audit(ds->host, HL_IMPORT_UNKNOWN))
+		if (ds_may_audit(ds, HL_IMPORT_UNKNOWN))
 			store_audit("import-unknown", NULL, ds->peer,
 			    log_escape(esc, sizeof(esc), busid,
 			    USBIP_BUSID_SIZE));
-		else
-			ds->quiet = true;
 		return ds_import_refuse(ds, ST_NODEV, "unknown busid");
 	}
 	switch (dev->state) {
 	case DEV_AUTHORIZED:
 		if (!device_allowed_for(dev, ds)) {
-			if (hostlimit_audit(ds->host, HL_IMPORT_REFUSED))
+			if (ds_may_audit(ds, HL_IMPORT_REFUSED))
 				store_audit_device(dev, "import-refused", NULL,
 				    ds->peer);
-			else
-				ds->quiet = true;
 			return ds_import_refuse(ds, ST_NA,
 			    "not authorized for this host");
 		}
@@ -326,11 +335,9 @@ ds_import(struct dsession *ds, const char *busid)
 		/* FALLTHROUGH */
 	case DEV_PROBING:
 		/* over the address's budget: no row, no event, no hold */
-		if (!hostlimit_audit(ds->host, HL_ACCESS_REQUEST)) {
-			ds->quiet = true;
+		if (!ds_may_audit(ds, HL_ACCESS_REQUEST))
 			return ds_import_refuse(ds, ST_NA, "device pending "
 			    "(access requests from this address over the limit)");
-		}
 		ds->dev = dev;
 		ds->request_id = store_access_request(dev, ds);
 		gw_access_event(dev, ds);
@@ -343,10 +350,8 @@ ds_import(struct dsession *ds, const char *busid)
 		/* attach-pending: hold the import until decided or timeout */
 		return ds_hold(ds, dev, gw->attach_wait_ms);
 	case DEV_BLOCKED:
-		if (hostlimit_audit(ds->host, HL_IMPORT_REFUSED))
+		if (ds_may_audit(ds, HL_IMPORT_REFUSED))
 			store_audit_device(dev, "import-refused", NULL, ds->peer);
-		else
-			ds->quiet = true;
 		return ds_import_refuse(ds, ST_NA, "device blocked");
 	default:
 		return ds_import_refuse(ds, ST_NODEV, "device gone");
@@ -375,10 +380,8 @@ ds_read(struct bufferevent *bev, void *arg)
 		char msg[160];
 
 		snprintf(msg, sizeof(msg), "malformed op request: %s", why);
-		if (hostlimit_audit(ds->host, HL_MALFORMED))
+		if (ds_may_audit(ds, HL_MALFORMED))
 			store_audit("malformed", NULL, ds->peer, msg);
-		else
-			ds->quiet = true;
 		dsession_close(ds, msg);
 		return;
 	}
