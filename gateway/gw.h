@@ -413,7 +413,7 @@ void		 relay_stop(struct dsession *);
 void		 inflight_init(struct inflight_tab *, uint32_t cap);
 void		 inflight_free(struct inflight_tab *);
 struct inflight	*inflight_get(struct inflight_tab *, uint32_t seqnum);
-struct inflight	*inflight_put(struct inflight_tab *, uint32_t seqnum);
+struct inflight	*inflight_add(struct inflight_tab *, uint32_t seqnum);
 void		 inflight_del(struct inflight_tab *, struct inflight *);
 
 #endif

@@ -58,6 +58,11 @@ if_hash(uint32_t s)
 	return s;
 }
 
+/*
+ * Room for `cap` seqnums at once, at most half the slots: the table does
+ * not grow (the relay stops reading a vhci host at GW_MAX_INFLIGHT), it
+ * only sheds tombstones when they crowd it.
+ */
 void
 inflight_init(struct inflight_tab *t, uint32_t cap)
 {
@@ -103,32 +108,42 @@ inflight_rehash(struct inflight_tab *t)
 	t->count = t->tombs = 0;
 	for (i = 0; i < cap; i++)
 		if (old[i].used == 1)
-			*inflight_put(t, old[i].seqnum) = old[i];
+			*inflight_add(t, old[i].seqnum) = old[i];
 	free(old);
 }
 
-/* Returns a zeroed, used slot for seqnum (which must not be present). */
+/*
+ * A zeroed, used slot for seqnum; NULL if seqnum is in flight already.
+ * One probe sequence does both: it runs to an empty slot anyway.
+ */
 struct inflight *
-inflight_put(struct inflight_tab *t, uint32_t seqnum)
+inflight_add(struct inflight_tab *t, uint32_t seqnum)
 {
+	struct inflight *f, *slot = NULL;
 	uint32_t i, m;
 
 	if ((t->count + t->tombs + 1) * 4 > t->cap * 3)
 		inflight_rehash(t);
 	m = t->cap - 1;
 	for (i = if_hash(seqnum) & m;; i = (i + 1) & m) {
-		struct inflight *f = &t->slot[i];
-
-		if (f->used != 1) {
-			if (f->used == 2)
-				t->tombs--;
-			memset(f, 0, sizeof(*f));
-			f->used = 1;
-			f->seqnum = seqnum;
-			t->count++;
-			return f;
+		f = &t->slot[i];
+		if (f->used == 1) {
+			if (f->seqnum == seqnum)
+				return NULL;
+			continue;
 		}
+		if (slot == NULL)
+			slot = f;	/* the first free one: reuse a tombstone */
+		if (f->used == 0)
+			break;
 	}
+	if (slot->used == 2)
+		t->tombs--;
+	memset(slot, 0, sizeof(*slot));
+	slot->used = 1;
+	slot->seqnum = seqnum;
+	t->count++;
+	return slot;
 }
 
 void
@@ -611,10 +626,6 @@ relay_from_down(struct relay *r)
 		if (h.devid != dev->gw_devid)
 			return relay_malformed(r, "vhci host",
 			    "devid does not name the imported device");
-		if (inflight_get(&ds->inflight, h.seqnum) != NULL)
-			return relay_malformed(r, "vhci host",
-			    "seqnum already in flight");
-
 		ep_iso = 0;
 		if (h.command == USBIP_CMD_SUBMIT && h.ep != 0) {
 			struct gw_ep *e = h.direction == USBIP_DIR_IN ?
@@ -635,7 +646,9 @@ relay_from_down(struct relay *r)
 		    (uint32_t)h.u.submit.transfer_buffer_length, &why) == -1)
 			return relay_malformed(r, "vhci host", why);
 
-		f = inflight_put(&ds->inflight, h.seqnum);
+		if ((f = inflight_add(&ds->inflight, h.seqnum)) == NULL)
+			return relay_malformed(r, "vhci host",
+			    "seqnum already in flight");
 		if (h.command == USBIP_CMD_SUBMIT) {
 			f->kind = IF_SUBMIT;
 			f->direction = (uint8_t)h.direction;
