@@ -20,6 +20,8 @@ trap '_st=$?; userdel "$U" 2>/dev/null; (exit $_st); _cleanup' EXIT
 UID_U=$(id -u "$U")
 
 chmod 0755 "$T"
+UGWD=$(for_users "$USBGWD") && UGW=$(for_users "$USBGW") ||
+    bail_out "cannot copy the binaries for $U"
 D=$T/state
 mkdir -m 0700 "$D" && chown "$U" "$D"
 sim_start sim || bail_out "simulator did not start"
@@ -34,7 +36,7 @@ chmod 0644 "$T/gw.conf"
 # and UMask=.
 start_bg gw setpriv --reuid="$U" --regid=nogroup --clear-groups \
     --inh-caps=-all --bounding-set=-all --no-new-privs \
-    sh -c "umask 077; exec '$USBGWD' -f -p none -c '$T/gw.conf' \
+    sh -c "umask 077; exec '$UGWD' -f -p none -c '$T/gw.conf' \
     -d '$D/gw.db' -s '$D/gw.sock' -l 127.0.0.1:0 -P '$D/gw.port'"
 wait_file "$D/gw.port" 10 gw || bail_out "usbgwd did not start: $(cat "$(bg_log gw)")"
 PID=$(bg_pid gw)
@@ -49,8 +51,8 @@ want=$hard
 [ "$hard" = unlimited ] || [ "$hard" -gt 65536 ] && want=65536
 is "$soft" "$want" "descriptors: the soft limit raised to the hard one (at most 64 Ki)"
 
-as_u() { run runuser -u "$U" -- "$USBGW" -s "$D/gw.sock" "$@"; }
-wait_for -t 10 sh -c "runuser -u '$U' -- '$USBGW' -s '$D/gw.sock' list --state pending | grep -q 'sim:1-2'"
+as_u() { run runuser -u "$U" -- "$UGW" -s "$D/gw.sock" "$@"; }
+wait_for -t 10 sh -c "runuser -u '$U' -- '$UGW' -s '$D/gw.sock' list --state pending | grep -q 'sim:1-2'"
 check $? "sim:1-2 claimed and pending"
 as_u status
 like "$OUT" "privilege admin" "the daemon's own uid administers it"
@@ -91,10 +93,10 @@ if command -v strace >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>
 	rm -f "$D/hook.out"
 	start_bg st strace -f -qq -o "$T/trace" setpriv --reuid="$U" \
 	    --regid=nogroup --clear-groups --inh-caps=-all --bounding-set=-all \
-	    sh -c "umask 077; exec '$USBGWD' -f -p none -c '$T/gw.conf' \
+	    sh -c "umask 077; exec '$UGWD' -f -p none -c '$T/gw.conf' \
 	    -d '$D/gw.db' -s '$D/gw.sock' -l 127.0.0.1:0 -P '$D/gw2.port'"
 	wait_file "$D/gw2.port" 20 st || bail_out "usbgwd under strace did not start"
-	wait_for -t 10 sh -c "runuser -u '$U' -- '$USBGW' -s '$D/gw.sock' list --state authorized | grep -q 'sim:1-2'"
+	wait_for -t 10 sh -c "runuser -u '$U' -- '$UGW' -s '$D/gw.sock' list --state authorized | grep -q 'sim:1-2'"
 	"$TC" script "127.0.0.1:$(cat "$D/gw2.port")" sim:1-2 --bytes 1M \
 	    --skip unlink,unlink-pending,unlink-completed,interrupt,iso >/dev/null 2>&1
 	as_u revoke sim:1-2
@@ -106,7 +108,7 @@ if command -v strace >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>
 	kill -TERM "$gpid" 2>/dev/null
 	wait_bg st 20
 	# from the daemon's exec on (before it: setpriv doing systemd's job)
-	used=$(awk -v bin="$USBGWD" 'on { print $2 }
+	used=$(awk -v bin="$UGWD" 'on { print $2 }
 	    index($0, "execve(\"" bin "\"") { on = 1 }' "$T/trace" |
 	    grep -o '^[a-z_0-9]*(' | tr -d '(' | sort -u)
 	outside=$(printf '%s\n' "$used" | comm -23 - "$allowed" | tr '\n' ' ')

@@ -171,7 +171,7 @@ check $? "a plugged device is announced pending"
 
 # ---- refusals are audited (root cannot be refused; use nobody) -------------
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
-	chmod 0755 "$T"
+	UGW=$(for_users "$USBGW") || bail_out "cannot copy usbgw"
 	cat >>"$T/gw.conf" <<EOF
 control-socket-mode = 0666
 allow-read = nobody
@@ -181,11 +181,11 @@ EOF
 	    -l 127.0.0.1:0 -P "$T/gw.port2"
 	wait_file "$T/gw.port2" 10 gw
 	run setpriv --reuid=nobody --regid=nogroup --clear-groups \
-	    "$USBGW" -s "$SOCK" approve "$KBD"
+	    "$UGW" -s "$SOCK" approve "$KBD"
 	is "$RC" 1 "nobody (read) cannot approve: exit 1"
 	like "$ERR" 'approve requires the approve privilege' "refusal explained"
 	run setpriv --reuid=nobody --regid=nogroup --clear-groups \
-	    "$USBGW" -s "$SOCK" list
+	    "$UGW" -s "$SOCK" list
 	is "$RC" 0 "nobody can list"
 	run "${U[@]}" audit --json --limit 10000
 	n=$(printf '%s' "$OUT" | "$EJ" count action=refused actor_uid=65534)

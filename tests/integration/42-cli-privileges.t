@@ -43,7 +43,7 @@ mk "$X"
 mk "$ADM" "$G_SOCK"
 ADM_UID=$(id -u "$ADM")
 
-chmod 0755 "$T"
+UGW=$(for_users "$USBGW") || bail_out "cannot copy usbgw"
 sim_start sim || bail_out "simulator did not start"
 SOCK=$T/control.sock
 cat >"$T/gw.conf" <<EOF
@@ -66,7 +66,7 @@ DEV2=$("$USBGW" -s "$SOCK" list --json | "$EJ" get busid exporter_busid=1-2)
 as() {	# as USER ARGS...: usbgw as USER (sets OUT ERR RC)
 	local u=$1
 	shift
-	run runuser -u "$u" -- "$USBGW" -s "$SOCK" "$@"
+	run runuser -u "$u" -- "$UGW" -s "$SOCK" "$@"
 }
 
 is "$(stat -c '%a %G' "$SOCK")" "660 $G_SOCK" "socket mode 0660, group $G_SOCK"

@@ -27,7 +27,8 @@
 #     named background process dies);
 #   - field KEY TEXT: the value of KEY=VALUE in the last RESULT line;
 #   - binaries under $USBGW_BUILD (default: build/ of this tree):
-#     $TC (usbip-tc), $SIM (usbgw-sim), $USBGWD, $USBGW;
+#     $TC (usbip-tc), $SIM (usbgw-sim), $USBGWD, $USBGW; for_users PROG,
+#     a copy other users can run;
 #   - ASan: when the binaries are sanitized their reports go to
 #     $T/asan.PID files; asan_clean DESC checks there are none.
 
@@ -418,6 +419,15 @@ wait_log() {
 
 # need_prog PROG...: skip the whole test unless every PROG is available
 # (a path, or a name in PATH).
+# for_users PROG: a copy of PROG in $T/bin that any user can run (the tree
+# may sit in a directory only its owner can enter, as a fresh mktemp -d
+# clone does); prints its path.
+for_users() {
+	mkdir -p "$T/bin" && chmod 0755 "$T" "$T/bin" &&
+	    cp "$1" "$T/bin/" && chmod 0755 "$T/bin/${1##*/}" &&
+	    echo "$T/bin/${1##*/}"
+}
+
 need_prog() {
 	local p
 	for p in "$@"; do
