@@ -263,6 +263,23 @@ CREATE TABLE settings (
 
 PRAGMA user_version = 2;
 
+-- @migration 3
+
+-- The decision core (protocol.md part 3, "Precedence").  Rules written
+-- by a permanent approval or denial (origin approval/denial) form the
+-- operator tier, evaluated after every admin rule; they are renumbered
+-- after the admin rules so that positions read in evaluation order.
+UPDATE rules SET position = position + 1000000000
+    WHERE position IS NOT NULL AND origin IN ('approval', 'denial');
+UPDATE rules SET position = (SELECT n FROM (SELECT id, row_number()
+    OVER (ORDER BY position) AS n FROM rules WHERE position IS NOT NULL) r
+    WHERE r.id = rules.id) WHERE position IS NOT NULL;
+-- An admin's explicit override of an admin rule that blocks the device.
+ALTER TABLE approvals ADD COLUMN override INTEGER NOT NULL DEFAULT 0
+    CHECK (override IN (0, 1));
+
+PRAGMA user_version = 3;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

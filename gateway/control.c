@@ -386,6 +386,7 @@ conn_request(struct ctl_conn *c, json_t *msg)
 		conn_reply_error(c, req.has_id, req.id, CTL_E_REFUSED, why);
 		return;
 	}
+	c->who.priv = c->priv;
 	rc = cmd->fn(req.args, &c->who, &result, err, sizeof(err));
 	if (rc == CTL_OK) {
 		conn_send(c, ctl_response_ok(req.has_id, req.id, result));
@@ -1224,8 +1225,13 @@ ctl_args_approve(json_t *args, const char **busid, struct approve_opts *opts,
 	const char *scope = "once", *to = NULL, *msg = NULL;
 	json_int_t d = 0, until = 0, now = (json_int_t)time(NULL);
 	enum ctl_err e;
+	int override = 0;
 
 	memset(opts, 0, sizeof(*opts));
+	if ((e = ctl_arg_bool(args, "override", &override, err, errlen)) !=
+	    CTL_OK)
+		return e;
+	opts->override = override != 0;
 	if ((e = ctl_arg_str(args, "busid", 1, busid, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "scope", 0, &scope, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "to", 0, &to, err, errlen)) != CTL_OK ||

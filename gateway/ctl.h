@@ -8,6 +8,7 @@
 #ifndef USBGW_CTL_H
 #define USBGW_CTL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <jansson.h>
@@ -46,6 +47,7 @@ struct actor {
 	uid_t		uid;		/* ACTOR_OPERATOR */
 	pid_t		pid;
 	char		name[64];	/* user name, or "system" */
+	enum ctl_priv	priv;		/* ACTOR_OPERATOR: what the socket granted */
 };
 
 /* Scope of an approval or a denial. */
@@ -60,6 +62,7 @@ struct approve_opts {
 	int64_t		expires_at;	/* unix seconds, SCOPE_FOR/UNTIL */
 	char		to_host[256];	/* "" = any vhci host */
 	char		message[512];
+	bool		override;	/* admin: beat an admin rule's block */
 };
 
 /* Error classes; the CLI maps them to exit codes (see usbgw(1)). */

@@ -29,6 +29,7 @@ enum stmt_id {
 	S_DEV_INSERT,
 	S_IFACE_INSERT,
 	S_DEV_STATE,
+	S_DEV_HOLDER,
 	S_DEV_GET,
 	S_DEV_LIST,
 	S_IFACE_GET,
@@ -49,6 +50,7 @@ enum stmt_id {
 	S_APPR_END,
 	S_APPR_END_DEV,
 	S_APPR_ACTIVE,
+	S_APPR_LIST,
 	S_APPR_NEXT,
 	S_APPR_DUE,
 	S_ATT_INSERT,
@@ -95,6 +97,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	[S_DEV_STATE] =
 	    "UPDATE devices SET state = ?2, rule_id = ?3, state_since = ?4, "
 	    "last_seen = max(last_seen, ?4) WHERE id = ?1",
+	[S_DEV_HOLDER] =
+	    "SELECT id FROM devices WHERE busid = ?1 AND state != 'gone'",
 	[S_DEV_GET] =
 	    "SELECT d.id, d.exporter_id, e.name, d.exporter_busid, d.busid, "
 	    "d.vid, d.pid, d.bcd_device, d.dev_class, d.dev_subclass, "
@@ -145,8 +149,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "SELECT id, position FROM rules WHERE device_id = ?1 AND "
 	    "removed_at IS NULL",
 	[S_RULE_LOAD] =
-	    "SELECT id, text FROM rules WHERE position IS NOT NULL "
-	    "ORDER BY position",
+	    "SELECT id, text FROM rules WHERE position IS NOT NULL AND "
+	    "(origin IN ('approval', 'denial')) = ?1 ORDER BY position",
 	[S_APPR_SUPERSEDE] =
 	    "UPDATE approvals SET ended_at = ?3, end_reason = 'superseded', "
 	    "ended_by = ?4 WHERE device_id = ?1 AND IFNULL(to_host, '') = ?2 "
@@ -154,7 +158,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	[S_APPR_INSERT] =
 	    "INSERT INTO approvals (device_id, presence_id, decision, scope, "
 	    "to_host, created_at, expires_at, actor_uid, actor_name, reason, "
-	    "rule_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	    "rule_id, override) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+	    "?10, ?11, ?12)",
 	[S_APPR_END] =
 	    "UPDATE approvals SET ended_at = ?2, end_reason = ?3, ended_by = ?4 "
 	    "WHERE id = ?1 AND ended_at IS NULL",
@@ -163,13 +168,21 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "WHERE device_id = ?1 AND ended_at IS NULL",
 	[S_APPR_ACTIVE] =
 	    "SELECT id, device_id, presence_id, decision, scope, to_host, "
-	    "created_at, expires_at, actor_uid, actor_name, reason, rule_id "
+	    "created_at, expires_at, actor_uid, actor_name, reason, rule_id, "
+	    "override "
 	    "FROM approvals WHERE device_id = ?1 AND ended_at IS NULL AND "
 	    "(expires_at IS NULL OR expires_at > ?3) AND "
 	    "(scope != 'once' OR presence_id = ?2) AND (to_host IS NULL OR "
 	    "(?4 IS NOT NULL AND to_host = ?4 COLLATE NOCASE) OR "
 	    "(?5 IS NOT NULL AND to_host = ?5)) "
 	    "ORDER BY created_at DESC, id DESC LIMIT 1",
+	[S_APPR_LIST] =
+	    "SELECT id, device_id, presence_id, decision, scope, to_host, "
+	    "created_at, expires_at, actor_uid, actor_name, reason, rule_id, "
+	    "override "
+	    "FROM approvals WHERE device_id = ?1 AND ended_at IS NULL AND "
+	    "(expires_at IS NULL OR expires_at > ?3) AND "
+	    "(scope != 'once' OR presence_id = ?2) ORDER BY id",
 	[S_APPR_NEXT] =
 	    "SELECT id, expires_at FROM approvals WHERE ended_at IS NULL AND "
 	    "expires_at IS NOT NULL ORDER BY expires_at, id LIMIT 1",
@@ -812,6 +825,25 @@ db_device_get(struct db *db, int64_t device_id, struct db_device *out)
 	return rc == -1 ? -1 : 1;
 }
 
+int64_t
+db_device_busid_holder(struct db *db, const char *busid)
+{
+	sqlite3_stmt	*st;
+	int64_t		 id = 0;
+	int		 rc;
+
+	if ((st = stmt(db, S_DEV_HOLDER)) == NULL)
+		return -1;
+	bind_text(st, 1, busid);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		id = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_fail(db, "busid holder");
+	return id;
+}
+
 int
 db_device_foreach(struct db *db, int include_gone,
     int (*cb)(void *, const struct db_device *), void *arg)
@@ -1077,11 +1109,12 @@ done:
 }
 
 int64_t
-db_rule_set_device(struct db *db, int64_t device_id, const struct rule *r,
-    const char *origin, const char *comment, const char *by, int64_t now)
+db_rule_set_device(struct db *db, int64_t device_id, long position,
+    const struct rule *r, const char *origin, const char *comment,
+    const char *by, int64_t now)
 {
 	sqlite3_stmt	*st;
-	int64_t		 old = 0, pos = 1, id = -1;
+	int64_t		 old = 0, pos = position, id = -1;
 	int		 nested, rc;
 
 	if (tx_begin(db, &nested) == -1)
@@ -1109,7 +1142,7 @@ done:
 }
 
 int
-db_rules_load(struct db *db, struct policy *p,
+db_rules_load(struct db *db, struct policy *p, int operator_tier,
     void (*bad)(void *, int64_t, const char *, const char *), void *arg)
 {
 	sqlite3_stmt		*st;
@@ -1121,6 +1154,7 @@ db_rules_load(struct db *db, struct policy *p,
 
 	if ((st = stmt(db, S_RULE_LOAD)) == NULL)
 		return -1;
+	sqlite3_bind_int(st, 1, operator_tier ? 1 : 0);
 	policy_clear(p);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		id = sqlite3_column_int64(st, 0);
@@ -1185,6 +1219,7 @@ db_approval_add(struct db *db, const struct db_approval *a)
 	bind_text(st, 9, a->actor_name);
 	bind_text(st, 10, a->reason[0] ? a->reason : NULL);
 	bind_id(st, 11, a->rule_id);
+	sqlite3_bind_int(st, 12, a->override ? 1 : 0);
 	if (step_done(db, st, "approval insert") == -1)
 		goto done;
 	id = sqlite3_last_insert_rowid(db->h);
@@ -1224,28 +1259,13 @@ db_approvals_end_device(struct db *db, int64_t device_id, const char *reason,
 	return step_done(db, st, "approvals end");
 }
 
-int
-db_approval_active(struct db *db, int64_t device_id, int64_t presence_id,
-    const char *host_name, const char *host_addr, int64_t now,
-    struct db_approval *a)
+/* One approvals row, selected as S_APPR_ACTIVE/S_APPR_LIST select it. */
+static void
+approval_row(sqlite3_stmt *st, struct db_approval *a)
 {
-	sqlite3_stmt	*st;
-	char		 scope[16], decision[8];
-	int		 rc;
-	size_t		 i;
+	char	scope[16], decision[8];
+	size_t	i;
 
-	if ((st = stmt(db, S_APPR_ACTIVE)) == NULL)
-		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
-	sqlite3_bind_int64(st, 2, presence_id);
-	sqlite3_bind_int64(st, 3, now);
-	bind_text(st, 4, host_name);
-	bind_text(st, 5, host_addr);
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		sqlite3_reset(st);
-		return rc == SQLITE_DONE ? 0 : db_fail(db, "approval active");
-	}
 	memset(a, 0, sizeof(*a));
 	a->id = sqlite3_column_int64(st, 0);
 	a->device_id = sqlite3_column_int64(st, 1);
@@ -1264,8 +1284,57 @@ db_approval_active(struct db *db, int64_t device_id, int64_t presence_id,
 	col_text(st, 9, a->actor_name, sizeof(a->actor_name));
 	col_text(st, 10, a->reason, sizeof(a->reason));
 	a->rule_id = sqlite3_column_int64(st, 11);
+	a->override = sqlite3_column_int(st, 12) != 0;
+}
+
+int
+db_approval_active(struct db *db, int64_t device_id, int64_t presence_id,
+    const char *host_name, const char *host_addr, int64_t now,
+    struct db_approval *a)
+{
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if ((st = stmt(db, S_APPR_ACTIVE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	sqlite3_bind_int64(st, 2, presence_id);
+	sqlite3_bind_int64(st, 3, now);
+	bind_text(st, 4, host_name);
+	bind_text(st, 5, host_addr);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		sqlite3_reset(st);
+		return rc == SQLITE_DONE ? 0 : db_fail(db, "approval active");
+	}
+	approval_row(st, a);
 	sqlite3_reset(st);
 	return 1;
+}
+
+int
+db_approvals_list(struct db *db, int64_t device_id, int64_t presence_id,
+    int64_t now, int (*cb)(void *, const struct db_approval *), void *arg)
+{
+	struct db_approval	 a;
+	sqlite3_stmt		*st;
+	int			 rc, n = 0;
+
+	if ((st = stmt(db, S_APPR_LIST)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	sqlite3_bind_int64(st, 2, presence_id);
+	sqlite3_bind_int64(st, 3, now);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		approval_row(st, &a);
+		n++;
+		if (cb(arg, &a) != 0) {
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? n : db_fail(db, "approvals list");
 }
 
 int

@@ -100,6 +100,8 @@ int		 db_device_set_state(struct db *, int64_t device_id,
 int		 db_device_get(struct db *, int64_t device_id,
 		    struct db_device *out);
 /* Devices by id; gone ones only if include_gone.  cb non-zero stops. */
+/* The row, not gone, that holds the gateway busid now: id, 0, or -1. */
+int64_t		 db_device_busid_holder(struct db *, const char *busid);
 int		 db_device_foreach(struct db *, int include_gone,
 		    int (*cb)(void *, const struct db_device *), void *arg);
 
@@ -135,10 +137,11 @@ int		 db_rule_move(struct db *, int64_t rule_id, long position);
 /*
  * The rule a permanent approval or denial writes for a device: replaces
  * the device's previous such rule in its position (the old row is
- * removed), or goes first.  Returns the new rule's id.
+ * removed), or goes at position (0: last).  Returns the new rule's id.
  */
 int64_t		 db_rule_set_device(struct db *, int64_t device_id,
-		    const struct rule *, const char *origin, const char *comment,
+		    long position, const struct rule *, const char *origin,
+		    const char *comment,
 		    const char *by, int64_t now);
 /*
  * Replace the policy's rules with the active rules, in order.  A stored
@@ -146,7 +149,7 @@ int64_t		 db_rule_set_device(struct db *, int64_t device_id,
  * replaced by "ask" at its position: fail safe, devices go pending.
  * Returns the number of such rules, or -1.
  */
-int		 db_rules_load(struct db *, struct policy *,
+int		 db_rules_load(struct db *, struct policy *, int operator_tier,
 		    void (*bad)(void *, int64_t rule_id, const char *text,
 		    const char *error), void *arg);
 
@@ -165,6 +168,7 @@ struct db_approval {
 	char			actor_name[64];
 	char			reason[512];
 	int64_t			rule_id;	/* SCOPE_PERMANENT, else 0 */
+	int			override;	/* an admin's override */
 };
 
 /*
@@ -188,6 +192,14 @@ int		 db_approvals_end_device(struct db *, int64_t device_id,
 int		 db_approval_active(struct db *, int64_t device_id,
 		    int64_t presence_id, const char *host_name,
 		    const char *host_addr, int64_t now, struct db_approval *out);
+/*
+ * Every active decision of the device, oldest first: not ended, not
+ * expired at now, of this presence if scope once.  cb returns non-zero
+ * to stop.  Returns how many were passed to cb, or -1.
+ */
+int		 db_approvals_list(struct db *, int64_t device_id,
+		    int64_t presence_id, int64_t now,
+		    int (*cb)(void *, const struct db_approval *), void *arg);
 /* The earliest expiry of an active decision: 1 with *when, *id; 0 none. */
 int		 db_approval_next_expiry(struct db *, int64_t *when,
 		    int64_t *approval_id);

@@ -4,8 +4,16 @@
  *   probing -> pending | authorized | blocked -> attached -> (detach)
  *   any -> gone;  revoke: authorized/attached -> pending/blocked
  *
- * Every transition goes through device_set_state(), which logs it,
- * writes the audit row, persists the state and announces the event.
+ * This file is the one owner of a device's state and of the inputs of
+ * its decision: the identity the probe verified, the operator's
+ * approvals, denials and revocation, and an identity anomaly.  Every
+ * transition goes through device_set_state(), which logs it, writes the
+ * audit row, persists the state and announces the event.  The decision
+ * itself is decide() (decision.c), a pure function; device_eval()
+ * feeds it and applies its answer.  Proxy and local mode hear of an
+ * applied decision as observers (device_observe); storage (store.c)
+ * persists and loads, and decides nothing.
+ *
  * Nothing reaches a device from a vhci host unless its state is
  * authorized at the moment of the import; the relay is torn down the
  * moment that stops being true.
@@ -17,17 +25,49 @@
 
 #include <event2/event.h>
 
+#include "decision.h"
 #include "desc.h"
 #include "identity.h"
 #include "gw.h"
+#include "policy.h"
+#include "rule.h"
 #include "log.h"
 #include "util.h"
 
 #define RECLAIM_FIRST_MS	100
 #define RECLAIM_MAX_TRIES	50
+#define MAX_OBSERVERS		4
 
 static void	device_reclaim_cb(evutil_socket_t, short, void *);
-static void	device_expire_cb(evutil_socket_t, short, void *);
+static void	device_recheck_cb(evutil_socket_t, short, void *);
+
+static const struct device_observer *observers[MAX_OBSERVERS];
+static size_t	nobservers;
+static const struct actor sys_actor = { .kind = ACTOR_SYSTEM, .name = "system" };
+
+/* Proxy and local mode: tell me when a decision was applied. */
+void
+device_observe(const struct device_observer *o)
+{
+	size_t i;
+
+	for (i = 0; i < nobservers; i++)
+		if (observers[i] == o)
+			return;
+	if (nobservers == MAX_OBSERVERS)
+		fatalx("too many device observers");
+	observers[nobservers++] = o;
+}
+
+static void
+notify_decided(struct device *dev)
+{
+	size_t i;
+
+	for (i = 0; i < nobservers && !dev->dead; i++)
+		if (observers[i]->decided != NULL)
+			observers[i]->decided(dev);
+}
 
 /*
  * The busid vhci hosts see: "EXPORTER:BUSID" when that fits in 31 bytes
@@ -64,15 +104,15 @@ device_new(struct exporter *exp, const struct usbip_dev *rec,
 	dev->exp = exp;
 	usbgw_strlcpy(dev->up_busid, rec->busid, sizeof(dev->up_busid));
 	device_make_busid(exp->name, rec->busid, dev->busid);
+	/* what the list claims is compared with the probe, never used */
 	dev->listed = *rec;
-	dev->nintf = rec->bNumInterfaces;
-	memcpy(dev->intf, intf, sizeof(intf[0]) * dev->nintf);
+	dev->nintf = 0;
 	dev->state = DEV_PROBING;
 	dev->state_since = (int64_t)time(NULL);
 	dev->reclaim_ev = evtimer_new(gw->base, device_reclaim_cb, dev);
-	dev->expire_ev = evtimer_new(gw->base, device_expire_cb, dev);
+	dev->recheck_ev = evtimer_new(gw->base, device_recheck_cb, dev);
+	dev->decision.recheck_at = RULE_NEVER;
 	TAILQ_INSERT_TAIL(&exp->devices, dev, entry);
-	store_device_load(dev);		/* id, busid, state, approvals */
 	log_info("%s: new device %s at exporter %s", dev->busid, dev->up_busid,
 	    exp->name);
 	return dev;
@@ -83,13 +123,17 @@ device_free(struct device *dev)
 {
 	int i;
 
+	size_t k;
+
 	if (dev == NULL)
 		return;
-	local_device_freed(dev);
+	for (k = 0; k < nobservers; k++)
+		if (observers[k]->freed != NULL)
+			observers[k]->freed(dev);
 	if (dev->reclaim_ev != NULL)
 		event_free(dev->reclaim_ev);
-	if (dev->expire_ev != NULL)
-		event_free(dev->expire_ev);
+	if (dev->recheck_ev != NULL)
+		event_free(dev->recheck_ev);
 	for (i = 0; i < GW_MAX_CONFIGS; i++)
 		free(dev->ident.config[i]);
 	free(dev);
@@ -99,11 +143,10 @@ void
 device_set_state(struct device *dev, enum dev_state st,
     const struct actor *who, const char *reason)
 {
-	static const struct actor sys = { .kind = ACTOR_SYSTEM, .name = "system" };
 	enum dev_state old = dev->state;
 
 	if (who == NULL)
-		who = &sys;
+		who = &sys_actor;
 	if (old == st)
 		return;
 	dev->state = st;
@@ -133,8 +176,85 @@ device_claim(struct device *dev)
 }
 
 /*
+ * The probe is done: record the identity, find the operator's standing
+ * decisions for it, and announce a changed identity.  A different
+ * identity at the same port is a different device: what was decided
+ * for the old one does not carry over.
+ */
+static void
+device_identified(struct device *dev)
+{
+	struct store_identity si;
+
+	dev->identity_changed = false;
+	if (store_device_identity(dev, &si) == -1) {
+		/* no row: no approvals can be found; fail closed */
+		dev->nappr = 0;
+		return;
+	}
+	if (si.id != dev->id) {
+		dev->nappr = 0;
+		dev->revoked = false;
+		dev->anomaly_ack[0] = '\0';
+	}
+	dev->id = si.id;
+	dev->presence_id = si.presence_id;
+	dev->revoked = si.revoked;
+	dev->nappr = store_approvals_load(dev->id, dev->presence_id, dev->appr,
+	    GW_MAX_APPROVALS);
+	if (si.old_id != 0) {
+		dev->identity_changed = true;
+		dev->old_id = si.old_id;
+		usbgw_strlcpy(dev->old_hash, si.old_hash, sizeof(dev->old_hash));
+		gw_identity_event(dev);
+	}
+}
+
+/*
+ * A device the gateway attached (local mode) before a restart, still
+ * attached in the kernel: its identity is the one an earlier probe
+ * verified, as the database kept it (id), with no descriptors to read
+ * again.  up is its claim, already relaying.
+ */
+struct device *
+device_restore(struct exporter *exp, const struct usbip_dev *rec,
+    const struct usbgw_identity *id, struct upstream *up)
+{
+	struct device *dev;
+	int i;
+
+	dev = device_new(exp, rec, NULL);
+	dev->ident.vid = id->vid;
+	dev->ident.pid = id->pid;
+	dev->ident.bcd = id->bcd_device;
+	dev->ident.dclass = id->dev_class;
+	dev->ident.dsubclass = id->dev_subclass;
+	dev->ident.dprotocol = id->dev_protocol;
+	dev->ident.speed = rec->speed;
+	usbgw_strlcpy(dev->ident.manufacturer, id->manufacturer,
+	    sizeof(dev->ident.manufacturer));
+	usbgw_strlcpy(dev->ident.product, id->product,
+	    sizeof(dev->ident.product));
+	usbgw_strlcpy(dev->ident.serial, id->serial, sizeof(dev->ident.serial));
+	usbgw_strlcpy(dev->ident.hash, id->hash, sizeof(dev->ident.hash));
+	dev->nintf = id->n_ifaces < USBIP_MAX_INTERFACES ? id->n_ifaces :
+	    USBIP_MAX_INTERFACES;
+	for (i = 0; i < dev->nintf; i++) {
+		dev->intf[i].bInterfaceClass = id->ifaces[i].cls;
+		dev->intf[i].bInterfaceSubClass = id->ifaces[i].subcls;
+		dev->intf[i].bInterfaceProtocol = id->ifaces[i].proto;
+	}
+	up->dev = dev;
+	dev->up = up;
+	dev->probed = true;
+	device_identified(dev);
+	return dev;
+}
+
+/*
  * The claim is in place and the probe read the descriptors: identity
- * first (a changed hash is a different device), then the decision.
+ * first (a changed hash is a different device), then what the exporter
+ * claimed is compared with it, then the decision.
  */
 void
 device_claimed(struct device *dev)
@@ -144,12 +264,14 @@ device_claimed(struct device *dev)
 	dev->reclaim_tries = 0;
 	device_load_endpoints(dev, up->rec.bConfigurationValue);
 	device_load_interfaces(dev, up->rec.bConfigurationValue);
-	store_device_identity(dev);	/* may flag an identity change */
+	device_identified(dev);
 	/* the devid vhci hosts see: from the database ids, after the row */
 	dev->gw_devid = (uint32_t)(((dev->exp->id & 0x7fff) + 1) << 16 |
 	    ((dev->id & 0xffff) ? (dev->id & 0xffff) : 1));
 	if (dev->state == DEV_PROBING)
 		gw_probed_event(dev);
+	device_listed(dev, &dev->listed, NULL);
+	device_import_reply_ok(dev, &up->rec);
 	device_eval(dev, NULL, NULL);
 }
 
@@ -241,85 +363,669 @@ device_detached(struct device *dev, const char *why)
 	device_reclaim_later(dev);
 }
 
-static void
-device_expire_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct device *dev = arg;
 
-	if (dev->approval.active && dev->approval.expires_at != 0 &&
-	    dev->approval.expires_at <= (int64_t)time(NULL)) {
-		dev->approval.active = false;
-		store_approval_end(dev, "expired");
-		device_eval(dev, NULL, "approval expired");
-	}
-}
+/* ---- identity ---------------------------------------------------------- */
 
+/* The identity as the policy and the database see it: the probe's. */
 void
-device_arm_expiry(struct device *dev)
+device_identity(const struct device *dev, struct usbgw_identity *id)
 {
-	struct timeval tv;
-	int64_t now = (int64_t)time(NULL), left;
+	int i;
 
-	evtimer_del(dev->expire_ev);
-	if (!dev->approval.active || dev->approval.expires_at == 0)
-		return;
-	left = dev->approval.expires_at - now;
-	if (left < 0)
-		left = 0;
-	tv.tv_sec = (time_t)left;
-	tv.tv_usec = 0;
-	evtimer_add(dev->expire_ev, &tv);
+	memset(id, 0, sizeof(*id));
+	usbgw_strlcpy(id->exporter, dev->exp->name, sizeof(id->exporter));
+	usbgw_strlcpy(id->exporter_busid, dev->up_busid,
+	    sizeof(id->exporter_busid));
+	usbgw_strlcpy(id->busid, dev->busid, sizeof(id->busid));
+	id->vid = dev->ident.vid;
+	id->pid = dev->ident.pid;
+	id->bcd_device = dev->ident.bcd;
+	id->dev_class = dev->ident.dclass;
+	id->dev_subclass = dev->ident.dsubclass;
+	id->dev_protocol = dev->ident.dprotocol;
+	id->speed = dev->up != NULL ? dev->up->rec.speed : dev->listed.speed;
+	id->n_ifaces = dev->nintf;
+	for (i = 0; i < dev->nintf && i < USBGW_IFACE_MAX; i++) {
+		id->ifaces[i].cls = dev->intf[i].bInterfaceClass;
+		id->ifaces[i].subcls = dev->intf[i].bInterfaceSubClass;
+		id->ifaces[i].proto = dev->intf[i].bInterfaceProtocol;
+	}
+	usbgw_strlcpy(id->manufacturer, dev->ident.manufacturer,
+	    sizeof(id->manufacturer));
+	usbgw_strlcpy(id->product, dev->ident.product, sizeof(id->product));
+	usbgw_strlcpy(id->serial, dev->ident.serial, sizeof(id->serial));
+	usbgw_strlcpy(id->hash, dev->ident.hash, sizeof(id->hash));
 }
 
 /*
- * Decide the device's state from, in order: an operator's denial, an
- * operator's approval (or revocation) for this presence, the rules.
- * `host` is NULL at claim time: a rule limited to some vhci host then
- * authorizes the device, and the host is checked again at import.
- * Applies the result; tears down an attachment that no longer passes.
+ * The interfaces (alternate setting 0) of configuration `value` (0: the
+ * first) in the probed descriptors.  -1 if the probe read no such
+ * configuration.
+ */
+static int
+ident_interfaces(const struct gw_ident *id, uint8_t value,
+    struct usbip_intf *out, uint8_t *n)
+{
+	struct desc_config c;
+	const char *why;
+	int i, k;
+
+	*n = 0;
+	for (i = 0; i < GW_MAX_CONFIGS; i++) {
+		if (id->config[i] == NULL ||
+		    desc_parse_config(id->config[i], id->config_len[i], &c,
+		    &why) == -1 || (c.value != value && !(value == 0 && i == 0)))
+			continue;
+		for (k = 0; k < c.nalt && *n < USBIP_MAX_INTERFACES; k++) {
+			if (c.alt[k].alt != 0)
+				continue;
+			out[*n].bInterfaceClass = c.alt[k].cls;
+			out[*n].bInterfaceSubClass = c.alt[k].subcls;
+			out[*n].bInterfaceProtocol = c.alt[k].proto;
+			(*n)++;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * The device's interfaces are those of configuration `value` in the
+ * probed descriptors, and nothing else.  -1, and no interfaces, if the
+ * probe read no such configuration.
+ */
+int
+device_load_interfaces(struct device *dev, uint8_t value)
+{
+	return ident_interfaces(&dev->ident, value, dev->intf, &dev->nintf);
+}
+
+/*
+ * The identity is in question: what the exporter claims differs from
+ * what the probe read.  Audited and announced once per claim; the
+ * device is blocked until an operator decides on it (approve or deny
+ * with its identity acknowledges this claim).
+ */
+static void
+device_anomaly(struct device *dev, const char *what)
+{
+	json_t *d;
+
+	if (strcmp(dev->anomaly, what) == 0)
+		return;
+	usbgw_strlcpy(dev->anomaly, what, sizeof(dev->anomaly));
+	dev->anomaly_ack[0] = '\0';
+	log_warnx("%s: identity anomaly: %s", dev->busid, what);
+	store_audit_device(dev, "identity-anomaly", NULL, what);
+	d = device_json(dev);
+	json_object_set_new(d, "anomaly", json_string(what));
+	gw_emit("anomaly", d);
+	if (dev->probed && dev->state != DEV_GONE)
+		device_eval(dev, NULL, NULL);
+}
+
+/*
+ * The exporter's device list says what the device is (vid:pid, class,
+ * configurations, the interfaces of its current configuration).  Only
+ * the probe decides; a list that differs from the probe is an anomaly.
+ * intf NULL: compare the record alone (at claim time, with the list's
+ * interfaces already compared when it arrived).
+ */
+void
+device_listed(struct device *dev, const struct usbip_dev *rec,
+    const struct usbip_intf *intf)
+{
+	const struct gw_ident *id = &dev->ident;
+	struct usbip_intf probed[USBIP_MAX_INTERFACES];
+	uint8_t nprobed;
+	char what[160];
+	int i;
+
+	dev->listed = *rec;
+	if (intf != NULL)
+		memcpy(dev->listed_intf, intf, sizeof(intf[0]) *
+		    (rec->bNumInterfaces < USBIP_MAX_INTERFACES ?
+		    rec->bNumInterfaces : USBIP_MAX_INTERFACES));
+	if (!dev->probed)
+		return;
+	what[0] = '\0';
+	if (rec->idVendor != id->vid || rec->idProduct != id->pid)
+		snprintf(what, sizeof(what), "the exporter lists %04x:%04x, "
+		    "the device says %04x:%04x", rec->idVendor, rec->idProduct,
+		    id->vid, id->pid);
+	else if (rec->bDeviceClass != id->dclass ||
+	    rec->bDeviceSubClass != id->dsubclass ||
+	    rec->bDeviceProtocol != id->dprotocol)
+		snprintf(what, sizeof(what), "the exporter lists class "
+		    "%02x:%02x:%02x, the device says %02x:%02x:%02x",
+		    rec->bDeviceClass, rec->bDeviceSubClass,
+		    rec->bDeviceProtocol, id->dclass, id->dsubclass,
+		    id->dprotocol);
+	else if (rec->bNumConfigurations != id->nconfigs)
+		snprintf(what, sizeof(what), "the exporter lists %u "
+		    "configurations, the device has %u",
+		    rec->bNumConfigurations, id->nconfigs);
+	if (what[0] == '\0' && rec->bNumInterfaces != 0) {
+		/* the listed interfaces are those of its current configuration */
+		if (ident_interfaces(id, rec->bConfigurationValue, probed,
+		    &nprobed) == -1)
+			snprintf(what, sizeof(what), "the exporter lists "
+			    "configuration %u, which the device does not have",
+			    rec->bConfigurationValue);
+		else if (nprobed != rec->bNumInterfaces)
+			snprintf(what, sizeof(what), "the exporter lists %u "
+			    "interfaces, the device has %u",
+			    rec->bNumInterfaces, nprobed);
+		for (i = 0; what[0] == '\0' && i < nprobed; i++) {
+			const struct usbip_intf *l = &dev->listed_intf[i];
+			const struct usbip_intf *p = &probed[i];
+
+			if (l->bInterfaceClass != p->bInterfaceClass ||
+			    l->bInterfaceSubClass != p->bInterfaceSubClass ||
+			    l->bInterfaceProtocol != p->bInterfaceProtocol)
+				snprintf(what, sizeof(what), "the exporter lists "
+				    "interface %d as %02x:%02x:%02x, the device "
+				    "says %02x:%02x:%02x", i,
+				    l->bInterfaceClass, l->bInterfaceSubClass,
+				    l->bInterfaceProtocol, p->bInterfaceClass,
+				    p->bInterfaceSubClass, p->bInterfaceProtocol);
+		}
+	}
+	if (what[0] != '\0')
+		device_anomaly(dev, what);
+}
+
+/*
+ * The exporter's import reply (the claim, or a reclaim) describes the
+ * device too; its configuration must be one the probe read.
+ */
+bool
+device_import_reply_ok(struct device *dev, const struct usbip_dev *rec)
+{
+	struct usbip_intf probed[USBIP_MAX_INTERFACES];
+	uint8_t nprobed;
+	char what[160];
+
+	if (!dev->probed)
+		return true;
+	what[0] = '\0';
+	if (rec->idVendor != dev->ident.vid || rec->idProduct != dev->ident.pid)
+		snprintf(what, sizeof(what), "the import reply says %04x:%04x, "
+		    "the device says %04x:%04x", rec->idVendor, rec->idProduct,
+		    dev->ident.vid, dev->ident.pid);
+	else if (rec->bConfigurationValue != 0 &&
+	    ident_interfaces(&dev->ident, rec->bConfigurationValue, probed,
+	    &nprobed) == -1)
+		snprintf(what, sizeof(what), "the import reply names "
+		    "configuration %u, which the device does not have",
+		    rec->bConfigurationValue);
+	if (what[0] == '\0')
+		return true;
+	device_anomaly(dev, what);
+	return false;
+}
+
+/*
+ * The vhci host selected another configuration: the interface set the
+ * policy decided on may have changed, so decide again (this may tear
+ * the attachment down).
+ */
+void
+device_config_changed(struct device *dev)
+{
+	char msg[64];
+
+	if (device_load_interfaces(dev, dev->cur_config) == -1)
+		snprintf(msg, sizeof(msg), "configuration %u selected, which "
+		    "the probe did not read", dev->cur_config);
+	else
+		snprintf(msg, sizeof(msg), "configuration %u selected",
+		    dev->cur_config);
+	store_audit_device(dev, "set-configuration", NULL, msg);
+	device_eval(dev, NULL, msg);
+}
+
+/* ---- the decision ------------------------------------------------------- */
+
+/* The asking host as decide() sees it. */
+void
+device_host(const struct dsession *ds, struct host_id *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->addr = ds->addr;
+	h->name = ds->host_name[0] != '\0' ? ds->host_name : NULL;
+}
+
+static bool
+anomaly_open(const struct device *dev)
+{
+	return dev->anomaly[0] != '\0' &&
+	    strcmp(dev->anomaly, dev->anomaly_ack) != 0;
+}
+
+/* The one place that feeds decide(). */
+void
+device_decide_tiers(struct device *dev, struct policy *admin,
+    struct policy *op, const struct usbgw_identity *id,
+    const struct dsession *ds, struct decision *d)
+{
+	struct usbgw_identity own;
+	struct decision_in in;
+	struct host_id h;
+
+	if (id == NULL) {
+		device_identity(dev, &own);
+		id = &own;
+	}
+	memset(&in, 0, sizeof(in));
+	in.id = id;
+	in.admin = admin;
+	in.operator = op;
+	in.approvals = dev->appr;
+	in.napprovals = dev->nappr;
+	in.revoked = dev->revoked;
+	in.anomaly = anomaly_open(dev);
+	in.anomaly_why = dev->anomaly;
+	if (ds != NULL) {
+		device_host(ds, &h);
+		in.host = &h;
+	}
+	in.now = (int64_t)time(NULL);
+	in.allowed_matches = gwpolicy_allowed_matches;
+	in.arg = dev;
+	decide(&in, d);
+}
+
+void
+device_decide_identity(struct device *dev, const struct usbgw_identity *id,
+    const struct dsession *ds, struct decision *d)
+{
+	struct policy *admin, *op;
+
+	gwpolicy_tiers(&admin, &op);
+	device_decide_tiers(dev, admin, op, id, ds, d);
+}
+
+void
+device_decide(struct device *dev, const struct dsession *ds,
+    struct decision *d)
+{
+	device_decide_identity(dev, NULL, ds, d);
+}
+
+/* May this session's host use the device? */
+bool
+device_allowed_for(struct device *dev, const struct dsession *ds)
+{
+	struct decision d;
+
+	device_decide(dev, ds, &d);
+	return d.verdict == VERDICT_ALLOW;
+}
+
+/* Approvals that expired leave memory and end in the database. */
+static void
+approvals_prune(struct device *dev)
+{
+	int64_t now = (int64_t)time(NULL);
+	unsigned i, n = 0;
+
+	for (i = 0; i < dev->nappr; i++) {
+		if (dev->appr[i].expires_at != 0 &&
+		    dev->appr[i].expires_at <= now) {
+			store_approval_end(dev, dev->appr[i].id, "expired", NULL);
+			continue;
+		}
+		dev->appr[n++] = dev->appr[i];
+	}
+	dev->nappr = n;
+}
+
+static void
+recheck_arm(struct device *dev, int64_t when)
+{
+	struct timeval tv;
+	int64_t now = (int64_t)time(NULL);
+
+	evtimer_del(dev->recheck_ev);
+	if (when == RULE_NEVER)
+		return;
+	tv.tv_sec = when > now ? (time_t)(when - now) : 0;
+	tv.tv_usec = 0;
+	evtimer_add(dev->recheck_ev, &tv);
+}
+
+/* A time condition or an approval's expiry: decide again. */
+static void
+device_recheck_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct device *dev = arg;
+
+	device_eval(dev, NULL, NULL);
+}
+
+static enum dev_state
+verdict_state(enum verdict v)
+{
+	switch (v) {
+	case VERDICT_ALLOW:
+		return DEV_AUTHORIZED;
+	case VERDICT_BLOCK:
+	case VERDICT_REJECT:
+		return DEV_BLOCKED;
+	case VERDICT_PENDING:
+	default:
+		return DEV_PENDING;
+	}
+}
+
+/*
+ * Decide the device's standing state (decide(), host NULL) and apply
+ * it; an attached host must pass with its own identity too, or it is
+ * torn down.  who/reason: the actor and words to credit (an operator's
+ * command); NULL credits what decided (a rule, an approval, system).
  */
 void
 device_eval(struct device *dev, const struct actor *who, const char *reason)
 {
-	struct decision d;
+	struct decision d, dh;
 	enum dev_state st;
+	int64_t recheck;
 
 	/* between release and reclaim (up == NULL) the state still counts */
-	if (dev->state == DEV_GONE || !dev->probed)
+	if (dev->dead || dev->state == DEV_GONE || !dev->probed)
 		return;
+	approvals_prune(dev);
 	device_decide(dev, NULL, &d);
-	switch (d.target) {
-	case DECIDE_ALLOW:
-		st = DEV_AUTHORIZED;
-		break;
-	case DECIDE_BLOCK:
-	case DECIDE_REJECT:
-		st = DEV_BLOCKED;
-		break;
-	case DECIDE_ASK:
-	default:
-		st = DEV_PENDING;
-		break;
-	}
+	dev->decision = d;
 	dev->rule_id = d.rule_id;
+	recheck = d.recheck_at;
+	st = verdict_state(d.verdict);
 	if (who == NULL)
 		who = &d.actor;
 	if (reason == NULL)
 		reason = d.why;
 	if (st == DEV_AUTHORIZED && dev->state == DEV_ATTACHED) {
 		/* still allowed; the attached host must still pass too */
-		if (dev->ds != NULL && !device_allowed_for(dev, dev->ds))
-			dsession_close(dev->ds, "no longer allowed for this host");
+		if (dev->ds != NULL) {
+			device_decide(dev, dev->ds, &dh);
+			if (dh.verdict != VERDICT_ALLOW)
+				dsession_close(dev->ds, dh.why);
+			else if (dh.recheck_at < recheck)
+				recheck = dh.recheck_at;
+		}
+		recheck_arm(dev, recheck);
+		notify_decided(dev);
 		return;
 	}
+	recheck_arm(dev, recheck);
 	device_set_state(dev, st, who, reason);
 	/* The vhci host sees the disconnect now, after the state says why. */
 	if (dev->ds != NULL)
 		dsession_close(dev->ds, reason);
-	if (d.target == DECIDE_REJECT) {
+	if (d.verdict == VERDICT_REJECT && !dev->rejected) {
 		dev->rejected = true;
 		device_release(dev, "reject rule: claim released");
 	}
-	server_device_decided(dev);
-	local_device_decided(dev);
+	notify_decided(dev);
+}
+
+/*
+ * The device left its exporter: what held for this presence ends with
+ * it (an operator's --once decision, a revoke, a reject rule's release,
+ * an anomaly): a device that comes back is probed and decided afresh.
+ */
+void
+device_presence_ended(struct device *dev)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < dev->nappr; i++)
+		if (dev->appr[i].scope != SCOPE_ONCE)
+			dev->appr[n++] = dev->appr[i];
+	dev->nappr = n;
+	dev->rejected = false;
+	dev->revoked = false;
+	dev->anomaly[0] = dev->anomaly_ack[0] = '\0';
+	evtimer_del(dev->recheck_ev);
+}
+
+/* ---- operator decisions -------------------------------------------------- */
+
+/*
+ * The identity an operator's command names: the device id, or a prefix
+ * (8 or more hex digits) of its descriptor hash.  Refused if the device
+ * now at that busid is another identity.
+ */
+enum ctl_err
+device_check_identity(struct device *dev, const char *identity, char *err,
+    size_t errlen)
+{
+	size_t n = strlen(identity), i;
+	bool digits = n > 0 && n <= 18, hex = n >= 8 && n <= 64, match;
+
+	for (i = 0; i < n; i++) {
+		if (identity[i] < '0' || identity[i] > '9')
+			digits = false;
+		if (!((identity[i] >= '0' && identity[i] <= '9') ||
+		    (identity[i] >= 'a' && identity[i] <= 'f') ||
+		    (identity[i] >= 'A' && identity[i] <= 'F')))
+			hex = false;
+	}
+	if (!digits && !hex) {
+		snprintf(err, errlen, "argument identity: expected a device id "
+		    "or at least 8 hex digits of its hash");
+		return CTL_E_USAGE;
+	}
+	/* a long run of digits is a hash prefix if it is not the id */
+	match = (digits && strtoll(identity, NULL, 10) == dev->id) ||
+	    (hex && strncasecmp(identity, dev->ident.hash, n) == 0);
+	if (match)
+		return CTL_OK;
+	snprintf(err, errlen, "%s is now device %lld (%04x:%04x \"%.40s\", "
+	    "hash %.16s), not %.64s: look again before deciding", dev->busid,
+	    (long long)dev->id, dev->ident.vid, dev->ident.pid,
+	    dev->ident.product, dev->ident.hash, identity);
+	return CTL_E_REFUSED;
+}
+
+/* The first admin rule that blocks or rejects the device (standing). */
+static int64_t
+admin_blocking_rule(struct device *dev)
+{
+	struct policy *admin, *op;
+	struct policy_decision pd;
+	struct usbgw_identity id;
+	struct usbgw_context ctx;
+
+	gwpolicy_tiers(&admin, &op);
+	if (admin == NULL)
+		return 0;
+	device_identity(dev, &id);
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.allowed_matches = gwpolicy_allowed_matches;
+	ctx.arg = dev;
+	policy_evaluate(admin, &id, &ctx, (int64_t)time(NULL), &pd);
+	if (pd.rule_id != 0 && (pd.target == RULE_BLOCK ||
+	    pd.target == RULE_REJECT))
+		return pd.rule_id;
+	return 0;
+}
+
+/* End every active decision of the device (a deny, a revoke). */
+static void
+approvals_end_all(struct device *dev, bool allows_only, const char *why,
+    const struct actor *who)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < dev->nappr; i++) {
+		if (allows_only && dev->appr[i].deny) {
+			dev->appr[n++] = dev->appr[i];
+			continue;
+		}
+		store_approval_end(dev, dev->appr[i].id, why, who);
+	}
+	dev->nappr = n;
+}
+
+static void
+approval_keep(struct device *dev, const struct approval *a)
+{
+	unsigned i, n = 0;
+
+	/* a new decision for the same host supersedes the older one */
+	for (i = 0; i < dev->nappr; i++)
+		if (!(dev->appr[i].to.kind == a->to.kind &&
+		    strcmp(dev->appr[i].to.name, a->to.name) == 0 &&
+		    memcmp(&dev->appr[i].to.addr, &a->to.addr,
+		    sizeof(a->to.addr)) == 0 &&
+		    dev->appr[i].to.prefix == a->to.prefix))
+			dev->appr[n++] = dev->appr[i];
+	dev->nappr = n;
+	if (dev->nappr == GW_MAX_APPROVALS) {
+		/* the oldest gives way */
+		store_approval_end(dev, dev->appr[0].id, "superseded", &a->by);
+		memmove(&dev->appr[0], &dev->appr[1],
+		    sizeof(dev->appr[0]) * --dev->nappr);
+	}
+	dev->appr[dev->nappr++] = *a;
+}
+
+/*
+ * approve and deny.  Precedence (decision.h): a deny ends every active
+ * approval, every scope and every host, and outranks the operator's
+ * own approvals; an approval cannot outrank an admin rule that blocks
+ * the device unless an admin overrides it explicitly.
+ */
+enum ctl_err
+device_approve(struct device *dev, bool deny, const struct approve_opts *o,
+    const struct actor *who, char *err, size_t errlen)
+{
+	struct approval a;
+	int64_t blocking, rule_id = 0;
+	char msg[600];
+
+	if (dev->state == DEV_GONE) {
+		snprintf(err, errlen, "%s is gone", dev->busid);
+		return CTL_E_REFUSED;
+	}
+	if (!dev->probed) {
+		snprintf(err, errlen, "%s is still being probed", dev->busid);
+		return CTL_E_REFUSED;
+	}
+	if (o->override && (deny || who->priv < PRIV_ADMIN)) {
+		snprintf(err, errlen, deny ? "--override applies to approve" :
+		    "--override requires the admin privilege; %s holds %s",
+		    who->name, ctl_priv_name(who->priv));
+		return deny ? CTL_E_USAGE : CTL_E_REFUSED;
+	}
+	memset(&a, 0, sizeof(a));
+	if (host_match_parse(o->to_host, gw->host_names, &a.to, err,
+	    errlen) == -1)
+		return CTL_E_USAGE;
+	if (deny && a.to.kind != HOST_ANY) {
+		snprintf(err, errlen, "a denial is for every host: --to "
+		    "applies to approve");
+		return CTL_E_USAGE;
+	}
+	if (!deny && !o->override && (blocking = admin_blocking_rule(dev))) {
+		snprintf(err, errlen, "admin rule %lld blocks %s; an approval "
+		    "cannot outrank it (an admin may approve with --override)",
+		    (long long)blocking, dev->busid);
+		return CTL_E_REFUSED;
+	}
+	a.deny = deny;
+	a.override = o->override;
+	a.scope = o->scope == SCOPE_PERMANENT ? SCOPE_ONCE : o->scope;
+	a.expires_at = o->expires_at;
+	a.by = *who;
+
+	if (deny)
+		approvals_end_all(dev, false, "denied", who);
+	if (o->scope == SCOPE_PERMANENT) {
+		rule_id = gwpolicy_device_rule(dev, deny, o->override,
+		    o->to_host, who, o->message, err, errlen);
+		if (rule_id == -1)
+			return CTL_E_INTERNAL;
+	}
+	/* a permanent one is recorded too: its rule outlives the presence */
+	a.id = store_approval_add(dev, &a, o->scope, rule_id, o->message);
+	if (a.id <= 0 && o->scope != SCOPE_PERMANENT) {
+		snprintf(err, errlen, "database: cannot record the decision");
+		return CTL_E_INTERNAL;
+	}
+	if (o->scope != SCOPE_PERMANENT)
+		approval_keep(dev, &a);
+	store_set_revoked(dev, false);
+	dev->revoked = false;
+	dev->rejected = false;
+	/* the operator looked at this identity: the anomaly is acknowledged */
+	usbgw_strlcpy(dev->anomaly_ack, dev->anomaly, sizeof(dev->anomaly_ack));
+	snprintf(msg, sizeof(msg), "%s%s%s", deny ? "denied" : "approved",
+	    o->message[0] ? ": " : "", o->message);
+	if (dev->up == NULL)
+		device_claim(dev);	/* a rejected device is claimed again */
+	device_eval(dev, who, msg);
+	return CTL_OK;
+}
+
+/*
+ * revoke: the approvals end, and the device stays pending for the rest
+ * of this presence whatever the rules allow (a restart keeps that).
+ */
+enum ctl_err
+device_revoke(struct device *dev, const struct actor *who,
+    const char *message, char *err, size_t errlen)
+{
+	char msg[600];
+
+	if (dev->state != DEV_AUTHORIZED && dev->state != DEV_ATTACHED) {
+		snprintf(err, errlen, "%s is %s, not authorized", dev->busid,
+		    dev_state_name(dev->state));
+		return CTL_E_REFUSED;
+	}
+	snprintf(msg, sizeof(msg), "revoked%s%s", message ? ": " : "",
+	    message ? message : "");
+	approvals_end_all(dev, true, msg, who);
+	dev->revoked = true;
+	store_set_revoked(dev, true);
+	device_eval(dev, who, msg);
+	return CTL_OK;
+}
+
+/* The device's active decisions and the standing decision, for show. */
+json_t *
+device_decisions_json(const struct device *dev)
+{
+	static const char *const scopes[] = { "once", "for", "until",
+	    "permanent" };
+	const struct decision *d = &dev->decision;
+	json_t *o = json_object(), *a = json_array();
+	char to[HOST_NAME_MAX_LEN + 1];
+	unsigned i;
+
+	for (i = 0; i < dev->nappr; i++) {
+		const struct approval *p = &dev->appr[i];
+
+		host_match_format(&p->to, to, sizeof(to));
+		json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:o, s:o, "
+		    "s:s, s:b}", "id", (json_int_t)p->id,
+		    "decision", p->deny ? "deny" : "allow",
+		    "scope", scopes[p->scope],
+		    "expires_at", p->expires_at ? json_integer(p->expires_at) :
+		    json_null(),
+		    "to", to[0] ? json_string(to) : json_null(),
+		    "by", p->by.name, "override", p->override));
+	}
+	json_object_set_new(o, "approvals", a);
+	json_object_set_new(o, "anomaly", anomaly_open(dev) ?
+	    json_string(dev->anomaly) : json_null());
+	json_object_set_new(o, "decision", json_pack("{s:s, s:s, s:o, s:o, "
+	    "s:s}", "verdict", verdict_name(d->verdict),
+	    "by", decided_by_name(d->by),
+	    "rule_id", d->rule_id ? json_integer(d->rule_id) : json_null(),
+	    "approval_id", d->approval_id ? json_integer(d->approval_id) :
+	    json_null(), "why", d->why));
+	return o;
 }

@@ -13,6 +13,43 @@
 #include "log.h"
 #include "util.h"
 
+/*
+ * What allows the device now, as "approval": the operator's approval
+ * that decided, or the rule; null when nothing allows it.
+ */
+static json_t *
+approval_json(const struct device *dev)
+{
+	static const char *const scopes[] = { "once", "for", "until",
+	    "permanent" };
+	const struct decision *d = &dev->decision;
+	char to[HOST_NAME_MAX_LEN + 1];
+	unsigned i;
+
+	if (d->verdict != VERDICT_ALLOW)
+		return json_null();
+	if (d->by == BY_APPROVAL)
+		for (i = 0; i < dev->nappr; i++) {
+			const struct approval *p = &dev->appr[i];
+
+			if (p->id != d->approval_id)
+				continue;
+			host_match_format(&p->to, to, sizeof(to));
+			return json_pack("{s:s, s:o, s:o, s:n, s:s, s:b}",
+			    "scope", scopes[p->scope],
+			    "expires_at", p->expires_at ?
+			    json_integer(p->expires_at) : json_null(),
+			    "to", to[0] ? json_string(to) : json_null(),
+			    "rule_id", "by", p->by.name,
+			    "override", p->override);
+		}
+	if (d->rule_id != 0)
+		return json_pack("{s:s, s:n, s:n, s:I}", "scope",
+		    d->by == BY_OPERATOR_RULE ? "permanent" : "rule",
+		    "expires_at", "to", "rule_id", (json_int_t)d->rule_id);
+	return json_null();
+}
+
 json_t *
 device_json(const struct device *dev)
 {
@@ -63,34 +100,19 @@ device_json(const struct device *dev)
 		json_object_set_new(o, "urbs", json_integer((json_int_t)dev->urbs));
 	}
 	local_device_json(dev, o);
-	if (dev->approval.active && !dev->approval.deny) {
-		static const char *const scopes[] = { "once", "for", "until",
-		    "permanent" };
-		json_t *g = json_pack("{s:s, s:o, s:o, s:o, s:s}",
-		    "scope", scopes[dev->approval.rule_id ? SCOPE_PERMANENT :
-			dev->approval.scope],
-		    "expires_at", dev->approval.expires_at ?
-			json_integer(dev->approval.expires_at) : json_null(),
-		    "to", dev->approval.to_host[0] ?
-			json_string(dev->approval.to_host) : json_null(),
-		    "rule_id", dev->approval.rule_id ?
-			json_integer(dev->approval.rule_id) : json_null(),
-		    "by", dev->approval.by.name);
-		if (g != NULL)
-			json_object_set_new(o, "approval", g);
-	} else if (dev->state == DEV_AUTHORIZED || dev->state == DEV_ATTACHED) {
-		json_object_set_new(o, "approval", dev->rule_id ?
-		    json_pack("{s:s, s:n, s:n, s:I}", "scope", "rule",
-		    "expires_at", "to", "rule_id", (json_int_t)dev->rule_id) :
-		    json_null());
-	} else
-		json_object_set_new(o, "approval", json_null());
+	json_object_set_new(o, "approval", approval_json(dev));
+	{
+		json_t *dj = device_decisions_json(dev);
+
+		json_object_update_missing(o, dj);
+		json_decref(dj);
+	}
 	json_object_set_new(o, "since", json_integer(dev->state_since));
 	return o;
 }
 
 /* Announce to watchers and hooks; data is stolen. */
-static void
+void
 gw_emit(const char *type, json_t *data)
 {
 	hooks_run_json(type, data);
@@ -179,26 +201,6 @@ void
 device_audit_malformed(struct device *dev, struct dsession *ds, const char *msg)
 {
 	store_audit_device(dev, "malformed", NULL, msg);
-}
-
-/*
- * The vhci host selected another configuration: the interface set the
- * policy decided on may have changed, so decide again (this may tear
- * the attachment down).
- */
-void
-device_config_changed(struct device *dev)
-{
-	char msg[64];
-	json_t *d;
-
-	device_load_interfaces(dev, dev->cur_config);
-	d = device_json(dev);
-	json_object_set_new(d, "configuration", json_integer(dev->cur_config));
-	snprintf(msg, sizeof(msg), "configuration %u selected", dev->cur_config);
-	store_audit_device(dev, "set-configuration", NULL, msg);
-	json_decref(d);
-	device_eval(dev, NULL, msg);
 }
 
 void

@@ -220,7 +220,7 @@ exp_evict_gone(struct exporter *exp)
 		log_debug("%s: forgotten (gone, exporter %s has %u gone "
 		    "devices)", oldest->busid, exp->name, ngone);
 		oldest->dead = true;
-		evtimer_del(oldest->expire_ev);
+		evtimer_del(oldest->recheck_ev);
 		TAILQ_REMOVE(&exp->devices, oldest, entry);
 		gw_defer(exp_device_free, oldest);
 	}
@@ -305,11 +305,9 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 			}
 			exp_evict_gone(exp);
 			dev = device_new(exp, &rec, intf);
-		} else {
-			dev->listed = rec;
-			dev->nintf = rec.bNumInterfaces;
-			memcpy(dev->intf, intf, sizeof(intf[0]) * dev->nintf);
-		}
+			device_listed(dev, &rec, intf);
+		} else
+			device_listed(dev, &rec, intf);
 		dev->seen = true;
 		if (dev->up == NULL && dev->ds == NULL)
 			device_claim(dev);
@@ -378,12 +376,7 @@ exporter_device_gone(struct device *dev, const char *why)
 	 * grant (the database ends it with the presence), a revoke, and a
 	 * reject rule's release.  A device that comes back is decided afresh.
 	 */
-	if (dev->approval.active && dev->approval.scope == SCOPE_ONCE) {
-		dev->approval.active = false;
-		evtimer_del(dev->expire_ev);
-	}
-	dev->rejected = false;
-	dev->revoked = false;	/* its record names the ended presence */
+	device_presence_ended(dev);
 	/* the state first: an attachment then ends as attached -> gone */
 	device_set_state(dev, DEV_GONE, NULL, why);
 	device_release(dev, why);

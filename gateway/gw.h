@@ -24,6 +24,7 @@
 #include <event2/bufferevent.h>
 
 #include "ctl.h"
+#include "decision.h"
 #include "hostlimit.h"
 #include "usbip.h"
 
@@ -36,6 +37,7 @@
 #define GW_MAX_DOWNSTREAM	1024	/* downstream connections */
 #define GW_OP_TIMEOUT_MS	10000	/* op phase of a downstream peer */
 #define GW_RECLAIM_WAIT_MS	5000	/* an import waits this long for a reclaim */
+#define GW_MAX_APPROVALS	16	/* active operator decisions per device */
 
 struct gw;
 struct exporter;
@@ -91,33 +93,6 @@ struct upstream {
 	uint16_t		 cfg_total;
 };
 
-/* An operator's approval or denial of one device, short of a rule. */
-struct dev_grant {
-	bool			 active;
-	bool			 deny;
-	enum approve_scope	 scope;		/* SCOPE_ONCE, _FOR, _UNTIL */
-	int64_t			 expires_at;	/* unix seconds, 0 = never */
-	int64_t			 id;		/* approvals row */
-	char			 to_host[256];	/* "" = any vhci host */
-	struct actor		 by;
-	char			 message[512];
-	int64_t			 rule_id;	/* a permanent one's rule */
-};
-
-enum decide_target {
-	DECIDE_ASK = 0,
-	DECIDE_ALLOW,
-	DECIDE_BLOCK,
-	DECIDE_REJECT,
-};
-
-struct decision {
-	enum decide_target	 target;
-	int64_t			 rule_id;	/* 0: not a rule */
-	struct actor		 actor;
-	char			 why[160];
-};
-
 struct device {
 	TAILQ_ENTRY(device)	 entry;		/* in exporter->devices */
 	struct exporter		*exp;
@@ -129,6 +104,7 @@ struct device {
 	bool			 seen;		/* in the last devlist */
 	bool			 dead;
 	struct usbip_dev	 listed;	/* exporter's devlist record */
+	struct usbip_intf	 listed_intf[USBIP_MAX_INTERFACES]; /* its claim */
 	struct usbip_intf	 intf[USBIP_MAX_INTERFACES];
 	uint8_t			 nintf;
 	struct gw_ident		 ident;
@@ -141,15 +117,20 @@ struct device {
 	struct gw_ep		 ep_in[16], ep_out[16];
 	uint8_t			 cur_config;
 	uint8_t			 alt[32];	/* alt setting per interface */
-	/* decision */
-	int64_t			 rule_id;	/* rule that decided, 0 none */
-	struct dev_grant	 approval;
+	/* the inputs of its decision (device.c alone writes them) */
+	struct approval		 appr[GW_MAX_APPROVALS];	/* active ones */
+	unsigned		 nappr;
 	bool			 revoked;	/* operator revoked: pending */
-	bool			 rejected;	/* reject rule released it */
+	bool			 rejected;	/* reject rule: not claimed again */
+	char			 anomaly[160];	/* identity in question, or "" */
+	char			 anomaly_ack[160]; /* acknowledged by an operator */
 	bool			 identity_changed;
 	int64_t			 old_id;	/* row of the previous identity */
 	char			 old_hash[65];
-	struct event		*expire_ev;
+	/* the standing decision, as last applied */
+	struct decision		 decision;
+	int64_t			 rule_id;	/* rule that decided, 0 none */
+	struct event		*recheck_ev;	/* at decision.recheck_at */
 	int64_t			 presence_id;
 	/* counters of the current attachment */
 	int64_t			 attach_id;
@@ -223,6 +204,8 @@ struct dsession {
 	char			 peer[INET6_ADDRSTRLEN + 8];
 	char			 host[INET6_ADDRSTRLEN];
 	char			 hkey[HOSTLIMIT_KEY_MAX]; /* host or /64 */
+	struct usbgw_addr	 addr;		/* host, parsed */
+	char			 host_name[HOST_NAME_MAX_LEN + 1]; /* verified, or "" */
 	struct sockaddr_storage	 ss;
 	struct device		*dev;
 	struct event		*wait_ev;	/* attach-pending timeout */
@@ -234,6 +217,8 @@ struct dsession {
 
 struct config;
 struct evdns_base;
+struct policy;
+struct rule;
 
 struct gw {
 	struct event_base	*base;
@@ -256,6 +241,7 @@ struct gw {
 	unsigned		 probe_timeout_ms;
 	unsigned		 attach_wait_ms;
 	bool			 show_pending;
+	bool			 host_names;	/* names verified (FCrDNS) */
 	uint64_t		 rate_at, rate_urbs;
 	bool			 shutting_down;
 };
@@ -292,9 +278,20 @@ void		 exporter_device_gone(struct device *, const char *why);
 int		 gw_connect(const char *host, uint16_t port, struct bufferevent **,
 		    bufferevent_data_cb, bufferevent_event_cb, void *arg);
 
-/* device.c */
+/*
+ * device.c: the one owner of a device's state and of the inputs of its
+ * decision (approvals, revocation, identity, anomaly).  Nothing else
+ * writes them; proxy and local mode hear of decisions as observers.
+ */
+struct device_observer {
+	void	(*decided)(struct device *);	/* a decision was applied */
+	void	(*freed)(struct device *);	/* about to be freed */
+};
+void		 device_observe(const struct device_observer *);
 struct device	*device_new(struct exporter *, const struct usbip_dev *,
 		    const struct usbip_intf *);
+struct device	*device_restore(struct exporter *, const struct usbip_dev *,
+		    const struct usbgw_identity *, struct upstream *);
 void		 device_free(struct device *);
 void		 device_set_state(struct device *, enum dev_state,
 		    const struct actor *, const char *reason);
@@ -306,27 +303,44 @@ void		 device_release(struct device *, const char *why);
 void		 device_eval(struct device *, const struct actor *,
 		    const char *reason);
 void		 device_detached(struct device *, const char *why);
-void		 device_arm_expiry(struct device *);
-void		 device_set_revoked(struct device *, bool);
+void		 device_presence_ended(struct device *);
 void		 device_make_busid(const char *exporter, const char *up_busid,
 		    char *out);
-
-/* decide.c */
+void		 device_identity(const struct device *, struct usbgw_identity *);
+void		 device_listed(struct device *, const struct usbip_dev *,
+		    const struct usbip_intf *);
+bool		 device_import_reply_ok(struct device *, const struct usbip_dev *);
+void		 device_host(const struct dsession *, struct host_id *);
+/* The decision for dev and the session's host (NULL: standing state). */
 void		 device_decide(struct device *, const struct dsession *,
 		    struct decision *);
-bool		 device_allowed_for(struct device *, const struct dsession *);
-
-/* gwpolicy.c: the rule set, as the daemon holds it */
-struct usbgw_identity;
-int		 policy_decide_device(struct device *, const struct dsession *,
-		    struct decision *);	/* 0 if a rule matched */
-int		 policy_decide_identity(struct device *,
+/* The same over another identity of dev's (local mode: one interface). */
+void		 device_decide_identity(struct device *,
 		    const struct usbgw_identity *, const struct dsession *,
 		    struct decision *);
-int		 gwpolicy_load(void);
-int		 gwpolicy_add_device_rule(struct device *, bool deny,
-		    const char *to_host, const struct actor *, const char *comment,
+bool		 device_allowed_for(struct device *, const struct dsession *);
+void		 device_decide_tiers(struct device *, struct policy *admin,
+		    struct policy *op, const struct usbgw_identity *,
+		    const struct dsession *, struct decision *);
+/* Operator decisions (the control commands approve, deny, revoke). */
+enum ctl_err	 device_check_identity(struct device *, const char *identity,
 		    char *err, size_t errlen);
+enum ctl_err	 device_approve(struct device *, bool deny,
+		    const struct approve_opts *, const struct actor *,
+		    char *err, size_t errlen);
+enum ctl_err	 device_revoke(struct device *, const struct actor *,
+		    const char *message, char *err, size_t errlen);
+json_t		*device_decisions_json(const struct device *);
+
+/* gwpolicy.c: the rule set, as the daemon holds it (two tiers) */
+int		 gwpolicy_load(void);
+void		 gwpolicy_tiers(struct policy **admin, struct policy **op);
+int		 gwpolicy_allowed_matches(void *dev, const struct rule *);
+int64_t		 gwpolicy_device_rule(struct device *, bool deny, bool admin,
+		    const char *to_host, const struct actor *,
+		    const char *comment, char *err, size_t errlen);
+void		 gwpolicy_reevaluate(const struct actor *, const char *why,
+		    json_t *changes);
 
 /* store.c: persistence and audit (SQLite) */
 struct db;
@@ -334,21 +348,34 @@ struct usbgw_identity;
 int		 store_open(const char *path);
 struct db	*store_db(void);
 void		 store_flush(void);
-void		 device_identity(const struct device *, struct usbgw_identity *);
-int		 store_grant_for_host(struct device *, const char *host,
-		    struct dev_grant *);
 void		 store_exporter_status(struct exporter *);
 int		 store_audit_prune(int64_t before, const struct actor *,
 		    int64_t *pruned);
 void		 store_close(void);
-void		 store_device_load(struct device *);
 void		 store_device_state(struct device *, enum dev_state old,
 		    const struct actor *, const char *reason);
-void		 store_device_identity(struct device *);
-void		 store_attachment_begin(struct device *, struct dsession *);
+/* What the database knows of a probed identity (store_device_identity). */
+struct store_identity {
+	int64_t		 id;		/* the identity's row */
+	int64_t		 presence_id;
+	bool		 created;	/* first time seen */
+	int64_t		 old_id;	/* another identity held this busid */
+	char		 old_hash[65];
+	bool		 revoked;	/* revoked for this presence */
+};
+int		 store_device_identity(const struct device *,
+		    struct store_identity *);
+size_t		 store_approvals_load(int64_t device_id, int64_t presence_id,
+		    struct approval *, size_t max);
+int64_t		 store_approval_add(const struct device *,
+		    const struct approval *, enum approve_scope row_scope,
+		    int64_t rule_id, const char *message);
+void		 store_approval_end(const struct device *, int64_t id,
+		    const char *why, const struct actor *by);
+void		 store_set_revoked(const struct device *, bool on);
+void		 store_attachment_begin(struct device *, struct dsession *,
+		    const struct decision *);
 void		 store_attachment_end(struct device *, const char *why);
-void		 store_approval_begin(struct device *);
-void		 store_approval_end(struct device *, const char *why);
 void		 store_audit_device(struct device *, const char *action,
 		    const struct actor *, const char *detail);
 void		 store_audit(const char *action, const struct actor *,
@@ -364,7 +391,8 @@ void		 store_exporter_save(struct exporter *, const struct actor *);
 void		 store_exporter_delete(struct exporter *, const struct actor *);
 void		 store_restore_exporters(void);
 int64_t		 store_access_request(struct device *, struct dsession *);
-void		 store_access_outcome(int64_t request_id, const char *outcome);
+void		 store_access_outcome(int64_t request_id, const char *outcome,
+		    const struct decision *);
 
 /* events.c: the event stream and hooks */
 void		 gw_device_event(struct device *, enum dev_state old,
@@ -377,8 +405,9 @@ void		 gw_identity_event(struct device *);
 void		 gw_probed_event(struct device *);
 void		 gw_policy_event(const struct actor *, const char *change);
 json_t		*device_json(const struct device *);
+void		 gw_emit(const char *type, json_t *data);
 void		 device_load_endpoints(struct device *, uint8_t config_value);
-void		 device_load_interfaces(struct device *, uint8_t config_value);
+int		 device_load_interfaces(struct device *, uint8_t config_value);
 void		 device_config_changed(struct device *);
 void		 device_audit_malformed(struct device *, struct dsession *,
 		    const char *msg);
@@ -393,13 +422,10 @@ int		 server_listen(const char *host, const char *port);
 int		 server_port(void);
 void		 server_shutdown(void);
 void		 dsession_close(struct dsession *, const char *why);
-void		 server_device_decided(struct device *);
 
 /* local.c: local mode (vhci on this host) */
 void		 local_start(void);
 void		 local_shutdown(void);
-void		 local_device_decided(struct device *);
-void		 local_device_freed(struct device *);
 void		 local_device_json(const struct device *, json_t *);
 enum ctl_err	 local_ctl_attach(json_t *, const struct actor *, json_t **,
 		    char *, size_t);

@@ -23,12 +23,14 @@
 
 #define ERR(code, ...) do { snprintf(err, errlen, __VA_ARGS__); return code; } while (0)
 #define POLICY_MAX_RULES	100000
+#define POLICY_TEST_ID		INT64_MAX	/* policy test's rule */
 
-static struct policy	*pol;
-static struct event	*edge_ev;	/* next time-condition edge */
-static int64_t		 edge_at;
-
-static void	edge_cb(evutil_socket_t, short, void *);
+/*
+ * Two tiers (protocol.md part 3, "Precedence"): the admin rules, and
+ * the operator rules that permanent approvals and denials write (origin
+ * approval or denial).  decide() ranks them; this file only loads them.
+ */
+static struct policy	*admin_pol, *op_pol;
 
 static int64_t
 now_s(void)
@@ -43,52 +45,56 @@ bad_rule(void *arg, int64_t id, const char *text, const char *error)
 	    (long long)id, error);
 }
 
-int
-gwpolicy_load(void)
+static struct policy *
+tier_load(int operator_tier)
 {
 	struct policy *np;
 
-	if (store_db() == NULL)
-		return -1;
 	if ((np = policy_new()) == NULL)
-		return -1;
-	if (db_rules_load(store_db(), np, bad_rule, NULL) == -1) {
+		return NULL;
+	if (db_rules_load(store_db(), np, operator_tier, bad_rule, NULL) == -1) {
 		policy_free(np);
-		return -1;
+		return NULL;
 	}
 	policy_prepare(np);
-	policy_free(pol);
-	pol = np;
-	if (edge_ev == NULL && gw != NULL)
-		edge_ev = evtimer_new(gw->base, edge_cb, NULL);
-	log_info("policy: %zu rules", policy_count(pol));
+	return np;
+}
+
+int
+gwpolicy_load(void)
+{
+	struct policy *na, *no;
+
+	if (store_db() == NULL)
+		return -1;
+	if ((na = tier_load(0)) == NULL)
+		return -1;
+	if ((no = tier_load(1)) == NULL) {
+		policy_free(na);
+		return -1;
+	}
+	policy_free(admin_pol);
+	policy_free(op_pol);
+	admin_pol = na;
+	op_pol = no;
+	log_info("policy: %zu admin rules, %zu operator rules",
+	    policy_count(admin_pol), policy_count(op_pol));
 	return 0;
 }
 
-/* Remember the earliest instant a decision may change with the clock. */
-static void
-edge_note(int64_t when)
+void
+gwpolicy_tiers(struct policy **admin, struct policy **op)
 {
-	struct timeval tv;
-	int64_t now = now_s();
-
-	if (when == RULE_NEVER || edge_ev == NULL)
-		return;
-	if (edge_at != 0 && edge_at <= when && evtimer_pending(edge_ev, NULL))
-		return;
-	edge_at = when;
-	tv.tv_sec = when > now ? (time_t)(when - now) : 0;
-	tv.tv_usec = 0;
-	evtimer_add(edge_ev, &tv);
+	*admin = admin_pol;
+	*op = op_pol;
 }
 
 /* Re-decide every present device (tears down what no longer passes). */
-static int
-reevaluate_all(json_t *changes, const struct actor *who, const char *why)
+void
+gwpolicy_reevaluate(const struct actor *who, const char *why, json_t *changes)
 {
 	struct exporter *exp;
 	struct device *dev;
-	int n = 0;
 
 	TAILQ_FOREACH(exp, &gw->exporters, entry)
 		TAILQ_FOREACH(dev, &exp->devices, entry) {
@@ -98,29 +104,19 @@ reevaluate_all(json_t *changes, const struct actor *who, const char *why)
 			    dev->state == DEV_PROBING)
 				continue;
 			device_eval(dev, who, why);
-			if (dev->state != before) {
-				n++;
-				if (changes != NULL)
-					json_array_append_new(changes, json_pack(
-					    "{s:s, s:s, s:s, s:I}", "busid",
-					    dev->busid, "from",
-					    dev_state_name(before), "to",
-					    dev_state_name(dev->state),
-					    "rule_id", (json_int_t)dev->rule_id));
-			}
+			if (dev->state != before && changes != NULL)
+				json_array_append_new(changes, json_pack(
+				    "{s:s, s:s, s:s, s:I}", "busid",
+				    dev->busid, "from",
+				    dev_state_name(before), "to",
+				    dev_state_name(dev->state),
+				    "rule_id", (json_int_t)dev->rule_id));
 		}
-	return n;
 }
 
-static void
-edge_cb(evutil_socket_t fd, short what, void *arg)
-{
-	edge_at = 0;
-	reevaluate_all(NULL, NULL, "time condition changed");
-}
-
-static int
-allowed_matches(void *arg, const struct rule *query)
+/* allowed-matches(...): some other device is allowed now. */
+int
+gwpolicy_allowed_matches(void *arg, const struct rule *query)
 {
 	struct device *self = arg;
 	struct usbgw_identity id;
@@ -139,68 +135,15 @@ allowed_matches(void *arg, const struct rule *query)
 	return 0;
 }
 
-int
-policy_decide_device(struct device *dev, const struct dsession *ds,
-    struct decision *d)
-{
-	struct usbgw_identity id;
-
-	device_identity(dev, &id);
-	return policy_decide_identity(dev, &id, ds, d);
-}
-
 /*
- * The rules alone over an identity of dev's (local mode asks for one
- * interface at a time: the identity reduced to it).  0 if a rule matched.
+ * The rule a permanent approval or denial writes from the device's
+ * identity: in the operator tier (after every admin rule), or, for an
+ * admin's override, first in the admin tier.  Returns its id or -1.
  */
-int
-policy_decide_identity(struct device *dev, const struct usbgw_identity *id,
-    const struct dsession *ds, struct decision *d)
-{
-	struct usbgw_context ctx;
-	struct policy_decision pd;
-
-	if (pol == NULL)
-		return -1;
-	memset(&ctx, 0, sizeof(ctx));
-	if (ds != NULL) {
-		ctx.host_name = ds->host;
-		usbgw_addr_parse(ds->host, &ctx.host_addr);
-	}
-	ctx.allowed_matches = allowed_matches;
-	ctx.arg = dev;
-	policy_evaluate(pol, id, &ctx, now_s(), &pd);
-	edge_note(pd.next_change);
-	if (pd.rule_id == 0)
-		return -1;
-	switch (pd.target) {
-	case RULE_ALLOW:
-		d->target = DECIDE_ALLOW;
-		break;
-	case RULE_BLOCK:
-		d->target = DECIDE_BLOCK;
-		break;
-	case RULE_REJECT:
-		d->target = DECIDE_REJECT;
-		break;
-	case RULE_ASK:
-	default:
-		d->target = DECIDE_ASK;
-		break;
-	}
-	d->rule_id = pd.rule_id;
-	d->actor.kind = ACTOR_RULE;
-	d->actor.rule_id = pd.rule_id;
-	snprintf(d->actor.name, sizeof(d->actor.name), "rule %lld",
-	    (long long)pd.rule_id);
-	snprintf(d->why, sizeof(d->why), "rule %lld: %s", (long long)pd.rule_id,
-	    rule_target_name(pd.target));
-	return 0;
-}
-
-int
-gwpolicy_add_device_rule(struct device *dev, bool deny, const char *to_host,
-    const struct actor *who, const char *comment, char *err, size_t errlen)
+int64_t
+gwpolicy_device_rule(struct device *dev, bool deny, bool admin,
+    const char *to_host, const struct actor *who, const char *comment,
+    char *err, size_t errlen)
 {
 	struct usbgw_identity id;
 	struct rule *r;
@@ -214,17 +157,17 @@ gwpolicy_add_device_rule(struct device *dev, bool deny, const char *to_host,
 		    to_host);
 		return -1;
 	}
-	rid = db_rule_set_device(store_db(), dev->id, r, deny ? "denial" :
-	    "approval", comment[0] ? comment : NULL, who->name, now_s());
+	rid = db_rule_set_device(store_db(), dev->id, admin ? 1 : 0, r,
+	    admin ? "admin" : deny ? "denial" : "approval",
+	    comment[0] ? comment : NULL, who->name, now_s());
 	rule_free(r);
 	if (rid <= 0) {
 		snprintf(err, errlen, "database: %s", db_errmsg(store_db()));
 		return -1;
 	}
-	dev->approval.rule_id = rid;
 	gwpolicy_load();
 	gw_policy_event(who, deny ? "denial" : "approval");
-	return 0;
+	return rid;
 }
 
 /* ---- control commands ------------------------------------------------ */
@@ -271,23 +214,31 @@ parse_rule_arg(json_t *args, struct rule **r, char *err, size_t errlen)
 	return CTL_OK;
 }
 
+/*
+ * Positions read in evaluation order: the admin rules first, then the
+ * operator tier.  An admin rule goes at pos (0: after the last admin
+ * rule), never among the operator rules.
+ */
+static long
+admin_position(long pos)
+{
+	long n = (long)policy_count(admin_pol);
+
+	if (pos <= 0 || pos > n + 1)
+		return n + 1;
+	return pos;
+}
+
+/* Every policy change re-decides every present device (attached too). */
 static void
 policy_changed(const struct actor *who, const char *change)
 {
+	char why[128];
+
 	gwpolicy_load();
 	gw_policy_event(who, change);
-	/* a new or changed rule decides pending devices at once */
-	{
-		struct exporter *exp;
-		struct device *dev;
-
-		TAILQ_FOREACH(exp, &gw->exporters, entry)
-			TAILQ_FOREACH(dev, &exp->devices, entry)
-				if (!dev->dead && (dev->state == DEV_PENDING ||
-				    dev->state == DEV_BLOCKED) &&
-				    !dev->approval.active)
-					device_eval(dev, NULL, "policy changed");
-	}
+	snprintf(why, sizeof(why), "policy %s by %s", change, who->name);
+	gwpolicy_reevaluate(NULL, why, NULL);
 }
 
 static enum ctl_err
@@ -307,13 +258,13 @@ policy_add_at(json_t *args, const struct actor *who, long pos, json_t **res,
 		rule_free(r);
 		return e;
 	}
-	if (policy_count(pol) >= POLICY_MAX_RULES) {
+	if (policy_count(admin_pol) + policy_count(op_pol) >= POLICY_MAX_RULES) {
 		rule_free(r);
 		ERR(CTL_E_REFUSED, "the policy has %d rules already",
 		    POLICY_MAX_RULES);
 	}
-	id = db_rule_add(store_db(), pos, r, "admin", 0, comment, who->name,
-	    now_s());
+	id = db_rule_add(store_db(), admin_position(pos), r, "admin", 0,
+	    comment, who->name, now_s());
 	{
 		char *text = rule_format(r);
 
@@ -326,7 +277,7 @@ policy_add_at(json_t *args, const struct actor *who, long pos, json_t **res,
 	store_audit("policy-add", who, "rules", detail);
 	policy_changed(who, pos > 0 ? "insert" : "add");
 	*res = json_pack("{s:I, s:I}", "id", (json_int_t)id, "position",
-	    (json_int_t)(policy_find(pol, id) + 1));
+	    (json_int_t)(policy_find(admin_pol, id) + 1));
 	return CTL_OK;
 }
 
@@ -388,6 +339,13 @@ h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
 	    (e = ctl_arg_int(args, "position", 1, 1, POLICY_MAX_RULES, &pos,
 	    err, errlen)) != CTL_OK)
 		return e;
+	/* a rule moves within its tier */
+	if (policy_find(admin_pol, id) >= 0 &&
+	    pos > (json_int_t)policy_count(admin_pol))
+		pos = (json_int_t)policy_count(admin_pol);
+	else if (policy_find(op_pol, id) >= 0 &&
+	    pos <= (json_int_t)policy_count(admin_pol))
+		pos = (json_int_t)policy_count(admin_pol) + 1;
 	r = db_rule_move(store_db(), id, (long)pos);
 	if (r == -1)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
@@ -401,7 +359,54 @@ h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
 	return CTL_OK;
 }
 
-/* What would this rule decide for every present device?  Changes nothing. */
+/* A copy of the admin tier with r (owned by the copy) at 0-based pos. */
+static struct policy *
+admin_with(struct rule *r, size_t pos)
+{
+	struct policy *np = policy_new();
+	const struct rule *q;
+	struct rule_error re;
+	struct rule *c;
+	int64_t id;
+	size_t i;
+	char *text;
+
+	for (i = 0; (q = policy_rule_at(admin_pol, i, &id)) != NULL; i++) {
+		text = rule_format(q);
+		c = text != NULL ? rule_parse(text, &re) : NULL;
+		free(text);
+		if (c == NULL || policy_append(np, id, c) == -1)
+			rule_free(c);
+	}
+	if (policy_insert(np, pos, POLICY_TEST_ID, r) == -1)
+		rule_free(r);
+	policy_prepare(np);
+	return np;
+}
+
+/* The state a verdict puts a device in (an attached device stays so). */
+static enum dev_state
+verdict_state(const struct device *dev, enum verdict v)
+{
+	switch (v) {
+	case VERDICT_ALLOW:
+		return dev->state == DEV_ATTACHED ? DEV_ATTACHED :
+		    DEV_AUTHORIZED;
+	case VERDICT_BLOCK:
+	case VERDICT_REJECT:
+		return DEV_BLOCKED;
+	case VERDICT_PENDING:
+	default:
+		return DEV_PENDING;
+	}
+}
+
+/*
+ * What would adding this rule (at position, default after the admin
+ * rules) do to every present device?  The whole decision is run, operator
+ * approvals and denials included: "would" is what add or insert does.
+ * Changes nothing.
+ */
 static enum ctl_err
 h_policy_test(json_t *args, const struct actor *who, json_t **res, char *err,
     size_t errlen)
@@ -409,11 +414,17 @@ h_policy_test(json_t *args, const struct actor *who, json_t **res, char *err,
 	struct usbgw_identity id;
 	struct exporter *exp;
 	struct device *dev;
+	struct policy *trial;
+	struct decision d;
 	struct rule *r;
+	json_int_t pos = 0;
 	enum ctl_err e;
 	json_t *a;
 	int m;
 
+	if ((e = ctl_arg_int(args, "position", 0, 1, POLICY_MAX_RULES, &pos,
+	    err, errlen)) != CTL_OK)
+		return e;
 	if ((e = parse_rule_arg(args, &r, err, errlen)) != CTL_OK)
 		return e;
 	a = json_array();
@@ -435,28 +446,51 @@ h_policy_test(json_t *args, const struct actor *who, json_t **res, char *err,
 			    "target", m ? json_string(rule_target_name(
 			    rule_target(r))) : json_null()));
 		}
-	rule_free(r);
+	/* now the whole decision, with the rule in the admin tier */
+	trial = admin_with(r, pos > 0 ? (size_t)pos - 1 : policy_count(admin_pol));
+	{
+		size_t i = 0;
+
+		TAILQ_FOREACH(exp, &gw->exporters, entry)
+			TAILQ_FOREACH(dev, &exp->devices, entry) {
+				json_t *o;
+
+				if (dev->dead || dev->state == DEV_GONE ||
+				    !dev->probed)
+					continue;
+				o = json_array_get(a, i++);
+				device_decide_tiers(dev, trial, op_pol, NULL,
+				    NULL, &d);
+				json_object_set_new(o, "would", json_string(
+				    dev_state_name(verdict_state(dev,
+				    d.verdict))));
+				json_object_set_new(o, "by", json_string(
+				    decided_by_name(d.by)));
+				json_object_set_new(o, "why", json_string(
+				    d.rule_id == POLICY_TEST_ID ?
+				    "the tested rule" : d.why));
+			}
+	}
+	policy_free(trial);
 	*res = a;
 	return CTL_OK;
 }
 
+/*
+ * Read the rules again (a database writer may have changed them) and
+ * re-decide every present device.  Operator decisions (approvals,
+ * denials, revocations) stand: they are inputs of the same decision.
+ */
 static enum ctl_err
 h_policy_apply(json_t *args, const struct actor *who, json_t **res,
     char *err, size_t errlen)
 {
 	json_t *changes = json_array();
-	struct exporter *exp;
-	struct device *dev;
+	char why[96];
 
 	gwpolicy_load();
-	/*
-	 * Present devices are decided again; what no longer passes is
-	 * revoked.  Operator grants of this presence still stand.
-	 */
-	TAILQ_FOREACH(exp, &gw->exporters, entry)
-		TAILQ_FOREACH(dev, &exp->devices, entry)
-			device_set_revoked(dev, false);
-	reevaluate_all(changes, who, "policy apply");
+	snprintf(why, sizeof(why), "policy apply by %s", who->name);
+	gwpolicy_reevaluate(NULL, why, changes);
 	store_audit("policy-apply", who, "rules", NULL);
 	*res = changes;
 	return CTL_OK;
@@ -499,15 +533,15 @@ h_policy_import(json_t *args, const struct actor *who, json_t **res,
 		size_t k;
 		int64_t id;
 
-		for (k = policy_count(pol); k > 0; k--) {
-			if (policy_rule_at(pol, k - 1, &id) != NULL &&
+		for (k = policy_count(admin_pol); k > 0; k--) {
+			if (policy_rule_at(admin_pol, k - 1, &id) != NULL &&
 			    db_rule_remove(store_db(), id, who->name, now_s()) == 1)
 				removed++;
 		}
 	}
 	for (i = 0; i < n; i++)
-		if (db_rule_add(store_db(), 0, parsed[i], "import", 0, NULL,
-		    who->name, now_s()) <= 0)
+		if (db_rule_add(store_db(), admin_position(0) + (long)i,
+		    parsed[i], "import", 0, NULL, who->name, now_s()) <= 0)
 			break;
 	for (size_t k = 0; k < n; k++)
 		rule_free(parsed[k]);

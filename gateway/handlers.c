@@ -90,7 +90,26 @@ h_show(json_t *args, const struct actor *who, json_t **res, char *err,
 	return CTL_OK;
 }
 
-/* approve and deny: a grant for this presence, or a rule. */
+/*
+ * The device an operator's decision names: its busid, and if given the
+ * identity the operator saw (show's "id", or 8+ hex digits of "hash").
+ */
+static enum ctl_err
+find_decided(json_t *args, struct device **devp, char *err, size_t errlen)
+{
+	const char *identity = NULL;
+	enum ctl_err e;
+
+	if ((e = find_device(args, devp, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "identity", 0, &identity, err, errlen)) !=
+	    CTL_OK)
+		return e;
+	if (identity != NULL)
+		return device_check_identity(*devp, identity, err, errlen);
+	return CTL_OK;
+}
+
+/* approve and deny: a decision for this presence, a while, or a rule. */
 static enum ctl_err
 grant(json_t *args, const struct actor *who, bool deny, json_t **res,
     char *err, size_t errlen)
@@ -99,8 +118,7 @@ grant(json_t *args, const struct actor *who, bool deny, json_t **res,
 	struct device *dev;
 	const char *busid;
 	enum ctl_err e;
-	int n, perm = 0;
-	char msg[600];
+	int perm = 0;
 
 	memset(&opts, 0, sizeof(opts));
 	if (!deny) {
@@ -110,9 +128,7 @@ grant(json_t *args, const struct actor *who, bool deny, json_t **res,
 	} else {
 		const char *m = NULL;
 
-		if ((e = ctl_arg_str(args, "busid", 1, &busid, err, errlen)) !=
-		    CTL_OK ||
-		    (e = ctl_arg_bool(args, "permanent", &perm, err, errlen)) !=
+		if ((e = ctl_arg_bool(args, "permanent", &perm, err, errlen)) !=
 		    CTL_OK ||
 		    (e = ctl_arg_str(args, "message", 0, &m, err, errlen)) !=
 		    CTL_OK)
@@ -121,41 +137,10 @@ grant(json_t *args, const struct actor *who, bool deny, json_t **res,
 			usbgw_strlcpy(opts.message, m, sizeof(opts.message));
 		opts.scope = perm ? SCOPE_PERMANENT : SCOPE_ONCE;
 	}
-	dev = gw_device_find(busid, &n);
-	if (dev == NULL && n > 1)
-		ERR(CTL_E_AMBIGUOUS, "busid %s matches %d devices", busid, n);
-	if (dev == NULL)
-		ERR(CTL_E_NOTFOUND, "no device matches busid %s", busid);
-	if (dev->state == DEV_GONE)
-		ERR(CTL_E_REFUSED, "%s is gone", dev->busid);
-	if (!dev->probed)
-		ERR(CTL_E_REFUSED, "%s is still being probed", dev->busid);
-
-	if (opts.scope == SCOPE_PERMANENT) {
-		if (gwpolicy_add_device_rule(dev, deny, opts.to_host, who,
-		    opts.message, err, errlen) == -1)
-			return CTL_E_INTERNAL;
-	}
-	dev->approval.active = true;
-	dev->approval.deny = deny;
-	dev->approval.scope = opts.scope == SCOPE_PERMANENT ? SCOPE_ONCE :
-	    opts.scope;
-	dev->approval.expires_at = opts.expires_at;
-	usbgw_strlcpy(dev->approval.to_host, opts.to_host,
-	    sizeof(dev->approval.to_host));
-	dev->approval.by = *who;
-	usbgw_strlcpy(dev->approval.message, opts.message,
-	    sizeof(dev->approval.message));
-	dev->approval.rule_id = 0;
-	device_set_revoked(dev, false);
-	dev->rejected = false;
-	store_approval_begin(dev);
-	device_arm_expiry(dev);
-	snprintf(msg, sizeof(msg), "%s%s%s", deny ? "denied" : "approved",
-	    opts.message[0] ? ": " : "", opts.message);
-	if (dev->up == NULL)
-		device_claim(dev);	/* a rejected device is claimed again */
-	device_eval(dev, who, msg);
+	if ((e = find_decided(args, &dev, err, errlen)) != CTL_OK)
+		return e;
+	if ((e = device_approve(dev, deny, &opts, who, err, errlen)) != CTL_OK)
+		return e;
 	*res = device_json(dev);
 	return CTL_OK;
 }
@@ -181,22 +166,12 @@ h_revoke(json_t *args, const struct actor *who, json_t **res, char *err,
 	struct device *dev;
 	const char *m = NULL;
 	enum ctl_err e;
-	char msg[600];
 
-	if ((e = find_device(args, &dev, err, errlen)) != CTL_OK ||
+	if ((e = find_decided(args, &dev, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "message", 0, &m, err, errlen)) != CTL_OK)
 		return e;
-	if (dev->state != DEV_AUTHORIZED && dev->state != DEV_ATTACHED)
-		ERR(CTL_E_REFUSED, "%s is %s, not authorized", dev->busid,
-		    dev_state_name(dev->state));
-	if (dev->approval.active) {
-		dev->approval.active = false;
-		store_approval_end(dev, "revoked");
-		evtimer_del(dev->expire_ev);
-	}
-	device_set_revoked(dev, true);
-	snprintf(msg, sizeof(msg), "revoked%s%s", m ? ": " : "", m ? m : "");
-	device_eval(dev, who, msg);
+	if ((e = device_revoke(dev, who, m, err, errlen)) != CTL_OK)
+		return e;
 	*res = device_json(dev);
 	return CTL_OK;
 }

@@ -212,6 +212,8 @@ local_host_session(struct dsession *ds)
 {
 	memset(ds, 0, sizeof(*ds));
 	usbgw_strlcpy(ds->host, L.hostname, sizeof(ds->host));
+	/* this host: its own name needs no lookup */
+	usbgw_strlcpy(ds->host_name, L.hostname, sizeof(ds->host_name));
 }
 
 static bool
@@ -386,7 +388,7 @@ row_begin(struct device *dev, int port)
 		return 0;
 	snprintf(addr, sizeof(addr), "vhci port %d", port);
 	id = db_attachment_begin(store_db(), dev->id, dev->presence_id,
-	    dev->approval.active ? dev->approval.id : 0, dev->rule_id, "local",
+	    dev->decision.approval_id, dev->rule_id, "local",
 	    L.hostname, addr, now_s());
 	return id > 0 ? id : 0;
 }
@@ -550,9 +552,8 @@ local_intf_allow(void *arg, const struct attach_intf *ai)
 	id.ifaces[0].subcls = ai->isubclass;
 	id.ifaces[0].proto = ai->iprotocol;
 	local_host_session(&self);
-	memset(&d, 0, sizeof(d));
-	if (policy_decide_identity(la->dev, &id, &self, &d) != 0 ||
-	    (d.target != DECIDE_BLOCK && d.target != DECIDE_REJECT))
+	device_decide_identity(la->dev, &id, &self, &d);
+	if (d.verdict != VERDICT_BLOCK && d.verdict != VERDICT_REJECT)
 		return 1;
 	snprintf(one, sizeof(one), "%s%s %02x:%02x:%02x (rule %lld)",
 	    la->note[0] != '\0' ? ", " : "", ai->name, ai->iclass,
@@ -651,7 +652,7 @@ local_tick(evutil_socket_t fd, short what, void *arg)
  * A decision was applied to dev (device_eval): attach what became
  * authorized, detach what no longer is.
  */
-void
+static void
 local_device_decided(struct device *dev)
 {
 	struct local_att *la;
@@ -687,7 +688,7 @@ local_device_decided(struct device *dev)
 }
 
 /* dev is being freed: what is attached of it loses its device. */
-void
+static void
 local_device_freed(struct device *dev)
 {
 	struct local_att *la, *next;
@@ -812,29 +813,12 @@ local_adopt(const struct local_record *rec, const struct attach_found *f)
 		intf[i].bInterfaceSubClass = id->ifaces[i].subcls;
 		intf[i].bInterfaceProtocol = id->ifaces[i].proto;
 	}
-	dev = device_new(exp, &ur, intf);
-	dev->ident.vid = id->vid;
-	dev->ident.pid = id->pid;
-	dev->ident.bcd = id->bcd_device;
-	dev->ident.dclass = id->dev_class;
-	dev->ident.dsubclass = id->dev_subclass;
-	dev->ident.dprotocol = id->dev_protocol;
-	dev->ident.speed = ur.speed;
-	usbgw_strlcpy(dev->ident.manufacturer, id->manufacturer,
-	    sizeof(dev->ident.manufacturer));
-	usbgw_strlcpy(dev->ident.product, id->product,
-	    sizeof(dev->ident.product));
-	usbgw_strlcpy(dev->ident.serial, id->serial, sizeof(dev->ident.serial));
-	usbgw_strlcpy(dev->ident.hash, id->hash, sizeof(dev->ident.hash));
-
 	up = xcalloc(1, sizeof(*up));
-	up->dev = dev;
 	up->state = UP_RELAYING;
 	up->devid = rec->r.devid;
 	up->rec = ur;
-	dev->up = up;
-	dev->probed = true;
-	store_device_identity(dev);	/* row, presence, standing approval */
+	/* the identity an earlier probe verified, as the database kept it */
+	dev = device_restore(exp, &ur, id, up);
 	dev->gw_devid = (uint32_t)(((dev->exp->id & 0x7fff) + 1) << 16 |
 	    ((dev->id & 0xffff) ? (dev->id & 0xffff) : 1));
 
@@ -1020,8 +1004,14 @@ local_start(void)
 	char busdir[CONFIG_PATH_MAX], detail[256];
 	size_t nrec;
 
+	static const struct device_observer obs = {
+		.decided = local_device_decided,
+		.freed = local_device_freed,
+	};
+
 	if (cfg->mode != CONFIG_MODE_LOCAL)
 		return;
+	device_observe(&obs);
 	if (gethostname(L.hostname, sizeof(L.hostname)) == -1)
 		usbgw_strlcpy(L.hostname, "localhost", sizeof(L.hostname));
 	L.hostname[sizeof(L.hostname) - 1] = '\0';

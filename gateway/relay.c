@@ -771,36 +771,3 @@ relay_from_up(struct relay *r)
 		relay_from_down(r);
 	}
 }
-
-/*
- * The interface list of configuration `value` (alt settings 0).  An
- * unconfigured device (value 0, as usbip-host leaves a device right
- * after `usbip bind`) is judged by its first configuration: that is what
- * a vhci host's kernel will select, and SET_CONFIGURATION is decided on
- * again when it comes.
- */
-void
-device_load_interfaces(struct device *dev, uint8_t value)
-{
-	struct desc_config c;
-	const char *why;
-	int i, k;
-
-	for (i = 0; i < GW_MAX_CONFIGS; i++) {
-		if (dev->ident.config[i] == NULL ||
-		    desc_parse_config(dev->ident.config[i],
-		    dev->ident.config_len[i], &c, &why) == -1 ||
-		    (c.value != value && !(value == 0 && i == 0)))
-			continue;
-		dev->nintf = 0;
-		for (k = 0; k < c.nalt && dev->nintf < USBIP_MAX_INTERFACES; k++) {
-			if (c.alt[k].alt != 0)
-				continue;
-			dev->intf[dev->nintf].bInterfaceClass = c.alt[k].cls;
-			dev->intf[dev->nintf].bInterfaceSubClass = c.alt[k].subcls;
-			dev->intf[dev->nintf].bInterfaceProtocol = c.alt[k].proto;
-			dev->nintf++;
-		}
-		return;
-	}
-}

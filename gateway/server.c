@@ -61,7 +61,7 @@ dsession_close(struct dsession *ds, const char *why)
 	if (ds->wait_ev != NULL)
 		event_del(ds->wait_ev);
 	if (ds->request_id != 0)
-		store_access_outcome(ds->request_id, "withdrawn");
+		store_access_outcome(ds->request_id, "withdrawn", NULL);
 	if (ds->state == DS_RELAY && dev != NULL) {
 		relay_stop(ds);
 		dev->ds = NULL;
@@ -188,21 +188,23 @@ static void
 ds_import_accept(struct dsession *ds, struct device *dev)
 {
 	struct usbip_dev rec;
+	struct decision d;
 	uint8_t rep[USBIP_IMPORT_REP_LEN];
 	size_t n;
 
+	device_decide(dev, ds, &d);	/* what grants it, for the records */
 	ds_dev_record(dev, &rec);
 	n = usbip_import_rep_encode(rep, ST_OK, &rec);
 	if (ds->request_id != 0) {
-		store_access_outcome(ds->request_id, "granted");
+		store_access_outcome(ds->request_id, "granted", &d);
 		ds->request_id = 0;
 	}
 	if (ds->wait_ev != NULL)
 		event_del(ds->wait_ev);
 	ds->dev = dev;
 	dev->ds = ds;
-	device_set_state(dev, DEV_ATTACHED, NULL, ds->peer);
-	store_attachment_begin(dev, ds);
+	device_set_state(dev, DEV_ATTACHED, &d.actor, ds->peer);
+	store_attachment_begin(dev, ds, &d);
 	relay_start(ds, dev, rep, n);	/* the relay sends the reply */
 }
 
@@ -221,7 +223,7 @@ ds_wait_timeout(evutil_socket_t fd, short what, void *arg)
 	ds->state = DS_OP;
 
 	if (ds->request_id != 0) {
-		store_access_outcome(ds->request_id, "timeout");
+		store_access_outcome(ds->request_id, "timeout", NULL);
 		ds->request_id = 0;
 	}
 	ds->dev = NULL;
@@ -231,10 +233,11 @@ ds_wait_timeout(evutil_socket_t fd, short what, void *arg)
 /*
  * A device's decision changed: answer the imports held for it.
  */
-void
+static void
 server_device_decided(struct device *dev)
 {
 	struct dsession *ds, *next;
+	struct decision d;
 
 	for (ds = TAILQ_FIRST(&gw->sessions); ds != NULL; ds = next) {
 		next = TAILQ_NEXT(ds, entry);
@@ -251,7 +254,9 @@ server_device_decided(struct device *dev)
 			ds_import_accept(ds, dev);
 		} else {
 			if (ds->request_id != 0) {
-				store_access_outcome(ds->request_id, "denied");
+				device_decide(dev, ds, &d);
+				store_access_outcome(ds->request_id, "denied",
+				    &d);
 				ds->request_id = 0;
 			}
 			ds->dev = NULL;
@@ -342,7 +347,7 @@ ds_import(struct dsession *ds, const char *busid)
 		ds->request_id = store_access_request(dev, ds);
 		gw_access_event(dev, ds);
 		if (gw->attach_wait_ms == 0) {
-			store_access_outcome(ds->request_id, "refused");
+			store_access_outcome(ds->request_id, "refused", NULL);
 			ds->request_id = 0;
 			ds->dev = NULL;
 			return ds_import_refuse(ds, ST_NA, "device pending");
@@ -457,6 +462,8 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 	memcpy(&ds->ss, sa, (size_t)salen < sizeof(ds->ss) ? (size_t)salen :
 	    sizeof(ds->ss));
 	usbgw_strlcpy(ds->host, host, sizeof(ds->host));
+	if (usbgw_addr_parse(host, &ds->addr) == -1)
+		memset(&ds->addr, 0, sizeof(ds->addr));	/* matches no address */
 	usbgw_strlcpy(ds->hkey, hkey, sizeof(ds->hkey));
 	snprintf(ds->peer, sizeof(ds->peer), "%s", host);
 	gw_socket_tune(fd);
@@ -499,9 +506,14 @@ server_accept_error(struct evconnlistener *l, void *arg)
 int
 server_listen(const char *host, const char *port)
 {
+	static const struct device_observer obs = {
+		.decided = server_device_decided,
+	};
 	struct addrinfo hints, *res, *ai;
 	struct evconnlistener *l;
 	int r, n = 0;
+
+	device_observe(&obs);
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;

@@ -18,6 +18,7 @@
 
 #include "audit.h"
 #include "db.h"
+#include "decision.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
@@ -117,44 +118,6 @@ append(struct audit_event *ev)
 	flush_soon();
 }
 
-/* The identity as the policy and the database see it. */
-void
-device_identity(const struct device *dev, struct usbgw_identity *id)
-{
-	int i;
-
-	memset(id, 0, sizeof(*id));
-	usbgw_strlcpy(id->exporter, dev->exp->name, sizeof(id->exporter));
-	usbgw_strlcpy(id->exporter_busid, dev->up_busid,
-	    sizeof(id->exporter_busid));
-	usbgw_strlcpy(id->busid, dev->busid, sizeof(id->busid));
-	id->vid = dev->ident.vid;
-	id->pid = dev->ident.pid;
-	id->bcd_device = dev->ident.bcd;
-	id->dev_class = dev->ident.dclass;
-	id->dev_subclass = dev->ident.dsubclass;
-	id->dev_protocol = dev->ident.dprotocol;
-	id->speed = dev->up != NULL ? dev->up->rec.speed : dev->listed.speed;
-	id->n_ifaces = dev->nintf;
-	for (i = 0; i < dev->nintf && i < USBGW_IFACE_MAX; i++) {
-		id->ifaces[i].cls = dev->intf[i].bInterfaceClass;
-		id->ifaces[i].subcls = dev->intf[i].bInterfaceSubClass;
-		id->ifaces[i].proto = dev->intf[i].bInterfaceProtocol;
-	}
-	usbgw_strlcpy(id->manufacturer, dev->ident.manufacturer,
-	    sizeof(id->manufacturer));
-	usbgw_strlcpy(id->product, dev->ident.product, sizeof(id->product));
-	usbgw_strlcpy(id->serial, dev->ident.serial, sizeof(id->serial));
-	usbgw_strlcpy(id->hash, dev->ident.hash, sizeof(id->hash));
-}
-
-void
-store_device_load(struct device *dev)
-{
-	/* the row is found or made once the probe knows the identity */
-	dev->id = 0;
-}
-
 void
 store_device_state(struct device *dev, enum dev_state old,
     const struct actor *who, const char *reason)
@@ -186,63 +149,50 @@ store_device_state(struct device *dev, enum dev_state old,
 		store_flush();
 }
 
-/* Another row, not gone, holds this busid: it is the old identity. */
-static int
-busid_holder_cb(void *arg, const struct db_device *d)
-{
-	struct device *dev = arg;
-
-	if (strcmp(d->ident.busid, dev->busid) == 0 &&
-	    strcmp(d->ident.hash, dev->ident.hash) != 0) {
-		dev->old_id = d->id;
-		usbgw_strlcpy(dev->old_hash, d->ident.hash, sizeof(dev->old_hash));
-		return 1;
-	}
-	return 0;
-}
-
 /*
- * The probe is done: find or make the device's row for this identity,
- * open (or continue) its presence and load the operator's standing
- * decision.  A different identity at the same port is a different
- * device: the old row goes gone and the change is announced.
+ * The probe is done: find or make the device's row for this identity
+ * and open (or continue) its presence.  A different identity at the same
+ * gateway busid is a different device: the old row goes gone.  Also
+ * loads whether an operator revoked the device for this presence.
+ * Writes the audit rows of what it recorded; decides nothing.
  */
-void
-store_device_identity(struct device *dev)
+int
+store_device_identity(const struct device *dev, struct store_identity *si)
 {
 	struct usbgw_identity id;
-	struct db_approval a;
+	struct db_device old;
 	struct audit_event ev;
 	int created = 0;
-	int64_t now = now_s(), rid;
+	int64_t now = now_s(), rid, holder;
 
-	dev->identity_changed = false;
+	memset(si, 0, sizeof(*si));
 	if (db == NULL)
-		return;
+		return -1;
 	device_identity(dev, &id);
-	dev->old_id = 0;
-	db_device_foreach(db, 0, busid_holder_cb, dev);
-	if (dev->old_id != 0) {
-		db_device_set_state(db, dev->old_id, DEV_GONE, 0, now);
-		db_presence_end(db, dev->old_id, "identity changed", now);
-		dev->identity_changed = true;
-		dev->approval.active = false;
-		dev->revoked = false;
+	/* one indexed look-up: the row that holds this busid now */
+	holder = db_device_busid_holder(db, dev->busid);
+	if (holder > 0 && db_device_get(db, holder, &old) == 1 &&
+	    (strcmp(old.ident.hash, id.hash) != 0 ||
+	    strcmp(old.ident.serial, id.serial) != 0 ||
+	    strcmp(old.ident.manufacturer, id.manufacturer) != 0 ||
+	    strcmp(old.ident.product, id.product) != 0 ||
+	    old.exporter_id != dev->exp->id)) {
+		db_device_set_state(db, holder, DEV_GONE, 0, now);
+		db_presence_end(db, holder, "identity changed", now);
+		si->old_id = holder;
+		usbgw_strlcpy(si->old_hash, old.ident.hash, sizeof(si->old_hash));
 	}
 	rid = db_device_upsert(db, dev->exp->id, &id, now, &created);
 	if (rid <= 0) {
 		log_warnx("%s: cannot record the device: %s", dev->busid,
 		    db_errmsg(db));
-		return;
+		return -1;
 	}
-	if (rid != dev->id) {
-		dev->approval.active = false;
-		dev->revoked = false;
-	}
-	dev->id = rid;
-	dev->presence_id = db_presence_current(db, rid);
-	if (dev->presence_id == 0)
-		dev->presence_id = db_presence_begin(db, rid, dev->busid, now);
+	si->id = rid;
+	si->created = created != 0;
+	si->presence_id = db_presence_current(db, rid);
+	if (si->presence_id == 0)
+		si->presence_id = db_presence_begin(db, rid, dev->busid, now);
 
 	/* an operator's revoke holds for the rest of the presence */
 	{
@@ -250,9 +200,9 @@ store_device_identity(struct device *dev)
 
 		snprintf(key, sizeof(key), "revoked.%lld", (long long)rid);
 		if (db_setting_get(db, key, val, sizeof(val)) == 1 &&
-		    strtoll(val, NULL, 10) == dev->presence_id &&
-		    dev->presence_id != 0)
-			dev->revoked = true;
+		    si->presence_id != 0 &&
+		    strtoll(val, NULL, 10) == si->presence_id)
+			si->revoked = true;
 	}
 
 	memset(&ev, 0, sizeof(ev));
@@ -262,69 +212,81 @@ store_device_identity(struct device *dev)
 	ev.exporter = dev->exp->name;
 	ev.detail = dev->ident.hash;
 	append(&ev);
-	if (dev->identity_changed) {
+	if (si->old_id != 0) {
 		char msg[160];
 
 		snprintf(msg, sizeof(msg), "descriptor hash %.16s... -> %.16s...",
-		    dev->old_hash, dev->ident.hash);
+		    si->old_hash, dev->ident.hash);
 		ev.event = "identity-change";
 		ev.detail = msg;
 		append(&ev);
-		gw_identity_event(dev);
 	}
-
-	/* the operator's standing decision, if any (any vhci host) */
-	if (!dev->approval.active &&
-	    db_approval_active(db, rid, dev->presence_id, NULL, NULL, now,
-	    &a) == 1) {
-		dev->approval.active = true;
-		dev->approval.deny = a.deny != 0;
-		dev->approval.scope = a.scope;
-		dev->approval.expires_at = a.expires_at;
-		dev->approval.id = a.id;
-		usbgw_strlcpy(dev->approval.to_host, a.to_host,
-		    sizeof(dev->approval.to_host));
-		dev->approval.by.kind = a.actor_uid >= 0 ? ACTOR_OPERATOR :
-		    ACTOR_SYSTEM;
-		dev->approval.by.uid = a.actor_uid >= 0 ? (uid_t)a.actor_uid : 0;
-		usbgw_strlcpy(dev->approval.by.name, a.actor_name,
-		    sizeof(dev->approval.by.name));
-		device_arm_expiry(dev);
-	}
+	return 0;
 }
 
-/* A decision for this device and one vhci host (host-limited grants). */
-int
-store_grant_for_host(struct device *dev, const char *host,
-    struct dev_grant *g)
-{
-	struct db_approval a;
+struct approvals_load {
+	struct approval	*out;
+	size_t		 max, n;
+};
 
-	if (db == NULL || dev->id == 0)
+static int
+approvals_load_cb(void *arg, const struct db_approval *a)
+{
+	struct approvals_load *l = arg;
+	struct approval *p;
+	char err[160];
+
+	if (a->scope == SCOPE_PERMANENT)
+		return 0;	/* its rule decides */
+	if (l->n == l->max)
+		return 1;
+	p = &l->out[l->n];
+	memset(p, 0, sizeof(*p));
+	/* a stored limit that no longer parses matches no host: fail closed */
+	if (host_match_parse(a->to_host, true, &p->to, err, sizeof(err)) == -1) {
+		log_warnx("approval %lld: host limit \"%.64s\": %s; it applies "
+		    "to no host", (long long)a->id, a->to_host, err);
+		if (!a->deny)
+			return 0;
+		memset(&p->to, 0, sizeof(p->to));
+	}
+	p->id = a->id;
+	p->deny = a->deny != 0;
+	p->override = a->override != 0;
+	p->scope = a->scope;
+	p->expires_at = a->expires_at;
+	p->by.kind = a->actor_uid >= 0 ? ACTOR_OPERATOR : ACTOR_SYSTEM;
+	p->by.uid = a->actor_uid >= 0 ? (uid_t)a->actor_uid : 0;
+	usbgw_strlcpy(p->by.name, a->actor_name, sizeof(p->by.name));
+	l->n++;
+	return 0;
+}
+
+/* The device's active operator decisions (permanent ones are rules). */
+size_t
+store_approvals_load(int64_t device_id, int64_t presence_id,
+    struct approval *out, size_t max)
+{
+	struct approvals_load l = { out, max, 0 };
+
+	if (db == NULL || device_id == 0)
 		return 0;
-	if (db_approval_active(db, dev->id, dev->presence_id, host, host,
-	    now_s(), &a) != 1)
-		return 0;
-	memset(g, 0, sizeof(*g));
-	g->active = true;
-	g->deny = a.deny != 0;
-	g->scope = a.scope;
-	g->expires_at = a.expires_at;
-	g->id = a.id;
-	usbgw_strlcpy(g->to_host, a.to_host, sizeof(g->to_host));
-	g->by.kind = a.actor_uid >= 0 ? ACTOR_OPERATOR : ACTOR_SYSTEM;
-	usbgw_strlcpy(g->by.name, a.actor_name, sizeof(g->by.name));
-	return 1;
+	if (db_approvals_list(db, device_id, presence_id, now_s(),
+	    approvals_load_cb, &l) == -1)
+		log_warnx("device %lld: cannot load approvals: %s",
+		    (long long)device_id, db_errmsg(db));
+	return l.n;
 }
 
 void
-store_attachment_begin(struct device *dev, struct dsession *ds)
+store_attachment_begin(struct device *dev, struct dsession *ds,
+    const struct decision *d)
 {
 	if (db == NULL || dev->id == 0)
 		return;
 	dev->attach_id = db_attachment_begin(db, dev->id, dev->presence_id,
-	    dev->approval.active ? dev->approval.id : 0, dev->rule_id, "proxy",
-	    NULL, ds->host, now_s());
+	    d->approval_id, d->rule_id, "proxy",
+	    ds->host_name[0] ? ds->host_name : NULL, ds->host, now_s());
 	if (dev->attach_id < 0)
 		dev->attach_id = 0;
 }
@@ -345,58 +307,72 @@ store_attachment_end(struct device *dev, const char *why)
 	dev->attach_id = 0;
 }
 
-void
-store_approval_begin(struct device *dev)
+static const char *const scope_text[] = { "once", "for", "until",
+    "permanent" };
+
+/*
+ * Record an operator's decision (row_scope: what the operator asked
+ * for; a permanent one names the rule it wrote) and its audit row.
+ * Returns the approvals row id, or -1.
+ */
+int64_t
+store_approval_add(const struct device *dev, const struct approval *p,
+    enum approve_scope row_scope, int64_t rule_id, const char *message)
 {
 	struct db_approval a;
 	struct audit_event ev;
-	char detail[128];
+	char detail[192], to[HOST_NAME_MAX_LEN + 1];
+	int64_t id = -1;
 
+	host_match_format(&p->to, to, sizeof(to));
 	memset(&a, 0, sizeof(a));
 	a.device_id = dev->id;
 	a.presence_id = dev->presence_id;
-	a.deny = dev->approval.deny;
-	a.scope = dev->approval.scope;
-	usbgw_strlcpy(a.to_host, dev->approval.to_host, sizeof(a.to_host));
+	a.deny = p->deny;
+	a.override = p->override;
+	a.scope = row_scope;
+	usbgw_strlcpy(a.to_host, to, sizeof(a.to_host));
 	a.created_at = now_s();
-	a.expires_at = dev->approval.expires_at;
-	a.actor_uid = dev->approval.by.kind == ACTOR_OPERATOR ?
-	    (int64_t)dev->approval.by.uid : -1;
-	usbgw_strlcpy(a.actor_name, dev->approval.by.name, sizeof(a.actor_name));
-	usbgw_strlcpy(a.reason, dev->approval.message, sizeof(a.reason));
-	a.rule_id = dev->approval.rule_id;
+	a.expires_at = p->expires_at;
+	a.actor_uid = p->by.kind == ACTOR_OPERATOR ? (int64_t)p->by.uid : -1;
+	usbgw_strlcpy(a.actor_name, p->by.name, sizeof(a.actor_name));
+	usbgw_strlcpy(a.reason, message, sizeof(a.reason));
+	a.rule_id = rule_id;
 	if (db != NULL && dev->id != 0)
-		dev->approval.id = db_approval_add(db, &a);
+		id = db_approval_add(db, &a);
 
 	memset(&ev, 0, sizeof(ev));
-	ev.event = dev->approval.deny ? "deny" : "approve";
+	ev.event = p->deny ? "deny" : "approve";
 	ev.device_id = dev->id;
 	ev.busid = dev->busid;
 	ev.exporter = dev->exp->name;
-	ev.who = &dev->approval.by;
-	ev.host = dev->approval.to_host[0] ? dev->approval.to_host : NULL;
-	ev.reason = dev->approval.message;
-	snprintf(detail, sizeof(detail), "scope %s%s%lld",
-	    dev->approval.scope == SCOPE_ONCE ? "once" :
-	    dev->approval.scope == SCOPE_FOR ? "for" :
-	    dev->approval.scope == SCOPE_UNTIL ? "until" : "permanent",
-	    dev->approval.expires_at ? ", expires " : "",
-	    (long long)dev->approval.expires_at);
-	if (!dev->approval.expires_at)
-		snprintf(detail, sizeof(detail), "scope %s",
-		    dev->approval.scope == SCOPE_ONCE ? "once" :
-		    dev->approval.scope == SCOPE_PERMANENT ? "permanent" : "?");
+	ev.who = &p->by;
+	ev.host = to[0] ? to : NULL;
+	ev.reason = message;
+	snprintf(detail, sizeof(detail), "scope %s", scope_text[row_scope]);
+	if (p->expires_at)
+		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),
+		    ", expires %lld", (long long)p->expires_at);
+	if (rule_id)
+		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),
+		    ", rule %lld", (long long)rule_id);
+	if (p->override)
+		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),
+		    ", override of the admin rules");
 	ev.detail = detail;
 	append(&ev);
 	store_flush();
+	return id;
 }
 
+/* An approval ended: why, and who ended it (NULL: the system). */
 void
-store_approval_end(struct device *dev, const char *why)
+store_approval_end(const struct device *dev, int64_t id, const char *why,
+    const struct actor *by)
 {
-	if (db != NULL && dev->approval.id > 0)
-		db_approval_end(db, dev->approval.id, why, NULL, now_s());
-	dev->approval.id = 0;
+	if (db != NULL && id > 0)
+		db_approval_end(db, id, why, by != NULL ? by->name : "system",
+		    now_s());
 }
 
 void
@@ -437,8 +413,9 @@ store_access_request(struct device *dev, struct dsession *ds)
 	int64_t id = 0;
 
 	if (db != NULL)
-		id = db_access_request_add(db, dev->id, dev->busid, NULL,
-		    ds->host, "waiting", now_s());
+		id = db_access_request_add(db, dev->id, dev->busid,
+		    ds->host_name[0] ? ds->host_name : NULL, ds->host,
+		    "waiting", now_s());
 	memset(&ev, 0, sizeof(ev));
 	ev.event = "access-request";
 	ev.device_id = dev->id;
@@ -450,12 +427,15 @@ store_access_request(struct device *dev, struct dsession *ds)
 	return id > 0 ? id : -1;
 }
 
+/* A held or refused access request's end, linked to what decided it. */
 void
-store_access_outcome(int64_t request_id, const char *outcome)
+store_access_outcome(int64_t request_id, const char *outcome,
+    const struct decision *d)
 {
 	if (db != NULL && request_id > 0)
-		db_access_request_decide(db, request_id, outcome, NULL, 0,
-		    now_s());
+		db_access_request_decide(db, request_id, outcome,
+		    d != NULL ? d->actor.name : "system",
+		    d != NULL ? d->approval_id : 0, now_s());
 }
 
 /*
@@ -586,13 +566,10 @@ store_audit_prune(int64_t before, const struct actor *who, int64_t *pruned)
  * the presence so that a gateway restart does not undo it.
  */
 void
-device_set_revoked(struct device *dev, bool on)
+store_set_revoked(const struct device *dev, bool on)
 {
 	char key[48], val[32];
 
-	if (dev->revoked == on)
-		return;
-	dev->revoked = on;
 	if (db == NULL || dev->id == 0)
 		return;
 	snprintf(key, sizeof(key), "revoked.%lld", (long long)dev->id);

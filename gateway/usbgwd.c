@@ -139,6 +139,7 @@ apply_settings(struct config *cfg)
 	gw->probe_timeout_ms = cfg->probe_timeout_ms;
 	gw->attach_wait_ms = cfg->attach_pending_wait_ms;
 	gw->show_pending = cfg->show_pending != 0;
+	gw->host_names = true;	/* host-names (FCrDNS), see hostname.c */
 	gw->max_sessions = cfg->max_sessions;
 	gw->max_sessions_per_host = cfg->max_sessions_per_host;
 	gw->max_devices_per_exporter = cfg->max_devices_per_exporter;

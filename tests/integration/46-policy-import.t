@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
 need_prog "$USBGWD" "$USBGW" "$SIM"
-plan 25
+plan 27
 
 sim_start sim || bail_out "simulator did not start"
 gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 500ms"
@@ -50,11 +50,16 @@ gwctl gw policy move "$id" 3
 is "$RC" 0 "policy move ID 3"
 gwctl gw policy list --json
 is "$("$EJSON" get id position=3 <<<"$OUT")" "$id" "the rule is now third"
+gw_wait_state gw sim1:1-2 blocked 5
+is "$(gw_state gw sim1:1-2)" blocked "a move re-decides at once: the block rule now comes first"
+# a database writer changes the rules behind the daemon: apply reads them
+sqlite3 -cmd ".timeout 5000" "$T/gw.db" "UPDATE rules SET position = position + 1 WHERE position IS NOT NULL AND position < 3; UPDATE rules SET position = 1 WHERE id = $id"
+is "$?" 0 "a database writer moves the allow rule first"
 gwctl gw policy apply --json
 is "$RC" 0 "policy apply --json"
 like "$OUT" '"busid": *"sim1:1-2"' "apply reports the device it changed"
-like "$OUT" '"to": *"blocked"' "...which the block rule now blocks"
-is "$(gw_state gw sim1:1-2)" blocked "after apply the device is blocked"
+like "$OUT" '"to": *"authorized"' "...which the moved allow rule now authorizes"
+is "$(gw_state gw sim1:1-2)" authorized "after apply the device is authorized"
 gwctl gw audit prune --before "$(date -d "+1 min" +%Y-%m-%dT%H:%M:%S)"
 is "$RC" 0 "audit prune --before (every row so far)"
 gwctl gw audit verify --json

@@ -170,11 +170,11 @@ test_fresh(void)
 	size_t		 i;
 	char		 sql[256];
 
-	is_int(db_schema_version(), 2, "schema.sql defines version 2");
+	is_int(db_schema_version(), 3, "schema.sql defines version 3");
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	if (!ok(db != NULL, "open a new database"))
 		diag("%s", err);
-	is_int(db_version(db), 2, "migrated to the newest version");
+	is_int(db_version(db), 3, "migrated to the newest version");
 	is_str(qs(db, "PRAGMA journal_mode"), "wal", "WAL");
 	is_int(q1(db, "PRAGMA foreign_keys"), 1, "foreign keys on");
 	for (i = 0; i < nitems(objects); i++) {
@@ -188,13 +188,13 @@ test_fresh(void)
 	db_close(db);
 
 	db = db_open(path("fresh.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 2, "reopen: nothing to migrate");
+	ok(db != NULL && db_version(db) == 3, "reopen: nothing to migrate");
 	ok(raw(db, "PRAGMA user_version = 99") == NULL, "pretend a newer schema");
 	db_close(db);
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	ok(db == NULL, "a newer database is refused");
 	is_str(err, "database schema version 99 is newer than this program's "
-	    "(2)", "with a clear message");
+	    "(3)", "with a clear message");
 	db_close(db);
 
 	db = db_open("/nonexistent-dir/x.db", err, sizeof(err));
@@ -252,6 +252,11 @@ test_migrate_fixture(void)
 	    "create a version-1 database from the fixture%s%s", e ? ": " : "",
 	    e ? e : "");
 	sqlite3_free(e);
+	/* a permanent approval's rule went first in versions 1 and 2 */
+	ok(sqlite3_exec(raw_db, "UPDATE rules SET position = 2 WHERE id = 1; "
+	    "INSERT INTO rules VALUES (2, 1, 'allow id 1234:5678', 'allow', "
+	    "'approval', NULL, NULL, 1700000001, 'alice', NULL, NULL)", NULL,
+	    NULL, NULL) == SQLITE_OK, "an approval's rule at position 1");
 	sqlite3_close(raw_db);
 	free(sql);
 
@@ -260,7 +265,12 @@ test_migrate_fixture(void)
 		diag("%s", err);
 	if (db == NULL)
 		return;
-	is_int(db_version(db), 2, "migrated 1 -> 2");
+	is_int(db_version(db), 3, "migrated 1 -> 3");
+	is_str(qs(db, "SELECT group_concat(id || '@' || position, ',') FROM "
+	    "(SELECT * FROM rules ORDER BY position)"), "1@1,2@2",
+	    "migration 3: the operator tier moved after the admin rules");
+	is_int(q1(db, "SELECT count(*) FROM pragma_table_info('approvals') "
+	    "WHERE name = 'override'"), 1, "migration 3: approvals.override");
 	is_int(q1(db, "SELECT count(*) FROM devices"), 2, "devices kept");
 	is_int(q1(db, "SELECT count(*) FROM audit_log"), 3, "audit rows kept");
 	is_int(q1(db, "SELECT count(*) FROM pragma_table_info('devices') "
@@ -310,7 +320,7 @@ test_migrate_built(void)
 	ok(e > 0 && d > 0, "data in version 1");
 	db_close(db);
 	db = db_open(path("built.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 2, "reopen migrates to 2");
+	ok(db != NULL && db_version(db) == 3, "reopen migrates to 3");
 	is_int(q1(db, "SELECT count(*) FROM interfaces WHERE device_id = 1"), 2,
 	    "data kept");
 	is_int(q1(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"),
@@ -553,13 +563,14 @@ test_helpers(void)
 	ok(raw(db, "UPDATE rules SET text = 'allow' WHERE id = 2") != NULL,
 	    "rule text is immutable");
 	r = rule_parse("allow id 0781:5567 serial \"S1\"", &re);
-	rd = db_rule_set_device(db, d2, r, "approval", "permanent", "alice", 30);
+	rd = db_rule_set_device(db, d2, 1, r, "approval", "permanent", "alice",
+	    30);
 	rule_free(r);
 	is_str(qs(db, "SELECT group_concat(rule_id, ',') FROM v_rules"),
-	    "5,4,3,2", "a device rule goes first");
+	    "5,4,3,2", "a device rule goes where asked (first)");
 	ok(db_rule_move(db, rd, 3) == 1, "an operator moves it");
 	r = rule_parse("block id 0781:5567 serial \"S1\"", &re);
-	r5 = db_rule_set_device(db, d2, r, "denial", NULL, "bob", 31);
+	r5 = db_rule_set_device(db, d2, 0, r, "denial", NULL, "bob", 31);
 	rule_free(r);
 	is_str(qs(db, "SELECT group_concat(rule_id || ':' || target, ',') FROM "
 	    "v_rules"), "4:ask,3:reject,6:block,2:block",
@@ -567,14 +578,24 @@ test_helpers(void)
 	is_str(qs(db, "SELECT removed_by FROM rules WHERE id = 5"), "bob",
 	    "the old one is removed");
 	p = policy_new();
-	is_int(db_rules_load(db, p, NULL, NULL), 0, "load the policy");
-	is_int(policy_count(p), 4, "4 rules");
+	is_int(db_rules_load(db, p, 1, NULL, NULL), 0, "load the operator tier");
+	is_int(policy_count(p), 1, "1 operator rule");
+	{
+		int64_t	 rid;
+		char	*s = rule_format(policy_rule_at(p, 0, &rid));
+
+		ok(rid == r5 && strcmp(s, "block id 0781:5567 serial \"S1\"") ==
+		    0, "the denial's rule, with its id");
+		free(s);
+	}
+	is_int(db_rules_load(db, p, 0, NULL, NULL), 0, "load the admin tier");
+	is_int(policy_count(p), 3, "3 admin rules, the device rule not among them");
 	{
 		int64_t	 rid;
 		char	*s = rule_format(policy_rule_at(p, 2, &rid));
 
-		ok(rid == r5 && strcmp(s, "block id 0781:5567 serial \"S1\"") ==
-		    0, "in order, with ids");
+		ok(rid == 2 && strncmp(s, "block ", 6) == 0,
+		    "in order, with ids");
 		free(s);
 	}
 	is_int(db_rule_remove(db, r4, "root", 32), 1, "remove the catch-all");
@@ -582,7 +603,7 @@ test_helpers(void)
 	    "text = 'reject bogus' WHERE id = 3") == NULL,
 	    "corrupt a stored rule behind the daemon's back");
 	bad_id = 0;
-	is_int(db_rules_load(db, p, bad_cb, NULL), 1, "one bad rule reported");
+	is_int(db_rules_load(db, p, 0, bad_cb, NULL), 1, "one bad rule reported");
 	is_int(bad_id, 3, "rule 3 is the bad one");
 	{
 		struct usbgw_identity	 x;
