@@ -1,6 +1,6 @@
 /*
  * usbgw approve BUSID [--once | --for DURATION | --until TIME |
- * --permanent] [--to HOST] [-m MESSAGE]
+ * --permanent] [--to HOST] [--identity ID] [--override] [-m MESSAGE]
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +15,12 @@ static const struct cmd_opt opts[] = {
 	    "...Z, +01:00, @UNIX" },
 	{ "permanent", 'p', NULL, "for good: writes an allow rule from the "
 	    "device's identity" },
-	{ "to", 't', "HOST", "only for this vhci host (name or address)" },
+	{ "to", 't', "HOST", "only for this vhci host: an address, a CIDR "
+	    "prefix or a name" },
+	{ "identity", 'i', "ID", "refuse unless BUSID is still this device "
+	    "(show's id, or 8+ hex digits of its hash)" },
+	{ "override", 0, NULL, "admin: allow although an admin rule blocks "
+	    "the device (audited)" },
 	{ "message", 'm', "MESSAGE", "why, for the audit log" },
 	{ NULL, 0, NULL, NULL }
 };
@@ -64,6 +69,11 @@ cmd_approve_exec(struct cmd_ctx *ctx)
 		json_object_set_new(args, "to", json_string(to));
 	if (msg != NULL)
 		json_object_set_new(args, "message", json_string(msg));
+	if (arg_get(ctx, "identity") != NULL)
+		json_object_set_new(args, "identity",
+		    json_string(arg_get(ctx, "identity")));
+	if (arg_has(ctx, "override"))
+		json_object_set_new(args, "override", json_true());
 
 	if ((st = cmd_call(ctx, "approve", args, &res)) != EXIT_OK || ctx->json)
 		goto out;
@@ -72,6 +82,8 @@ cmd_approve_exec(struct cmd_ctx *ctx)
 	    ctx->argv[0]);
 	printf(" (");
 	print_safe(stdout, device_name(res));
+	if (*device_identity_str(res) != '\0')
+		printf("; %s", device_identity_str(res));
 	printf(")");
 	if (strcmp(scope, "for") == 0) {
 		fmt_duration(d, sizeof(d), secs);
@@ -96,7 +108,7 @@ out:
 
 const struct cmd_entry cmd_approve_entry = {
 	"approve", "BUSID [--once | --for DURATION | --until TIME | --permanent] "
-	    "[--to HOST] [-m MESSAGE]",
+	    "[--to HOST] [--identity ID] [--override] [-m MESSAGE]",
 	"authorize a pending device (BUSID may be shortened if unambiguous)",
 	PRIV_APPROVE, 1, 1, opts, cmd_approve_exec
 };

@@ -1,4 +1,4 @@
-/* usbgw deny BUSID [--permanent] [-m MESSAGE] */
+/* usbgw deny BUSID [--permanent] [--identity ID] [-m MESSAGE] */
 #include <stdio.h>
 
 #include "usbgw.h"
@@ -6,6 +6,8 @@
 static const struct cmd_opt opts[] = {
 	{ "permanent", 'p', NULL, "also write a block rule from the device's "
 	    "identity" },
+	{ "identity", 'i', "ID", "refuse unless BUSID is still this device "
+	    "(show's id, or 8+ hex digits of its hash)" },
 	{ "message", 'm', "MESSAGE", "why, for the audit log" },
 	{ NULL, 0, NULL, NULL }
 };
@@ -21,6 +23,9 @@ cmd_deny_exec(struct cmd_ctx *ctx)
 	    arg_has(ctx, "permanent"));
 	if (msg != NULL)
 		json_object_set_new(args, "message", json_string(msg));
+	if (arg_get(ctx, "identity") != NULL)
+		json_object_set_new(args, "identity",
+		    json_string(arg_get(ctx, "identity")));
 	if ((st = cmd_call(ctx, "deny", args, &res)) != EXIT_OK || ctx->json)
 		goto out;
 	printf("denied ");
@@ -28,6 +33,8 @@ cmd_deny_exec(struct cmd_ctx *ctx)
 	    ctx->argv[0]);
 	printf(" (");
 	print_safe(stdout, device_name(res));
+	if (*device_identity_str(res) != '\0')
+		printf("; %s", device_identity_str(res));
 	printf(")%s; now %s\n", arg_has(ctx, "permanent") ? " permanently" : "",
 	    jstr(res, "state"));
 out:
@@ -36,7 +43,7 @@ out:
 }
 
 const struct cmd_entry cmd_deny_entry = {
-	"deny", "BUSID [--permanent] [-m MESSAGE]",
-	"block a device: no vhci host may attach it",
+	"deny", "BUSID [--permanent] [--identity ID] [-m MESSAGE]",
+	"block a device and end every approval of it",
 	PRIV_APPROVE, 1, 1, opts, cmd_deny_exec
 };

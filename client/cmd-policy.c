@@ -164,15 +164,26 @@ policy_move_exec(struct cmd_ctx *ctx)
 static int
 policy_test_exec(struct cmd_ctx *ctx)
 {
+	const char *pos = arg_get(ctx, "position");
 	struct table *t;
-	json_t *res, *d;
-	char *rule;
-	size_t i, n = 0;
+	json_t *res, *d, *args;
+	char *rule, *end;
+	size_t i, n = 0, changed = 0;
+	long p = 0;
 	int st;
 
+	if (pos != NULL) {
+		errno = 0;
+		p = strtol(pos, &end, 10);
+		if (errno != 0 || *end != '\0' || p < 1)
+			return usage_error(ctx, "--position %s: expected a "
+			    "position, 1 or more", pos);
+	}
 	rule = join_args(ctx->argc, ctx->argv);
-	st = cmd_call(ctx, "policy.test", json_pack("{s:s}", "rule", rule),
-	    &res);
+	args = json_pack("{s:s}", "rule", rule);
+	if (p > 0)
+		json_object_set_new(args, "position", json_integer(p));
+	st = cmd_call(ctx, "policy.test", args, &res);
 	free(rule);
 	if (st != EXIT_OK || ctx->json)
 		goto out;
@@ -180,16 +191,23 @@ policy_test_exec(struct cmd_ctx *ctx)
 		printf("no devices present\n");
 		goto out;
 	}
-	t = table_new(5, "BUSID", "STATE", "DEVICE", "MATCH", "WOULD");
+	t = table_new(6, "BUSID", "STATE", "DEVICE", "MATCH", "TARGET",
+	    "WOULD BE");
 	json_array_foreach(res, i, d) {
 		int m = json_is_true(json_object_get(d, "match"));
 
 		n += (size_t)m;
+		if (*jstr(d, "would") != '\0' &&
+		    strcmp(jstr(d, "would"), jstr(d, "state")) != 0)
+			changed++;
 		table_add(t, jstr(d, "busid"), jstr(d, "state"), device_name(d),
-		    m ? "yes" : "no", m ? jfmt(d, "target") : "");
+		    m ? "yes" : "no", m ? jfmt(d, "target") : "",
+		    jstr(d, "would"));
 	}
 	table_print(t, stdout);
 	table_free(t);
+	printf("added, it would change the state of %zu (the whole decision: "
+	    "operator approvals and denials included)\n", changed);
 	printf("the rule matches %zu of %zu present devices; nothing was "
 	    "changed\n", n, json_array_size(res));
 out:
@@ -316,10 +334,17 @@ const struct cmd_entry cmd_policy_move_entry = {
 	"policy move", "ID POSITION", "move rule ID to POSITION",
 	PRIV_ADMIN, 2, 2, NULL, policy_move_exec
 };
+static const struct cmd_opt test_opts[] = {
+	{ "position", 0, "N", "as if inserted at position N (default: after "
+	    "the admin rules)" },
+	{ NULL, 0, NULL, NULL }
+};
+
 const struct cmd_entry cmd_policy_test_entry = {
-	"policy test", "RULE [--json]",
-	"show what RULE would decide for every present device, changing nothing",
-	PRIV_READ, 1, -1, NULL, policy_test_exec
+	"policy test", "RULE [--position N] [--json]",
+	"show what adding RULE would do to every present device, changing "
+	"nothing",
+	PRIV_READ, 1, -1, test_opts, policy_test_exec
 };
 const struct cmd_entry cmd_policy_apply_entry = {
 	"policy apply", "[--json]",

@@ -1,9 +1,11 @@
-/* usbgw revoke BUSID [-m MESSAGE] */
+/* usbgw revoke BUSID [--identity ID] [-m MESSAGE] */
 #include <stdio.h>
 
 #include "usbgw.h"
 
 static const struct cmd_opt opts[] = {
+	{ "identity", 'i', "ID", "refuse unless BUSID is still this device "
+	    "(show's id, or 8+ hex digits of its hash)" },
 	{ "message", 'm', "MESSAGE", "why, for the audit log" },
 	{ NULL, 0, NULL, NULL }
 };
@@ -18,6 +20,9 @@ cmd_revoke_exec(struct cmd_ctx *ctx)
 	args = json_pack("{s:s}", "busid", ctx->argv[0]);
 	if (msg != NULL)
 		json_object_set_new(args, "message", json_string(msg));
+	if (arg_get(ctx, "identity") != NULL)
+		json_object_set_new(args, "identity",
+		    json_string(arg_get(ctx, "identity")));
 	if ((st = cmd_call(ctx, "revoke", args, &res)) != EXIT_OK || ctx->json)
 		goto out;
 	printf("revoked ");
@@ -25,6 +30,8 @@ cmd_revoke_exec(struct cmd_ctx *ctx)
 	    ctx->argv[0]);
 	printf(" (");
 	print_safe(stdout, device_name(res));
+	if (*device_identity_str(res) != '\0')
+		printf("; %s", device_identity_str(res));
 	printf("); now %s\n", jstr(res, "state"));
 out:
 	json_decref(res);
@@ -32,7 +39,7 @@ out:
 }
 
 const struct cmd_entry cmd_revoke_entry = {
-	"revoke", "BUSID [-m MESSAGE]",
+	"revoke", "BUSID [--identity ID] [-m MESSAGE]",
 	"withdraw an authorization; an attached vhci host is cut off at once",
 	PRIV_APPROVE, 1, 1, opts, cmd_revoke_exec
 };

@@ -40,6 +40,39 @@ print_approval(const json_t *a)
 	field("approval", buf);
 }
 
+/* Why the device is in its state, and every active operator decision. */
+static void
+print_decision(const json_t *res)
+{
+	const json_t *d = json_object_get(res, "decision"), *a, *p;
+	char buf[512], when[32];
+	size_t i;
+
+	if (*jstr(res, "anomaly") != '\0')
+		field("ANOMALY", jstr(res, "anomaly"));
+	if (json_is_object(d)) {
+		snprintf(buf, sizeof(buf), "%s, by %s: %s", jstr(d, "verdict"),
+		    jstr(d, "by"), jstr(d, "why"));
+		field("decision", buf);
+	}
+	if (!json_is_array(a = json_object_get(res, "approvals")))
+		return;
+	json_array_foreach(a, i, p) {
+		json_int_t exp = json_integer_value(json_object_get(p,
+		    "expires_at"));
+
+		fmt_time(when, sizeof(when), exp);
+		snprintf(buf, sizeof(buf), "#%lld %s %s%s%s%s%s by %s%s",
+		    (long long)json_integer_value(json_object_get(p, "id")),
+		    jstr(p, "decision"), jstr(p, "scope"),
+		    exp > 0 ? " until " : "", exp > 0 ? when : "",
+		    *jstr(p, "to") != '\0' ? ", to " : "", jstr(p, "to"),
+		    jstr(p, "by"), json_is_true(json_object_get(p, "override")) ?
+		    " (override)" : "");
+		field(i == 0 ? "operator" : "", buf);
+	}
+}
+
 static void
 print_history(const json_t *h)
 {
@@ -111,6 +144,11 @@ cmd_show_exec(struct cmd_ctx *ctx)
 		field("interfaces", buf);
 	}
 	field("hash", jstr(res, "hash"));
+	snprintf(buf, sizeof(buf), "%lld",
+	    (long long)json_integer_value(json_object_get(res, "id")));
+	if (json_is_integer(json_object_get(res, "id")))
+		field("device id", buf);
+	print_decision(res);
 	print_approval(json_object_get(res, "approval") != NULL ?
 	    json_object_get(res, "approval") : json_object_get(res, "grant"));
 	field("attached to", jstr(res, "attached_to"));

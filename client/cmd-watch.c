@@ -134,7 +134,27 @@ prompt_event(struct prompt *p, json_t *msg, const char *current)
 		return 0;
 	}
 	i = queue_find(p, busid);
-	if (strcmp(type, "pending") == 0 ||
+	if (strcmp(type, "identity-change") == 0 ||
+	    strcmp(type, "anomaly") == 0) {
+		/*
+		 * Another device now stands at this busid, or its exporter
+		 * claims something else than it is: the question asked was
+		 * about what stood there before.  Withdraw it; ask anew.
+		 */
+		if (i >= 0 || (current != NULL && strcmp(current, busid) == 0)) {
+			printf("\n(");
+			print_safe(stdout, busid);
+			printf(": %s; the question is withdrawn and asked "
+			    "again)\n", strcmp(type, "anomaly") == 0 ?
+			    "identity anomaly" : "a different device now");
+			resolved = current != NULL &&
+			    strcmp(current, busid) == 0;
+		}
+		if (i >= 0)
+			json_array_set(p->queue, (size_t)i, msg);
+		else if (json_array_size(p->queue) < PROMPT_MAX_QUEUE)
+			json_array_append(p->queue, msg);
+	} else if (strcmp(type, "pending") == 0 ||
 	    strcmp(type, "access-request") == 0) {
 		if (i >= 0)
 			json_array_set(p->queue, (size_t)i, msg);	/* newer */
@@ -171,7 +191,13 @@ show_question(const json_t *msg)
 
 	if (strcmp(jstr(msg, "event"), "access-request") == 0)
 		printf("\nAccess request for a pending device:\n");
-	else
+	else if (strcmp(jstr(msg, "event"), "identity-change") == 0)
+		printf("\nA different device now at this busid:\n");
+	else if (strcmp(jstr(msg, "event"), "anomaly") == 0) {
+		printf("\nIdentity anomaly (blocked until you decide): ");
+		print_safe(stdout, jstr(d, "anomaly"));
+		printf("\n");
+	} else
 		printf("\nNew device waiting for approval:\n");
 	printf("  busid       ");
 	print_safe(stdout, jstr(d, "busid"));
@@ -191,6 +217,10 @@ show_question(const json_t *msg)
 			    (cn = usb_class_name(json_string_value(x))) != NULL)
 				printf(" (%s)", cn);
 		}
+	}
+	if (*device_identity_str(d) != '\0') {
+		printf("\n  identity    ");
+		print_safe(stdout, device_identity_str(d));
 	}
 	printf("\n  exporter    ");
 	print_safe(stdout, jstr(d, "exporter"));
@@ -263,17 +293,26 @@ consume_line(struct prompt *p)
 	p->len -= l;
 }
 
+/*
+ * The operator's answer names the identity the question showed: if
+ * another device stands at the busid by now, the daemon refuses.
+ */
 static int
-answer(struct prompt *p, const char *busid, char c)
+answer(struct prompt *p, const char *busid, const char *hash, char c)
 {
-	json_t *res = NULL;
+	json_t *res = NULL, *args;
 	char msg[512];
 	const char *cmd = c == 'd' ? "deny" : "approve";
 	int st;
 
-	st = client_call_quiet(p->cl, cmd, json_pack("{s:s, s:s, s:s}", "busid",
-	    busid, "scope", c == 'p' ? "permanent" : "once", "message",
-	    "answered at usbgw watch --prompt"), &res, msg, sizeof(msg));
+	args = json_pack("{s:s, s:s, s:s}", "busid", busid, "scope",
+	    c == 'p' ? "permanent" : "once", "message",
+	    "answered at usbgw watch --prompt");
+	if (c == 'd')
+		json_object_set_new(args, "permanent", json_false());
+	if (*hash != '\0')
+		json_object_set_new(args, "identity", json_string(hash));
+	st = client_call_quiet(p->cl, cmd, args, &res, msg, sizeof(msg));
 	if (st == EXIT_OK) {
 		printf("%s ", c == 'd' ? "denied" : "approved");
 		print_safe(stdout, busid);
@@ -295,7 +334,7 @@ prompt_loop(struct client *cl)
 {
 	struct prompt p;
 	json_t *q;
-	char busid[64];
+	char busid[64], hash[72];
 	int r, st = EXIT_OK;
 
 	memset(&p, 0, sizeof(p));
@@ -326,6 +365,8 @@ prompt_loop(struct client *cl)
 		json_array_remove(p.queue, 0);
 		usbgw_strlcpy(busid, jstr(json_object_get(q, "data"), "busid"),
 		    sizeof(busid));
+		usbgw_strlcpy(hash, jstr(json_object_get(q, "data"), "hash"),
+		    sizeof(hash));
 		show_question(q);
 		json_decref(q);
 		for (;;) {
@@ -337,7 +378,7 @@ prompt_loop(struct client *cl)
 				char c = p.line[0];
 
 				consume_line(&p);
-				r = answer(&p, busid, c);
+				r = answer(&p, busid, hash, c);
 				break;
 			}
 			if (strcmp(p.line, "s") == 0) {
@@ -386,7 +427,8 @@ cmd_watch_exec(struct cmd_ctx *ctx)
 		json_object_set_new(args, "events", events_arg(events));
 	else if (prompt)
 		json_object_set_new(args, "events", events_arg("pending,"
-		    "access-request,approve,deny,revoke,gone"));
+		    "access-request,approve,deny,revoke,gone,identity-change,"
+		    "anomaly"));
 	if ((st = client_call(ctx->cl, "watch", args, &res)) != EXIT_OK)
 		return st;
 	json_decref(res);

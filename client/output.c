@@ -328,6 +328,25 @@ device_name(const json_t *dev)
 	return b;
 }
 
+/*
+ * The identity a decision hit, as the daemon names it: "device 12, hash
+ * 1a2b3c4d5e6f7a8b" ("" from a daemon that does not say).
+ */
+const char *
+device_identity_str(const json_t *dev)
+{
+	char *b = ring_next();
+	const json_t *id = json_object_get(dev, "id");
+
+	if (!json_is_integer(id) || *jstr(dev, "hash") == '\0') {
+		b[0] = '\0';
+		return b;
+	}
+	snprintf(b, RING_SIZE, "device %lld, hash %.16s",
+	    (long long)json_integer_value(id), jstr(dev, "hash"));
+	return b;
+}
+
 /* An actor as protocol.md shows it, or a plain string (older daemons). */
 const char *
 actor_str(const json_t *a, char *buf, size_t len)

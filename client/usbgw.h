@@ -115,6 +115,7 @@ void		 fmt_time(char *, size_t, json_int_t unix_s);
 void		 fmt_age(char *, size_t, json_int_t since);
 void		 fmt_duration(char *, size_t, int64_t secs);
 const char	*device_name(const json_t *dev);	/* "046d:c52b Logitech ..." */
+const char	*device_identity_str(const json_t *dev); /* "device 12, hash ..." */
 const char	*actor_str(const json_t *actor, char *buf, size_t len);
 const char	*usb_class_name(const char *ccsspp);	/* NULL if unknown */
 const char	*row_actor(const json_t *row, char *buf, size_t len);

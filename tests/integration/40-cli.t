@@ -108,7 +108,7 @@ is "$n" 1 "rule listed"
 RID=$(printf '%s' "$OUT" | "$EJ" get id rule='allow id 1209:0005')
 run "${U[@]}" policy test 'block with-interface 03:*:*'
 is "$RC" 0 "policy test"
-likel "$OUT" "^$KBD .* yes +block\$" "policy test: the keyboard would be blocked"
+likel "$OUT" "^$KBD .* yes +block +blocked\$" "policy test: the keyboard would be blocked"
 likel "$OUT" 'nothing was changed$' "policy test changes nothing"
 run "${U[@]}" list --json
 is "$(printf '%s' "$OUT" | "$EJ" get state busid="$KBD")" authorized \
