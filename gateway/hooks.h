@@ -46,6 +46,7 @@ enum hook_event {
 	HOOK_EV_EXPORTER_UP,
 	HOOK_EV_EXPORTER_DOWN,
 	HOOK_EV_POLICY,		/* the rule set changed */
+	HOOK_EV_ANOMALY,	/* an exporter's claim differs from the probe */
 	HOOK_NEVENTS
 };
 #define HOOK_EV_ALL	((1u << HOOK_NEVENTS) - 1)
