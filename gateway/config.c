@@ -94,6 +94,10 @@ static const struct key keys[] = {
 	{ "max-new-devices-per-minute", K_UINT, F(max_new_devices_per_minute), 1, 100000 },
 	{ "audit-limit-per-host", K_UINT,	F(audit_limit_per_host), 0, 1000000 },
 	{ "audit-limit-total",	K_UINT,		F(audit_limit_total), 0, 1000000 },
+	{ "host-names",		K_BOOL,		F(host_names), 0, 0 },
+	{ "host-name-ttl",	K_DURATION,	F(host_name_ttl_ms), MS_S, MS_DAY },
+	{ "host-name-timeout",	K_DURATION,	F(host_name_timeout_ms),
+	    100, 30 * MS_S },
 	{ "hook-timeout",	K_DURATION,	F(hook_timeout_ms), 100, 3600 * MS_S },
 	{ "hook-max-running",	K_UINT,		F(hook_max_running), 1, 64 },
 	{ "mode",		K_MODE,		F(mode), 0, 0 },
@@ -185,6 +189,9 @@ config_new(void)
 	c->max_new_devices_per_minute = 64;
 	c->audit_limit_per_host = 60;
 	c->audit_limit_total = 600;
+	c->host_names = 1;
+	c->host_name_ttl_ms = 300 * MS_S;
+	c->host_name_timeout_ms = 2 * MS_S;
 	c->hook_timeout_ms = 10 * MS_S;
 	c->hook_max_running = 4;
 	c->mode = CONFIG_MODE_PROXY;

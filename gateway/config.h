@@ -114,6 +114,11 @@ struct config {
 	unsigned	audit_limit_per_host;	/* rows a minute, 0: none */
 	unsigned	audit_limit_total;
 
+	/* vhci host names (hostname.c): forward-confirmed reverse DNS. */
+	int		host_names;			/* look them up */
+	unsigned	host_name_ttl_ms;		/* answers cached */
+	unsigned	host_name_timeout_ms;		/* then: no name */
+
 	/* Hooks (hooks.c). */
 	struct config_hook	hooks[CONFIG_MAX_HOOKS];
 	size_t		nhooks;

@@ -17,9 +17,9 @@
  *
  * The user and group databases (NSS) may be a directory server: their
  * lookups (getpwuid_r, getgrouplist, getgrnam_r) run on a thread of their
- * own, one at a time, never on the event loop.  A lookup still running
- * after control-lookup-timeout refuses its client; the thread finishes it
- * whenever NSS answers and the result is dropped.
+ * own (worker.c), one at a time, never on the event loop.  A lookup still
+ * running after control-lookup-timeout refuses its client; the thread
+ * finishes it whenever NSS answers and the result is dropped.
  */
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -31,7 +31,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -51,6 +50,7 @@
 #include "log.h"
 #include "usbip.h"
 #include "util.h"
+#include "worker.h"
 
 #ifndef USBGW_VERSION
 #define USBGW_VERSION		"0.1"
@@ -85,7 +85,6 @@ struct ctl_conn {
 
 /* A user lookup, from the loop to the lookup thread and back. */
 struct lookup {
-	TAILQ_ENTRY(lookup)	 entry;
 	uint64_t		 serial;	/* of the connection */
 	uid_t			 uid;
 	gid_t			 gid;
@@ -93,19 +92,9 @@ struct lookup {
 	enum ctl_priv		 result;
 	char			 name[sizeof(((struct actor *)0)->name)];
 };
-TAILQ_HEAD(lookups, lookup);
 
-static struct {
-	pthread_t		 thread;
-	pthread_mutex_t		 mu;
-	pthread_cond_t		 cv;
-	struct lookups		 todo;		/* under mu */
-	int			 stop;		/* under mu */
-	int			 running;
-	int			 pipe[2];	/* done: struct lookup * */
-	struct event		*done_ev;
-} L = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-    .pipe = { -1, -1 } };
+static struct worker	*lookups;	/* NULL: lookups on the loop */
+
 TAILQ_HEAD(ctl_conns, ctl_conn);
 
 static struct {
@@ -597,125 +586,32 @@ lookup_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	conn_fatal(c, CTL_E_REFUSED, why);
 }
 
-/* Results from the lookup thread. */
+/* A result from the lookup thread, on the loop. */
 static void
-lookup_done_cb(evutil_socket_t fd, short what, void *arg)
+lookup_done(void *arg)
 {
-	struct lookup *l[64];
+	struct lookup *l = arg;
 	struct ctl_conn *c;
-	ssize_t n;
-	size_t i;
 
-	while ((n = read(fd, l, sizeof(l))) > 0) {
-		for (i = 0; i < (size_t)n / sizeof(l[0]); i++) {
-			TAILQ_FOREACH(c, &C.conns, entry)
-				if (c->serial == l[i]->serial)
-					break;
-			if (c != NULL && c->state == CONN_RESOLVING) {
-				c->priv = l[i]->result;
-				usbgw_strlcpy(c->who.name, l[i]->name,
-				    sizeof(c->who.name));
-				conn_resolved(c);
-			}
-			free(l[i]);
-		}
+	TAILQ_FOREACH(c, &C.conns, entry)
+		if (c->serial == l->serial)
+			break;
+	if (c != NULL && c->state == CONN_RESOLVING) {
+		c->priv = l->result;
+		usbgw_strlcpy(c->who.name, l->name, sizeof(c->who.name));
+		conn_resolved(c);
 	}
+	free(l);
 }
 
-static void *
-lookup_main(void *arg)
-{
-	struct lookup *l;
-
-	for (;;) {
-		pthread_mutex_lock(&L.mu);
-		while (TAILQ_EMPTY(&L.todo) && !L.stop)
-			pthread_cond_wait(&L.cv, &L.mu);
-		if (L.stop) {
-			pthread_mutex_unlock(&L.mu);
-			return NULL;
-		}
-		l = TAILQ_FIRST(&L.todo);
-		TAILQ_REMOVE(&L.todo, l, entry);
-		pthread_mutex_unlock(&L.mu);
-
-		l->result = priv_compute(l->priv, l->uid, l->gid, l->name,
-		    sizeof(l->name));
-		/* (a pointer is less than PIPE_BUF: written whole) */
-		if (write(L.pipe[1], &l, sizeof(l)) != (ssize_t)sizeof(l))
-			free(l);	/* the loop has stopped listening */
-	}
-}
-
+/* On the lookup thread. */
 static void
-lookup_init(void)
+lookup_run(void *arg)
 {
-	sigset_t all, old;
-	int rv;
+	struct lookup *l = arg;
 
-	TAILQ_INIT(&L.todo);
-	L.stop = 0;
-	if (pipe2(L.pipe, O_CLOEXEC) == -1) {
-		log_warn("control: pipe (user lookups stay on the event loop)");
-		return;
-	}
-	(void)fcntl(L.pipe[0], F_SETFL, O_NONBLOCK);
-	L.done_ev = event_new(C.base, L.pipe[0], EV_READ | EV_PERSIST,
-	    lookup_done_cb, NULL);
-	event_add(L.done_ev, NULL);
-	/* signals are the event loop's */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rv = pthread_create(&L.thread, NULL, lookup_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rv != 0) {
-		log_warnx("control: pthread_create: %s (user lookups stay on "
-		    "the event loop)", strerror(rv));
-		event_free(L.done_ev);
-		L.done_ev = NULL;
-		close(L.pipe[0]);
-		close(L.pipe[1]);
-		L.pipe[0] = L.pipe[1] = -1;
-		return;
-	}
-	L.running = 1;
-}
-
-static void
-lookup_shutdown(void)
-{
-	struct lookup *l;
-	struct timespec ts;
-
-	if (!L.running)
-		return;
-	pthread_mutex_lock(&L.mu);
-	L.stop = 1;
-	while ((l = TAILQ_FIRST(&L.todo)) != NULL) {
-		TAILQ_REMOVE(&L.todo, l, entry);
-		free(l);
-	}
-	pthread_cond_signal(&L.cv);
-	pthread_mutex_unlock(&L.mu);
-	L.running = 0;
-	event_free(L.done_ev);
-	L.done_ev = NULL;
-	/*
-	 * A thread stuck in NSS is left behind, with its pipe open (so its
-	 * last write cannot land in a reused descriptor).
-	 */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 1;
-	if (pthread_timedjoin_np(L.thread, NULL, &ts) != 0) {
-		log_warnx("control: a user lookup is still running at shutdown");
-		pthread_detach(L.thread);
-		return;
-	}
-	while (read(L.pipe[0], &l, sizeof(l)) == (ssize_t)sizeof(l))
-		free(l);
-	close(L.pipe[0]);
-	close(L.pipe[1]);
-	L.pipe[0] = L.pipe[1] = -1;
+	l->result = priv_compute(l->priv, l->uid, l->gid, l->name,
+	    sizeof(l->name));
 }
 
 /*
@@ -728,7 +624,7 @@ lookup_start(struct ctl_conn *c)
 	struct lookup *l;
 	struct timeval tv;
 
-	if (!L.running) {
+	if (lookups == NULL) {
 		c->priv = control_priv_for(C.cfg, c->who.uid, c->gid,
 		    c->who.name, sizeof(c->who.name));
 		conn_resolved(c);
@@ -744,10 +640,7 @@ lookup_start(struct ctl_conn *c)
 		fatalx("evtimer_new");
 	tv = ms_timeval(C.cfg->control_lookup_timeout_ms);
 	evtimer_add(c->lookup_ev, &tv);
-	pthread_mutex_lock(&L.mu);
-	TAILQ_INSERT_TAIL(&L.todo, l, entry);
-	pthread_cond_signal(&L.cv);
-	pthread_mutex_unlock(&L.mu);
+	worker_submit(lookups, lookup_run, lookup_done, free, l);
 }
 
 static void
@@ -1024,7 +917,8 @@ control_init(struct event_base *base, const struct config *cfg,
 		C.cfg = NULL;
 		return -1;
 	}
-	lookup_init();
+	/* (NULL, logged: the lookups stay on the event loop) */
+	lookups = worker_new(base, "control: user lookups", 1);
 	C.accept_ev = event_new(base, C.fd, EV_READ | EV_PERSIST, accept_cb,
 	    NULL);
 	C.pause_ev = evtimer_new(base, pause_cb, NULL);
@@ -1060,7 +954,8 @@ control_shutdown(void)
 	while ((c = TAILQ_FIRST(&C.conns)) != NULL)
 		conn_close(c, NULL);
 	reap_cb(-1, 0, NULL);
-	lookup_shutdown();
+	worker_free(lookups);
+	lookups = NULL;
 	event_free(C.accept_ev);
 	event_free(C.pause_ev);
 	event_free(C.reap_ev);

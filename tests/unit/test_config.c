@@ -67,6 +67,9 @@ test_defaults(void)
 	is_int(c->max_sessions_per_host, 16, "16 requests at once per host");
 	is_int(c->audit_limit_per_host, 60, "60 rows a minute per host");
 	is_int(c->audit_limit_total, 600, "600 rows a minute in all");
+	is_int(c->host_names, 1, "host names looked up");
+	is_int(c->host_name_ttl_ms, 300000, "host names cached 300 s");
+	is_int(c->host_name_timeout_ms, 2000, "host name lookups 2 s");
 	is_int(c->max_devices_per_exporter, 64, "64 devices per exporter");
 	is_int(c->max_new_devices_per_minute, 64, "64 new devices a minute");
 	is_int(c->hook_max_running, 4, "4 hooks at once");
@@ -108,6 +111,9 @@ static const char full[] =
     "max-sessions-per-host = 8\n"
     "audit-limit-per-host = 0\n"
     "audit-limit-total = 1000\n"
+    "host-names = no\n"
+    "host-name-ttl = 600\n"
+    "host-name-timeout = 1500ms\n"
     "max-devices-per-exporter = 12\n"
     "max-new-devices-per-minute = 5\n"
     "hook-timeout = 5s\n"
@@ -131,7 +137,7 @@ test_full(void)
 	/* The last line is wrong: everything else must still be checked. */
 	c = parse(full, &errs);
 	ok(c == NULL, "unknown key refuses the file");
-	is_str(errs, "t.conf:42: unknown key \"database2\" (see usbgwd.conf(5))\n",
+	is_str(errs, "t.conf:45: unknown key \"database2\" (see usbgwd.conf(5))\n",
 	    "unknown key reported with its line");
 	free(errs);
 
@@ -176,6 +182,9 @@ test_full(void)
 	is_int(c->max_sessions_per_host, 8, "max-sessions-per-host");
 	is_int(c->audit_limit_per_host, 0, "audit-limit-per-host 0: none");
 	is_int(c->audit_limit_total, 1000, "audit-limit-total");
+	is_int(c->host_names, 0, "host-names no");
+	is_int(c->host_name_ttl_ms, 600000, "host-name-ttl 600: seconds");
+	is_int(c->host_name_timeout_ms, 1500, "host-name-timeout 1500ms");
 	is_int(c->max_devices_per_exporter, 12, "max-devices-per-exporter");
 	is_int(c->max_new_devices_per_minute, 5, "max-new-devices-per-minute");
 	is_int(c->hook_timeout_ms, 5000, "hook-timeout");
@@ -186,7 +195,7 @@ test_full(void)
 	is_str(c->exporters[0].name, "tc17", "exporter name");
 	is_str(c->exporters[0].addr.host, "192.0.2.17", "exporter host");
 	is_str(c->exporters[0].addr.port, "3240", "default exporter port");
-	is_int(c->exporters[0].line, 37, "exporter line");
+	is_int(c->exporters[0].line, 40, "exporter line");
 	is_str(c->exporters[1].addr.host, "2001:db8::2", "IPv6 exporter");
 	is_str(c->exporters[1].addr.port, "3300", "IPv6 exporter port");
 	is_int(c->nhooks, 2, "two hooks");
@@ -253,6 +262,22 @@ test_errors(void)
 	    "expected a number from 1 to 1024, got \"0\"\n");
 	bad("control-lookup-timeout = 10m\n", "t.conf:1: control-lookup-timeout: "
 	    "expected a duration from 100ms to 5m, got \"10m\"\n");
+	bad("host-names = maybe\n", "t.conf:1: host-names: expected yes or "
+	    "no, got \"maybe\"\n");
+	bad("host-name-ttl = 0\n", "t.conf:1: host-name-ttl: expected a "
+	    "duration from 1s to 1d, got \"0\"\n");
+	bad("host-name-ttl = 999ms\n", "t.conf:1: host-name-ttl: expected a "
+	    "duration from 1s to 1d, got \"999ms\"\n");
+	bad("host-name-ttl = 86401\n", "t.conf:1: host-name-ttl: expected a "
+	    "duration from 1s to 1d, got \"86401\"\n");
+	bad("host-name-ttl = 5 m\n", "t.conf:1: host-name-ttl: expected a "
+	    "duration like 1500ms, 30s, 10m, 2h or 1d, got \"5 m\"\n");
+	bad("host-name-timeout = 99ms\n", "t.conf:1: host-name-timeout: "
+	    "expected a duration from 100ms to 30s, got \"99ms\"\n");
+	bad("host-name-timeout = 2000\n", "t.conf:1: host-name-timeout: "
+	    "expected a duration from 100ms to 30s, got \"2000\"\n");
+	bad("host-name-timeout = 30001ms\n", "t.conf:1: host-name-timeout: "
+	    "expected a duration from 100ms to 30s, got \"30001ms\"\n");
 	bad("log-level = loud\n", "t.conf:1: log-level: expected error, "
 	    "warning, info or debug, got \"loud\"\n");
 	bad("log-target = file\n", "t.conf:1: log-target: expected stderr or "
@@ -370,6 +395,27 @@ test_set_and_load(void)
 	    "bad value");
 	is_str(err, "poll-interval: expected a duration like 1500ms, 30s, 10m, "
 	    "2h or 1d, got \"x\"", "bad value message");
+	/* host-name-* at their bounds, from the command line */
+	is_int(config_set(c, "host-name-ttl", "1s", err, sizeof(err)), 0,
+	    "host-name-ttl 1s");
+	is_int(c->host_name_ttl_ms, 1000, "1 s");
+	is_int(config_set(c, "host-name-ttl", "1d", err, sizeof(err)), 0,
+	    "host-name-ttl 1d");
+	is_int(c->host_name_ttl_ms, 86400000, "86400 s");
+	is_int(config_set(c, "host-name-timeout", "100ms", err, sizeof(err)),
+	    0, "host-name-timeout 100ms");
+	is_int(c->host_name_timeout_ms, 100, "100 ms");
+	is_int(config_set(c, "host-name-timeout", "30s", err, sizeof(err)), 0,
+	    "host-name-timeout 30s");
+	is_int(c->host_name_timeout_ms, 30000, "30000 ms");
+	is_int(config_set(c, "host-names", "off", err, sizeof(err)), 0,
+	    "host-names off");
+	is_int(c->host_names, 0, "host names off");
+	is_int(config_set(c, "host-name-timeout", "31s", err, sizeof(err)), -1,
+	    "host-name-timeout 31s refused");
+	is_str(err, "host-name-timeout: expected a duration from 100ms to 30s, "
+	    "got \"31s\"", "its message");
+	is_int(c->host_name_timeout_ms, 30000, "and the value unchanged");
 	is_int(config_set(c, "listen", "127.0.0.1:5000", err, sizeof(err)), 0,
 	    "first -l");
 	is_int(config_set(c, "listen", "[::1]:5000", err, sizeof(err)), 0,
