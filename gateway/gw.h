@@ -45,6 +45,7 @@ struct device;
 struct upstream;
 struct dsession;
 struct relay;
+struct hostname_req;
 
 /* One endpoint of the device's active configuration. */
 struct gw_ep {
@@ -206,6 +207,8 @@ struct dsession {
 	char			 hkey[HOSTLIMIT_KEY_MAX]; /* host or /64 */
 	struct usbgw_addr	 addr;		/* host, parsed */
 	char			 host_name[HOST_NAME_MAX_LEN + 1]; /* verified, or "" */
+	struct hostname_req	*name_req;	/* its look-up, until answered */
+	bool			 named;		/* host_name is known (maybe "") */
 	struct sockaddr_storage	 ss;
 	struct device		*dev;
 	struct event		*wait_ev;	/* attach-pending timeout */

@@ -26,6 +26,7 @@
 
 #include "config.h"
 #include "gw.h"
+#include "hostname.h"
 #include "log.h"
 #include "util.h"
 
@@ -45,6 +46,23 @@ ds_free(void *arg)
 }
 
 /*
+ * The host's verified name is known (or that it has none): requests
+ * that waited for it are read now.
+ */
+static void
+ds_named(const char *name, void *arg)
+{
+	struct dsession *ds = arg;
+
+	ds->name_req = NULL;
+	ds->named = true;
+	if (name != NULL)
+		usbgw_strlcpy(ds->host_name, name, sizeof(ds->host_name));
+	log_debug("session %s: host name %s", ds->peer, name ? name : "(none)");
+	ds_read(ds->bev, ds);
+}
+
+/*
  * Close a downstream session.  A relay is stopped and its device
  * detached (released and reclaimed fresh).  Freed from the loop.
  */
@@ -56,6 +74,8 @@ dsession_close(struct dsession *ds, const char *why)
 	if (ds->dead)
 		return;
 	ds->dead = true;
+	hostname_cancel(ds->name_req);
+	ds->name_req = NULL;
 	(ds->quiet ? log_debug : log_info)("session %s%s%s closed: %s",
 	    ds->peer, dev ? " " : "", dev ? dev->busid : "", why);
 	if (ds->wait_ev != NULL)
@@ -374,8 +394,8 @@ ds_read(struct bufferevent *bev, void *arg)
 	uint8_t *p;
 	int r;
 
-	if (ds->state != DS_OP)
-		return;
+	if (ds->state != DS_OP || !ds->named)
+		return;		/* its name first: every decision needs it */
 	p = evbuffer_pullup(in, len < USBIP_IMPORT_REQ_LEN ? -1 :
 	    USBIP_IMPORT_REQ_LEN);
 	r = usbip_op_decode(p, len, USBIP_FROM_CLIENT, &op, &why);
@@ -480,6 +500,11 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 	bufferevent_set_timeouts(ds->bev, &tv, &tv);
 	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
 	log_debug("session %s: connected", ds->peer);
+	/* its name, verified off the loop; requests wait for it (bounded) */
+	ds->name_req = hostname_lookup((struct sockaddr *)&ds->ss,
+	    (socklen_t)salen, ds_named, ds);
+	if (ds->name_req == NULL)
+		ds->named = true;	/* look-ups not running: no name */
 }
 
 static void

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "control.h"
 #include "gw.h"
+#include "hostname.h"
 #include "hooks.h"
 #include "log.h"
 #include "util.h"
@@ -139,7 +140,7 @@ apply_settings(struct config *cfg)
 	gw->probe_timeout_ms = cfg->probe_timeout_ms;
 	gw->attach_wait_ms = cfg->attach_pending_wait_ms;
 	gw->show_pending = cfg->show_pending != 0;
-	gw->host_names = true;	/* host-names (FCrDNS), see hostname.c */
+	gw->host_names = cfg->host_names != 0;
 	gw->max_sessions = cfg->max_sessions;
 	gw->max_sessions_per_host = cfg->max_sessions_per_host;
 	gw->max_devices_per_exporter = cfg->max_devices_per_exporter;
@@ -148,10 +149,21 @@ apply_settings(struct config *cfg)
 	log_setlevel(cfg->log_level);
 }
 
+/* Verified vhci host names (hostname.h), as the configuration says. */
+static void
+hostname_opts(const struct config *cfg, struct hostname_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->enabled = cfg->host_names != 0;
+	o->ttl_ms = cfg->host_name_ttl_ms;
+	o->timeout_ms = cfg->host_name_timeout_ms;
+}
+
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct config *cfg, *old;
+	struct hostname_opts ho;
 
 	switch (sig) {
 	case SIGHUP:
@@ -164,6 +176,8 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		apply_settings(cfg);
 		control_reconfigure(cfg);
 		hooks_reconfigure(cfg);
+		hostname_opts(cfg, &ho);
+		hostname_reconfigure(&ho);
 		gw_sync_exporters(cfg);
 		gwpolicy_load();
 		config_free(old);
@@ -221,6 +235,7 @@ main(int argc, char *argv[])
 	const struct ctl_cmd *ctl_table;
 	size_t nctl;
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
+	struct hostname_opts ho;
 	size_t i;
 
 	log_init("usbgwd", 1, LOG_LVL_INFO);
@@ -298,6 +313,9 @@ main(int argc, char *argv[])
 	gw_init(base);
 	hostlimit_init(base, hostlimit_write, NULL);
 	apply_settings(cfg);
+	hostname_opts(cfg, &ho);
+	if (hostname_init(base, &ho) == -1)
+		fatalx("cannot start host name look-ups");
 
 	if (store_open(cfg->database) == -1)
 		fatalx("cannot open database %s", cfg->database);
@@ -338,6 +356,7 @@ main(int argc, char *argv[])
 	local_shutdown();
 	server_shutdown();
 	gw_shutdown();
+	hostname_shutdown();		/* after the sessions that asked */
 	control_shutdown();
 	hooks_shutdown();
 	/* let deferred frees and closes run */
