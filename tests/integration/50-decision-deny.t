@@ -36,8 +36,8 @@ run "$TC" import "$GWA" $B
 is "$RC" 0 "before the denial 127.0.0.1 may import the device"
 gw_wait_state gw $B authorized 10
 is "$(gw_state gw $B)" authorized "released by the test client: authorized again"
-allow_id=$(gw_sql gw "SELECT id FROM approvals WHERE decision = 'allow' AND
-    scope = 'for' AND to_host = '127.0.0.1'")
+allow_id=$(gw_sql gw "SELECT id FROM approvals WHERE decision = 'allow'
+    ORDER BY id DESC LIMIT 1")
 like "$allow_id" '^[0-9]+$' "the approval's row (id $allow_id)"
 
 # ---- deny ------------------------------------------------------------------------

@@ -60,7 +60,7 @@ ID_B=$(jget "$SHOW" id)
 like "$H_B/$ID_B" '^[0-9a-f]{64}/[0-9]+$' "device B at $B: hash ${H_B:0:12}..., id $ID_B"
 isnt "$H_B" "$H_A" "... a different identity"
 # the refusal must name the device now at the busid
-names_b="${H_B:0:8}|Storage B|SWAP-B|1209:0002|id $ID_B([^0-9]|\$)"
+names_b="${H_B:0:8}|Storage B|SWAP-B|1209:0002|(id|identity|device)[ =:#]*$ID_B([^0-9]|\$)"
 
 gwctl gw approve $B --identity "${H_A:0:12}"
 is "$RC" 1 "approve --identity <A's hash prefix> is refused (exit 1)"
@@ -75,7 +75,8 @@ is "$(gw_sql gw "SELECT count(*) FROM approvals WHERE device_id IN
 
 gwctl gw approve $B
 is "$RC" 0 "a bare approve goes through"
-like "$OUT" "${H_B:0:8}|id $ID_B([^0-9]|\$)" "... and its output names the identity it hit (B)"
+like "$OUT" "${H_B:0:8}|(id|identity|device)[ =:#]*$ID_B([^0-9]|\$)" \
+    "... and its output names the identity it hit (B)"
 is "$(gw_state gw $B)" authorized "B is authorized"
 gwctl gw revoke $B --identity "${H_A:0:12}"
 is "$RC" 1 "revoke --identity <A's hash prefix> is refused (exit 1)"

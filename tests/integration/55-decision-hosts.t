@@ -23,7 +23,7 @@ device 1-5 { type sourcesink; }
 EOF
 sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
 gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
-    "attach-pending-wait = 0"
+    "attach-pending-wait = 0" "show-pending = no"
 gw_start gw || bail_out "usbgwd did not start"
 GWA=$(gw_addr gw)
 for d in 1-1 1-2 1-3 1-4 1-5; do
