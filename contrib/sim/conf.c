@@ -498,11 +498,77 @@ spec_equal(const struct sim_spec *a, const struct sim_spec *b)
 	    a->pattern == b->pattern &&
 	    streq_null(a->manufacturer, b->manufacturer) &&
 	    streq_null(a->product_name, b->product_name) &&
-	    streq_null(a->serial, b->serial) && streq_null(a->keys, b->keys);
+	    streq_null(a->serial, b->serial) && streq_null(a->keys, b->keys) &&
+	    (a->set & SPEC_LIES) == (b->set & SPEC_LIES) &&
+	    a->list_nintf == b->list_nintf &&
+	    memcmp(a->list_intf, b->list_intf,
+	    a->list_nintf * sizeof(a->list_intf[0])) == 0 &&
+	    a->list_vendor == b->list_vendor &&
+	    a->list_product == b->list_product &&
+	    a->import_config == b->import_config;
 }
 
 #define SPEC_KEYS_LIST	"type vendor product bcd speed devnum manufacturer " \
-			"product_name serial keys interval repeat fifo pattern"
+			"product_name serial keys interval repeat fifo pattern " \
+			"list-interfaces list-id import-config"
+
+/* Exactly two hex digits; -1 otherwise. */
+static int
+hex2(const char *p)
+{
+	int h, l;
+
+	if ((h = hexval((unsigned char)p[0])) < 0 ||
+	    (l = hexval((unsigned char)p[1])) < 0)
+		return -1;
+	return h << 4 | l;
+}
+
+/*
+ * "CC:SS:PP CC:SS:PP ...": 1..SIM_MAX_LIST_INTF interface triplets, two
+ * hex digits each, separated by blanks.
+ */
+static int
+parse_intf_list(const char *s, struct usbip_intf *out, uint8_t *n)
+{
+	int c, sc, pr;
+
+	*n = 0;
+	for (;;) {
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (*s == '\0')
+			break;
+		if (*n >= SIM_MAX_LIST_INTF)
+			return -1;
+		if ((c = hex2(s)) < 0 || s[2] != ':' ||
+		    (sc = hex2(s + 3)) < 0 || s[5] != ':' ||
+		    (pr = hex2(s + 6)) < 0 ||
+		    (s[8] != '\0' && s[8] != ' ' && s[8] != '\t'))
+			return -1;
+		out[*n].bInterfaceClass = (uint8_t)c;
+		out[*n].bInterfaceSubClass = (uint8_t)sc;
+		out[*n].bInterfaceProtocol = (uint8_t)pr;
+		(*n)++;
+		s += 8;
+	}
+	return *n > 0 ? 0 : -1;
+}
+
+/* "VVVV:PPPP", four hex digits each (as USBGuard's `id`). */
+static int
+parse_vidpid(const char *s, uint16_t *vid, uint16_t *pid)
+{
+	int a, b, c, d;
+
+	if (strlen(s) != 9 || s[4] != ':' || (a = hex2(s)) < 0 ||
+	    (b = hex2(s + 2)) < 0 || (c = hex2(s + 5)) < 0 ||
+	    (d = hex2(s + 7)) < 0)
+		return -1;
+	*vid = (uint16_t)(a << 8 | b);
+	*pid = (uint16_t)(c << 8 | d);
+	return 0;
+}
 
 /*
  * Set one property.  Returns 0, or -1 with a message in err naming what
@@ -645,6 +711,39 @@ spec_set(struct sim_spec *s, const char *key, const char *value, char *err,
 		s->set |= SPEC_PATTERN;
 		return 0;
 	}
+	if (strcmp(key, "list-interfaces") == 0) {
+		if (parse_intf_list(value, s->list_intf, &s->list_nintf) ==
+		    -1) {
+			snprintf(err, errsz, "list-interfaces: expected 1..%d "
+			    "interface triplets CC:SS:PP (two hex digits "
+			    "each, separated by blanks, e.g. \"08:06:50\")",
+			    SIM_MAX_LIST_INTF);
+			s->list_nintf = 0;
+			return -1;
+		}
+		s->set |= SPEC_LIST_INTF;
+		return 0;
+	}
+	if (strcmp(key, "list-id") == 0) {
+		if (parse_vidpid(value, &s->list_vendor, &s->list_product) ==
+		    -1) {
+			snprintf(err, errsz, "list-id: expected VID:PID, four "
+			    "hex digits each (e.g. 1209:0002)");
+			return -1;
+		}
+		s->set |= SPEC_LIST_ID;
+		return 0;
+	}
+	if (strcmp(key, "import-config") == 0) {
+		if (parse_u32(value, 255, &v) == -1) {
+			snprintf(err, errsz, "import-config: expected a "
+			    "bConfigurationValue 0..255");
+			return -1;
+		}
+		s->import_config = (uint8_t)v;
+		s->set |= SPEC_IMPORT_CFG;
+		return 0;
+	}
 	snprintf(err, errsz, "unknown property '%s' (expected one of: %s)",
 	    key, SPEC_KEYS_LIST);
 	return -1;
@@ -747,7 +846,7 @@ spec_finish(struct sim_spec *s, char *err, size_t errsz)
 	s->set = SPEC_VENDOR | SPEC_PRODUCT | SPEC_BCD | SPEC_SPEED |
 	    SPEC_MANUF | SPEC_PRODNAME | SPEC_SERIAL | SPEC_INTERVAL |
 	    SPEC_FIFO | (hid ? SPEC_KEYS : 0) |
-	    (s->set & (SPEC_PATTERN | SPEC_REPEAT));
+	    (s->set & (SPEC_PATTERN | SPEC_REPEAT | SPEC_LIES));
 	return 0;
 }
 

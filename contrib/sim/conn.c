@@ -505,8 +505,9 @@ op_devlist(struct sim_conn *conn)
 	struct evbuffer *out = conn_out(conn);
 	struct sim_dev *dev;
 	struct usbip_dev rec;
+	const struct usbip_intf *intf;
 	uint8_t hdr[USBIP_OP_HDR_LEN + 4], drec[USBIP_DEV_LEN];
-	uint8_t irec[USBIP_INTF_LEN];
+	uint8_t irec[USBIP_INTF_LEN], nintf;
 	uint32_t n = 0;
 	int i;
 
@@ -518,11 +519,11 @@ op_devlist(struct sim_conn *conn)
 	TAILQ_FOREACH(dev, &sim.devs, entry) {
 		if (dev->owner != NULL)
 			continue;
-		dev_record(dev, &rec);
+		nintf = dev_listed(dev, &rec, &intf);
 		evbuffer_add(out, drec, usbip_dev_encode(drec, &rec));
-		for (i = 0; i < dev->nintf; i++)
+		for (i = 0; i < nintf; i++)
 			evbuffer_add(out, irec, usbip_intf_encode(irec,
-			    &dev->intf[i]));
+			    &intf[i]));
 	}
 	log_debug("conn %u %s: device list, %u devices", conn->id, conn->peer,
 	    n);
@@ -559,6 +560,8 @@ op_import(struct sim_conn *conn, const char *busid)
 	conn->dev = dev;
 	conn->devid = dev->busnum << 16 | dev->devnum;
 	dev_record(dev, &rec);
+	if (dev->spec.set & SPEC_IMPORT_CFG)
+		rec.bConfigurationValue = dev->spec.import_config;	/* a lie */
 	evbuffer_add(conn_out(conn), rep,
 	    usbip_import_rep_encode(rep, ST_OK, &rec));
 	event_del(conn->timeout);

@@ -504,6 +504,28 @@ dev_record(const struct sim_dev *dev, struct usbip_dev *r)
 }
 
 /*
+ * The entry of the device list: the record and interface triplets, or
+ * what the spec's list-id and list-interfaces make it claim instead.
+ * Returns the number of interfaces in *intf.
+ */
+uint8_t
+dev_listed(const struct sim_dev *dev, struct usbip_dev *r,
+    const struct usbip_intf **intf)
+{
+	dev_record(dev, r);
+	*intf = dev->intf;
+	if (dev->spec.set & SPEC_LIST_ID) {
+		r->idVendor = dev->spec.list_vendor;
+		r->idProduct = dev->spec.list_product;
+	}
+	if (dev->spec.set & SPEC_LIST_INTF) {
+		r->bNumInterfaces = dev->spec.list_nintf;
+		*intf = dev->spec.list_intf;
+	}
+	return r->bNumInterfaces;
+}
+
+/*
  * The device as the exporter's host left it: configured (usbip-host
  * exports configured devices), alternate settings 0, no halt, buffers
  * empty, key script at its start.

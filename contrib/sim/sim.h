@@ -51,6 +51,7 @@
 #define SIM_MAX_ERRORS		20		/* config errors reported */
 #define SIM_MAX_LISTEN		8
 #define SIM_INJECT_MAX		1024		/* bytes of `inject raw` */
+#define SIM_MAX_LIST_INTF	USBIP_MAX_INTERFACES	/* list-interfaces */
 
 enum sim_type {
 	SIM_KEYBOARD,
@@ -82,6 +83,16 @@ struct sim_spec {
 	bool		 repeat;	/* restart the key script at its end */
 	uint32_t	 fifo_size;	/* loopback FIFO bound */
 	enum sim_pattern pattern;
+	/*
+	 * Lies (for testing an importer): what the device's OP_REP_DEVLIST
+	 * entry and OP_REP_IMPORT reply claim instead of the truth.  The
+	 * descriptors the device answers with do not change.
+	 */
+	uint8_t		 list_nintf;	/* list-interfaces */
+	struct usbip_intf list_intf[SIM_MAX_LIST_INTF];
+	uint16_t	 list_vendor;	/* list-id */
+	uint16_t	 list_product;
+	uint8_t		 import_config;	/* import-config */
 	int		 line;		/* where it was defined, 0: not a file */
 	unsigned	 set;		/* SPEC_* given explicitly */
 };
@@ -97,6 +108,10 @@ struct sim_spec {
 #define SPEC_FIFO	0x200
 #define SPEC_PATTERN	0x400
 #define SPEC_REPEAT	0x800
+#define SPEC_LIST_INTF	0x1000
+#define SPEC_LIST_ID	0x2000
+#define SPEC_IMPORT_CFG	0x4000
+#define SPEC_LIES	(SPEC_LIST_INTF | SPEC_LIST_ID | SPEC_IMPORT_CFG)
 
 /* What an endpoint does with URBs. */
 enum sim_ep_kind {
@@ -275,6 +290,9 @@ struct sim_dev	*dev_find(const char *busid);
 void		 dev_add(struct sim_dev *);
 void		 dev_remove(struct sim_dev *);	/* closes its import */
 void		 dev_record(const struct sim_dev *, struct usbip_dev *);
+/* The record and interfaces a DEVLIST entry claims (list-* lies). */
+uint8_t		 dev_listed(const struct sim_dev *, struct usbip_dev *,
+		    const struct usbip_intf **);
 void		 dev_attach(struct sim_dev *, struct sim_conn *);
 void		 dev_release(struct sim_dev *);
 /* The endpoint if the device has it in any alternate setting. */
