@@ -135,7 +135,7 @@ prompt_event(struct prompt *p, json_t *msg, const char *current)
 	}
 	i = queue_find(p, busid);
 	if (strcmp(type, "identity-change") == 0 ||
-	    strcmp(type, "anomaly") == 0) {
+	    strcmp(type, "identity-anomaly") == 0) {
 		/*
 		 * Another device now stands at this busid, or its exporter
 		 * claims something else than it is: the question asked was
@@ -145,7 +145,7 @@ prompt_event(struct prompt *p, json_t *msg, const char *current)
 			printf("\n(");
 			print_safe(stdout, busid);
 			printf(": %s; the question is withdrawn and asked "
-			    "again)\n", strcmp(type, "anomaly") == 0 ?
+			    "again)\n", strcmp(type, "identity-anomaly") == 0 ?
 			    "identity anomaly" : "a different device now");
 			resolved = current != NULL &&
 			    strcmp(current, busid) == 0;
@@ -193,7 +193,7 @@ show_question(const json_t *msg)
 		printf("\nAccess request for a pending device:\n");
 	else if (strcmp(jstr(msg, "event"), "identity-change") == 0)
 		printf("\nA different device now at this busid:\n");
-	else if (strcmp(jstr(msg, "event"), "anomaly") == 0) {
+	else if (strcmp(jstr(msg, "event"), "identity-anomaly") == 0) {
 		printf("\nIdentity anomaly (blocked until you decide): ");
 		print_safe(stdout, jstr(d, "anomaly"));
 		printf("\n");
@@ -428,7 +428,7 @@ cmd_watch_exec(struct cmd_ctx *ctx)
 	else if (prompt)
 		json_object_set_new(args, "events", events_arg("pending,"
 		    "access-request,approve,deny,revoke,gone,identity-change,"
-		    "anomaly"));
+		    "identity-anomaly"));
 	if ((st = client_call(ctx->cl, "watch", args, &res)) != EXIT_OK)
 		return st;
 	json_decref(res);

@@ -248,6 +248,7 @@ qrow_fill(struct qrow *r, const struct audit_event *e, int64_t now)
 	r->ts = now;
 	r->device_id = e->device_id;
 	r->actor_uid = -1;
+	r->rule_id = e->rule_id;
 	if (w != NULL) {
 		switch (w->kind) {
 		case ACTOR_RULE:

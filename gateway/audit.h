@@ -46,6 +46,8 @@ struct audit_event {
 	const char		*host;		/* vhci host involved */
 	const char		*reason;	/* the operator's message */
 	const char		*detail;
+	int64_t			 rule_id;	/* the rule it concerns (a rule
+						   actor's own id otherwise) */
 };
 
 struct audit	*audit_new(struct db *);

@@ -40,6 +40,8 @@
 
 static void	device_reclaim_cb(evutil_socket_t, short, void *);
 static void	device_recheck_cb(evutil_socket_t, short, void *);
+static void	device_set_state_rule(struct device *, enum dev_state,
+		    const struct actor *, const char *, int64_t);
 
 static const struct device_observer *observers[MAX_OBSERVERS];
 static size_t	nobservers;
@@ -143,6 +145,14 @@ void
 device_set_state(struct device *dev, enum dev_state st,
     const struct actor *who, const char *reason)
 {
+	device_set_state_rule(dev, st, who, reason, 0);
+}
+
+/* The same, naming the rule that caused it (0: the actor's, if a rule). */
+static void
+device_set_state_rule(struct device *dev, enum dev_state st,
+    const struct actor *who, const char *reason, int64_t rule_id)
+{
 	enum dev_state old = dev->state;
 
 	if (who == NULL)
@@ -154,7 +164,7 @@ device_set_state(struct device *dev, enum dev_state st,
 	log_info("%s: %s -> %s by %s%s%s", dev->busid, dev_state_name(old),
 	    dev_state_name(st), who->name, reason ? ": " : "",
 	    reason ? reason : "");
-	store_device_state(dev, old, who, reason);
+	store_device_state(dev, old, who, reason, rule_id);
 	gw_device_event(dev, old, who, reason);
 }
 
@@ -193,9 +203,10 @@ device_identified(struct device *dev)
 		return;
 	}
 	if (si.id != dev->id) {
+		/* another identity: nothing decided or claimed of the old one */
 		dev->nappr = 0;
 		dev->revoked = false;
-		dev->anomaly_ack[0] = '\0';
+		dev->anomaly[0] = dev->anomaly_ack[0] = '\0';
 	}
 	dev->id = si.id;
 	dev->presence_id = si.presence_id;
@@ -263,7 +274,10 @@ device_claimed(struct device *dev)
 
 	dev->reclaim_tries = 0;
 	device_load_endpoints(dev, up->rec.bConfigurationValue);
-	device_load_interfaces(dev, up->rec.bConfigurationValue);
+	/* a reply naming no probed configuration: the identity is the
+	 * first one's, and the reply an anomaly (below) */
+	if (device_load_interfaces(dev, up->rec.bConfigurationValue) == -1)
+		device_load_interfaces(dev, 0);
 	device_identified(dev);
 	/* the devid vhci hosts see: from the database ids, after the row */
 	dev->gw_devid = (uint32_t)(((dev->exp->id & 0x7fff) + 1) << 16 |
@@ -366,6 +380,14 @@ device_detached(struct device *dev, const char *why)
 
 /* ---- identity ---------------------------------------------------------- */
 
+/* The gateway holds the device's claim, probed, at the exporter. */
+static bool
+device_claim_held(const struct device *dev)
+{
+	return dev->up != NULL && (dev->up->state == UP_IDLE ||
+	    dev->up->state == UP_RELAYING);
+}
+
 /* The identity as the policy and the database see it: the probe's. */
 void
 device_identity(const struct device *dev, struct usbgw_identity *id)
@@ -459,7 +481,7 @@ device_anomaly(struct device *dev, const char *what)
 	store_audit_device(dev, "identity-anomaly", NULL, what);
 	d = device_json(dev);
 	json_object_set_new(d, "anomaly", json_string(what));
-	gw_emit("anomaly", d);
+	gw_emit("identity-anomaly", d);
 	if (dev->probed && dev->state != DEV_GONE)
 		device_eval(dev, NULL, NULL);
 }
@@ -468,8 +490,12 @@ device_anomaly(struct device *dev, const char *what)
  * The exporter's device list says what the device is (vid:pid, class,
  * configurations, the interfaces of its current configuration).  Only
  * the probe decides; a list that differs from the probe is an anomaly.
- * intf NULL: compare the record alone (at claim time, with the list's
- * interfaces already compared when it arrived).
+ *
+ * A list record is compared with one probe: the claim held when it
+ * arrives, or else the next claim's (device_claimed() passes NULL: the
+ * record kept, if no claim has seen it yet).  A record older than the
+ * last claim may describe a device swapped out since; the new claim's
+ * probe identifies what is there now.
  */
 void
 device_listed(struct device *dev, const struct usbip_dev *rec,
@@ -481,13 +507,17 @@ device_listed(struct device *dev, const struct usbip_dev *rec,
 	char what[160];
 	int i;
 
-	dev->listed = *rec;
-	if (intf != NULL)
+	if (intf != NULL) {
+		dev->listed = *rec;
 		memcpy(dev->listed_intf, intf, sizeof(intf[0]) *
 		    (rec->bNumInterfaces < USBIP_MAX_INTERFACES ?
 		    rec->bNumInterfaces : USBIP_MAX_INTERFACES));
-	if (!dev->probed)
-		return;
+		dev->listed_fresh = true;
+	} else if (!dev->listed_fresh)
+		return;		/* seen by an earlier claim already */
+	if (!dev->probed || !device_claim_held(dev))
+		return;		/* kept for the next claim */
+	dev->listed_fresh = false;
 	what[0] = '\0';
 	if (rec->idVendor != id->vid || rec->idProduct != id->pid)
 		snprintf(what, sizeof(what), "the exporter lists %04x:%04x, "
@@ -723,10 +753,20 @@ verdict_state(enum verdict v)
  * Decide the device's standing state (decide(), host NULL) and apply
  * it; an attached host must pass with its own identity too, or it is
  * torn down.  who/reason: the actor and words to credit (an operator's
- * command); NULL credits what decided (a rule, an approval, system).
+ * command, an admin's policy change); NULL credits what decided (a rule,
+ * an approval, system).  cause_rule: the rule whose change caused this
+ * (a rule added, removed or moved), for the audit row when no rule
+ * decided.
  */
 void
 device_eval(struct device *dev, const struct actor *who, const char *reason)
+{
+	device_reeval(dev, who, reason, 0);
+}
+
+void
+device_reeval(struct device *dev, const struct actor *who, const char *reason,
+    int64_t cause_rule)
 {
 	struct decision d, dh;
 	enum dev_state st;
@@ -759,7 +799,8 @@ device_eval(struct device *dev, const struct actor *who, const char *reason)
 		return;
 	}
 	recheck_arm(dev, recheck);
-	device_set_state(dev, st, who, reason);
+	device_set_state_rule(dev, st, who, reason, d.rule_id != 0 ?
+	    d.rule_id : cause_rule);
 	/* The vhci host sees the disconnect now, after the state says why. */
 	if (dev->ds != NULL)
 		dsession_close(dev->ds, reason);

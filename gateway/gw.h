@@ -106,6 +106,7 @@ struct device {
 	bool			 dead;
 	struct usbip_dev	 listed;	/* exporter's devlist record */
 	struct usbip_intf	 listed_intf[USBIP_MAX_INTERFACES]; /* its claim */
+	bool			 listed_fresh;	/* no probe compared it yet */
 	struct usbip_intf	 intf[USBIP_MAX_INTERFACES];
 	uint8_t			 nintf;
 	struct gw_ident		 ident;
@@ -305,6 +306,8 @@ void		 device_up_closed(struct device *, const char *why);
 void		 device_release(struct device *, const char *why);
 void		 device_eval(struct device *, const struct actor *,
 		    const char *reason);
+void		 device_reeval(struct device *, const struct actor *,
+		    const char *reason, int64_t cause_rule);
 void		 device_detached(struct device *, const char *why);
 void		 device_presence_ended(struct device *);
 void		 device_make_busid(const char *exporter, const char *up_busid,
@@ -343,7 +346,7 @@ int64_t		 gwpolicy_device_rule(struct device *, bool deny, bool admin,
 		    const char *to_host, const struct actor *,
 		    const char *comment, char *err, size_t errlen);
 void		 gwpolicy_reevaluate(const struct actor *, const char *why,
-		    json_t *changes);
+		    int64_t cause_rule, json_t *changes);
 
 /* store.c: persistence and audit (SQLite) */
 struct db;
@@ -356,7 +359,7 @@ int		 store_audit_prune(int64_t before, const struct actor *,
 		    int64_t *pruned);
 void		 store_close(void);
 void		 store_device_state(struct device *, enum dev_state old,
-		    const struct actor *, const char *reason);
+		    const struct actor *, const char *reason, int64_t rule_id);
 /* What the database knows of a probed identity (store_device_identity). */
 struct store_identity {
 	int64_t		 id;		/* the identity's row */

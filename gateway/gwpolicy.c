@@ -91,7 +91,8 @@ gwpolicy_tiers(struct policy **admin, struct policy **op)
 
 /* Re-decide every present device (tears down what no longer passes). */
 void
-gwpolicy_reevaluate(const struct actor *who, const char *why, json_t *changes)
+gwpolicy_reevaluate(const struct actor *who, const char *why,
+    int64_t cause_rule, json_t *changes)
 {
 	struct exporter *exp;
 	struct device *dev;
@@ -103,7 +104,7 @@ gwpolicy_reevaluate(const struct actor *who, const char *why, json_t *changes)
 			if (dev->dead || dev->state == DEV_GONE ||
 			    dev->state == DEV_PROBING)
 				continue;
-			device_eval(dev, who, why);
+			device_reeval(dev, who, why, cause_rule);
 			if (dev->state != before && changes != NULL)
 				json_array_append_new(changes, json_pack(
 				    "{s:s, s:s, s:s, s:I}", "busid",
@@ -229,16 +230,24 @@ admin_position(long pos)
 	return pos;
 }
 
-/* Every policy change re-decides every present device (attached too). */
+/*
+ * Every policy change re-decides every present device (attached too).
+ * A device whose state changes is credited to the admin who changed
+ * the policy, with the rule that caused it (added, removed or moved).
+ */
 static void
-policy_changed(const struct actor *who, const char *change)
+policy_changed(const struct actor *who, const char *change, int64_t rule_id)
 {
 	char why[128];
 
 	gwpolicy_load();
 	gw_policy_event(who, change);
-	snprintf(why, sizeof(why), "policy %s by %s", change, who->name);
-	gwpolicy_reevaluate(NULL, why, NULL);
+	if (rule_id != 0)
+		snprintf(why, sizeof(why), "policy %s of rule %lld", change,
+		    (long long)rule_id);
+	else
+		snprintf(why, sizeof(why), "policy %s", change);
+	gwpolicy_reevaluate(who, why, rule_id, NULL);
 }
 
 static enum ctl_err
@@ -275,7 +284,7 @@ policy_add_at(json_t *args, const struct actor *who, long pos, json_t **res,
 	if (id <= 0)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
 	store_audit("policy-add", who, "rules", detail);
-	policy_changed(who, pos > 0 ? "insert" : "add");
+	policy_changed(who, pos > 0 ? "insert" : "add", id);
 	*res = json_pack("{s:I, s:I}", "id", (json_int_t)id, "position",
 	    (json_int_t)(policy_find(admin_pol, id) + 1));
 	return CTL_OK;
@@ -320,7 +329,7 @@ h_policy_remove(json_t *args, const struct actor *who, json_t **res,
 		ERR(CTL_E_NOTFOUND, "no rule with id %lld", (long long)id);
 	snprintf(detail, sizeof(detail), "rule %lld", (long long)id);
 	store_audit("policy-remove", who, "rules", detail);
-	policy_changed(who, "remove");
+	policy_changed(who, "remove", id);
 	*res = json_object();
 	return CTL_OK;
 }
@@ -354,7 +363,7 @@ h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
 	snprintf(detail, sizeof(detail), "rule %lld to %lld", (long long)id,
 	    (long long)pos);
 	store_audit("policy-move", who, "rules", detail);
-	policy_changed(who, "move");
+	policy_changed(who, "move", id);
 	*res = json_object();
 	return CTL_OK;
 }
@@ -489,8 +498,8 @@ h_policy_apply(json_t *args, const struct actor *who, json_t **res,
 	char why[96];
 
 	gwpolicy_load();
-	snprintf(why, sizeof(why), "policy apply by %s", who->name);
-	gwpolicy_reevaluate(NULL, why, changes);
+	snprintf(why, sizeof(why), "policy apply");
+	gwpolicy_reevaluate(who, why, 0, changes);
 	store_audit("policy-apply", who, "rules", NULL);
 	*res = changes;
 	return CTL_OK;
@@ -558,7 +567,7 @@ h_policy_import(json_t *args, const struct actor *who, json_t **res,
 		    removed);
 		store_audit("policy-import", who, "rules", detail);
 	}
-	policy_changed(who, "import");
+	policy_changed(who, "import", 0);
 	*res = json_pack("{s:I, s:i}", "added", (json_int_t)n, "removed",
 	    removed);
 	return CTL_OK;

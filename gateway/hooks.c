@@ -36,7 +36,7 @@
 static const char *const event_names[HOOK_NEVENTS] = {
 	"pending", "access-request", "approve", "deny", "revoke",
 	"identity-change", "gone", "attach", "detach", "probed",
-	"exporter-up", "exporter-down", "policy", "anomaly",
+	"exporter-up", "exporter-down", "policy", "identity-anomaly",
 };
 
 enum run_state {

@@ -120,14 +120,14 @@ append(struct audit_event *ev)
 
 void
 store_device_state(struct device *dev, enum dev_state old,
-    const struct actor *who, const char *reason)
+    const struct actor *who, const char *reason, int64_t rule_id)
 {
 	struct audit_event ev;
 
 	if (db != NULL && dev->id != 0) {
 		db_device_set_state(db, dev->id, dev->state,
-		    who != NULL && who->kind == ACTOR_RULE ? who->rule_id : 0,
-		    now_s());
+		    who != NULL && who->kind == ACTOR_RULE ? who->rule_id :
+		    dev->rule_id, now_s());
 		if (dev->state == DEV_GONE) {
 			db_presence_end(db, dev->id, reason ? reason : "gone",
 			    now_s());
@@ -144,6 +144,7 @@ store_device_state(struct device *dev, enum dev_state old,
 	ev.who = who;
 	ev.host = dev->ds != NULL ? dev->ds->host : NULL;
 	ev.reason = reason;
+	ev.rule_id = rule_id;
 	append(&ev);
 	if (who != NULL && who->kind == ACTOR_OPERATOR)
 		store_flush();
