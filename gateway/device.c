@@ -44,6 +44,20 @@ static void	device_set_state_rule(struct device *, enum dev_state,
 		    const struct actor *, const char *, int64_t);
 
 static const struct device_observer *observers[MAX_OBSERVERS];
+static int64_t	(*clock_fn)(void);	/* tests: a clock of their own */
+
+/* The core's clock: unix seconds (tests set their own). */
+int64_t
+device_now(void)
+{
+	return clock_fn != NULL ? clock_fn() : (int64_t)time(NULL);
+}
+
+void
+device_set_clock(int64_t (*fn)(void))
+{
+	clock_fn = fn;
+}
 static size_t	nobservers;
 static const struct actor sys_actor = { .kind = ACTOR_SYSTEM, .name = "system" };
 
@@ -110,7 +124,7 @@ device_new(struct exporter *exp, const struct usbip_dev *rec,
 	dev->listed = *rec;
 	dev->nintf = 0;
 	dev->state = DEV_PROBING;
-	dev->state_since = (int64_t)time(NULL);
+	dev->state_since = device_now();
 	dev->reclaim_ev = evtimer_new(gw->base, device_reclaim_cb, dev);
 	dev->recheck_ev = evtimer_new(gw->base, device_recheck_cb, dev);
 	dev->decision.recheck_at = RULE_NEVER;
@@ -160,7 +174,7 @@ device_set_state_rule(struct device *dev, enum dev_state st,
 	if (old == st)
 		return;
 	dev->state = st;
-	dev->state_since = (int64_t)time(NULL);
+	dev->state_since = device_now();
 	log_info("%s: %s -> %s by %s%s%s", dev->busid, dev_state_name(old),
 	    dev_state_name(st), who->name, reason ? ": " : "",
 	    reason ? reason : "");
@@ -660,7 +674,7 @@ device_decide_tiers(struct device *dev, struct policy *admin,
 		device_host(ds, &h);
 		in.host = &h;
 	}
-	in.now = (int64_t)time(NULL);
+	in.now = device_now();
 	in.allowed_matches = gwpolicy_allowed_matches;
 	in.arg = dev;
 	decide(&in, d);
@@ -697,7 +711,7 @@ device_allowed_for(struct device *dev, const struct dsession *ds)
 static void
 approvals_prune(struct device *dev)
 {
-	int64_t now = (int64_t)time(NULL);
+	int64_t now = device_now();
 	unsigned i, n = 0;
 
 	for (i = 0; i < dev->nappr; i++) {
@@ -715,7 +729,7 @@ static void
 recheck_arm(struct device *dev, int64_t when)
 {
 	struct timeval tv;
-	int64_t now = (int64_t)time(NULL);
+	int64_t now = device_now();
 
 	evtimer_del(dev->recheck_ev);
 	if (when == RULE_NEVER)
@@ -886,7 +900,7 @@ admin_blocking_rule(struct device *dev)
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.allowed_matches = gwpolicy_allowed_matches;
 	ctx.arg = dev;
-	policy_evaluate(admin, &id, &ctx, (int64_t)time(NULL), &pd);
+	policy_evaluate(admin, &id, &ctx, device_now(), &pd);
 	if (pd.rule_id != 0 && (pd.target == RULE_BLOCK ||
 	    pd.target == RULE_REJECT))
 		return pd.rule_id;

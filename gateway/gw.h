@@ -292,6 +292,8 @@ struct device_observer {
 	void	(*freed)(struct device *);	/* about to be freed */
 };
 void		 device_observe(const struct device_observer *);
+int64_t		 device_now(void);
+void		 device_set_clock(int64_t (*)(void));	/* tests */
 struct device	*device_new(struct exporter *, const struct usbip_dev *,
 		    const struct usbip_intf *);
 struct device	*device_restore(struct exporter *, const struct usbip_dev *,
