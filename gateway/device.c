@@ -25,6 +25,7 @@
 
 #include <event2/event.h>
 
+#include "control.h"
 #include "decision.h"
 #include "desc.h"
 #include "identity.h"
@@ -43,8 +44,56 @@ static void	device_recheck_cb(evutil_socket_t, short, void *);
 static void	device_set_state_rule(struct device *, enum dev_state,
 		    const struct actor *, const char *, int64_t);
 
+/* What device.c alone reads and writes of a device (gw.h: dev->core). */
+struct device_core {
+	struct approval		 appr[GW_MAX_APPROVALS];	/* active ones */
+	unsigned		 nappr;
+	bool			 revoked;	/* operator revoked: pending */
+	bool			 rejected;	/* reject rule: not claimed again */
+	char			 anomaly[160];	/* identity in question, or "" */
+	char			 anomaly_ack[160]; /* decided on by an operator */
+	bool			 identity_changed;
+	int64_t			 old_id;	/* row of the previous identity */
+	char			 old_hash[65];
+	struct decision		 decision;	/* the standing one, applied */
+	struct event		*recheck_ev;	/* at decision.recheck_at */
+	struct usbip_dev	 listed;	/* the exporter's list's claim */
+	struct usbip_intf	 listed_intf[USBIP_MAX_INTERFACES];
+	bool			 listed_fresh;	/* no probe compared it yet */
+	struct event		*reclaim_ev;
+	int			 reclaim_tries;
+};
+
 static const struct device_observer *observers[MAX_OBSERVERS];
+static const struct upstream_ops claim_ops = {
+	.claimed = device_claimed,
+	.failed = device_claim_failed,
+	.closed = device_up_closed,
+};
 static int64_t	(*clock_fn)(void);	/* tests: a clock of their own */
+
+/* The standing decision, as last applied. */
+const struct decision *
+device_decision(const struct device *dev)
+{
+	return &dev->core->decision;
+}
+
+/* Released and about to be claimed again (the exporter resets it). */
+bool
+device_reclaim_pending(const struct device *dev)
+{
+	return evtimer_pending(dev->core->reclaim_ev, NULL) != 0;
+}
+
+/* The exporter forgets a gone device: no timer of its may fire again. */
+void
+device_forget(struct device *dev)
+{
+	dev->dead = true;
+	evtimer_del(dev->core->reclaim_ev);
+	evtimer_del(dev->core->recheck_ev);
+}
 
 /* The core's clock: unix seconds (tests set their own). */
 int64_t
@@ -73,6 +122,17 @@ device_observe(const struct device_observer *o)
 	if (nobservers == MAX_OBSERVERS)
 		fatalx("too many device observers");
 	observers[nobservers++] = o;
+}
+
+/* The vhci host attached to dev (dev->ds) must be cut off now. */
+static void
+device_cut(struct device *dev, const char *why)
+{
+	size_t i;
+
+	for (i = 0; i < nobservers && dev->ds != NULL; i++)
+		if (observers[i]->cut != NULL)
+			observers[i]->cut(dev, why);
 }
 
 static void
@@ -117,17 +177,18 @@ device_new(struct exporter *exp, const struct usbip_dev *rec,
 	struct device *dev;
 
 	dev = xcalloc(1, sizeof(*dev));
+	dev->core = xcalloc(1, sizeof(*dev->core));
 	dev->exp = exp;
 	usbgw_strlcpy(dev->up_busid, rec->busid, sizeof(dev->up_busid));
 	device_make_busid(exp->name, rec->busid, dev->busid);
 	/* what the list claims is compared with the probe, never used */
-	dev->listed = *rec;
+	dev->core->listed = *rec;
 	dev->nintf = 0;
 	dev->state = DEV_PROBING;
 	dev->state_since = device_now();
-	dev->reclaim_ev = evtimer_new(gw->base, device_reclaim_cb, dev);
-	dev->recheck_ev = evtimer_new(gw->base, device_recheck_cb, dev);
-	dev->decision.recheck_at = RULE_NEVER;
+	dev->core->reclaim_ev = evtimer_new(gw->base, device_reclaim_cb, dev);
+	dev->core->recheck_ev = evtimer_new(gw->base, device_recheck_cb, dev);
+	dev->core->decision.recheck_at = RULE_NEVER;
 	TAILQ_INSERT_TAIL(&exp->devices, dev, entry);
 	log_info("%s: new device %s at exporter %s", dev->busid, dev->up_busid,
 	    exp->name);
@@ -146,12 +207,13 @@ device_free(struct device *dev)
 	for (k = 0; k < nobservers; k++)
 		if (observers[k]->freed != NULL)
 			observers[k]->freed(dev);
-	if (dev->reclaim_ev != NULL)
-		event_free(dev->reclaim_ev);
-	if (dev->recheck_ev != NULL)
-		event_free(dev->recheck_ev);
+	if (dev->core->reclaim_ev != NULL)
+		event_free(dev->core->reclaim_ev);
+	if (dev->core->recheck_ev != NULL)
+		event_free(dev->core->recheck_ev);
 	for (i = 0; i < GW_MAX_CONFIGS; i++)
 		free(dev->ident.config[i]);
+	free(dev->core);
 	free(dev);
 }
 
@@ -188,9 +250,9 @@ device_claim(struct device *dev)
 {
 	if (dev->up != NULL || dev->dead || dev->exp->dead)
 		return;
-	if (dev->rejected)
+	if (dev->core->rejected)
 		return;		/* a reject rule released it for this presence */
-	dev->up = upstream_new(dev);
+	dev->up = upstream_new(dev, &claim_ops);
 	if (dev->up == NULL) {
 		log_warnx("%s: cannot start claim", dev->busid);
 		return;
@@ -209,28 +271,30 @@ static void
 device_identified(struct device *dev)
 {
 	struct store_identity si;
+	struct usbgw_identity id;
 
-	dev->identity_changed = false;
-	if (store_device_identity(dev, &si) == -1) {
+	dev->core->identity_changed = false;
+	device_identity(dev, &id);
+	if (store_device_identity(dev, &id, &si) == -1) {
 		/* no row: no approvals can be found; fail closed */
-		dev->nappr = 0;
+		dev->core->nappr = 0;
 		return;
 	}
 	if (si.id != dev->id) {
 		/* another identity: nothing decided or claimed of the old one */
-		dev->nappr = 0;
-		dev->revoked = false;
-		dev->anomaly[0] = dev->anomaly_ack[0] = '\0';
+		dev->core->nappr = 0;
+		dev->core->revoked = false;
+		dev->core->anomaly[0] = dev->core->anomaly_ack[0] = '\0';
 	}
 	dev->id = si.id;
 	dev->presence_id = si.presence_id;
-	dev->revoked = si.revoked;
-	dev->nappr = store_approvals_load(dev->id, dev->presence_id, dev->appr,
+	dev->core->revoked = si.revoked;
+	dev->core->nappr = store_approvals_load(dev->id, dev->presence_id, dev->core->appr,
 	    GW_MAX_APPROVALS);
 	if (si.old_id != 0) {
-		dev->identity_changed = true;
-		dev->old_id = si.old_id;
-		usbgw_strlcpy(dev->old_hash, si.old_hash, sizeof(dev->old_hash));
+		dev->core->identity_changed = true;
+		dev->core->old_id = si.old_id;
+		usbgw_strlcpy(dev->core->old_hash, si.old_hash, sizeof(dev->core->old_hash));
 		gw_identity_event(dev);
 	}
 }
@@ -286,7 +350,7 @@ device_claimed(struct device *dev)
 {
 	struct upstream *up = dev->up;
 
-	dev->reclaim_tries = 0;
+	dev->core->reclaim_tries = 0;
 	device_load_endpoints(dev, up->rec.bConfigurationValue);
 	/* a reply naming no probed configuration: the identity is the
 	 * first one's, and the reply an anomaly (below) */
@@ -298,7 +362,7 @@ device_claimed(struct device *dev)
 	    ((dev->id & 0xffff) ? (dev->id & 0xffff) : 1));
 	if (dev->state == DEV_PROBING)
 		gw_probed_event(dev);
-	device_listed(dev, &dev->listed, NULL);
+	device_listed(dev, &dev->core->listed, NULL);
 	device_import_reply_ok(dev, &up->rec);
 	device_eval(dev, NULL, NULL);
 }
@@ -312,26 +376,25 @@ device_claim_failed(struct device *dev, int status, const char *why)
 	log_info("%s: claim failed: %s", dev->busid, why);
 	dev->up = NULL;
 	upstream_close(up);
-	if (dev->ds != NULL)
-		dsession_close(dev->ds, why);
+	device_cut(dev, why);
 	if (status == ST_DEV_BUSY) {
 		store_audit_device(dev, "claim-busy", NULL,
 		    "the exporter reports the device in use by another importer");
 	}
 	if (status == ST_NODEV && !dev->seen) {
-		exporter_device_gone(dev, "exporter no longer has the device");
+		device_gone(dev, "exporter no longer has the device");
 		return;
 	}
 	/* Retry soon (the stub may still be resetting), then on the poll. */
-	if (++dev->reclaim_tries <= RECLAIM_MAX_TRIES) {
-		unsigned ms = RECLAIM_FIRST_MS * (dev->reclaim_tries < 10 ?
+	if (++dev->core->reclaim_tries <= RECLAIM_MAX_TRIES) {
+		unsigned ms = RECLAIM_FIRST_MS * (dev->core->reclaim_tries < 10 ?
 		    1 : 10);
 
 		tv.tv_sec = ms / 1000;
 		tv.tv_usec = (ms % 1000) * 1000;
-		evtimer_add(dev->reclaim_ev, &tv);
+		evtimer_add(dev->core->reclaim_ev, &tv);
 	} else if (dev->state != DEV_GONE)
-		exporter_device_gone(dev, why);
+		device_gone(dev, why);
 }
 
 static void
@@ -350,9 +413,8 @@ device_release(struct device *dev, const char *why)
 {
 	struct upstream *up;
 
-	if (dev->ds != NULL)
-		dsession_close(dev->ds, why);	/* may close the claim too */
-	evtimer_del(dev->reclaim_ev);
+	device_cut(dev, why);		/* may close the claim too */
+	evtimer_del(dev->core->reclaim_ev);
 	up = dev->up;
 	dev->up = NULL;
 	upstream_close(up);
@@ -364,8 +426,8 @@ device_reclaim_later(struct device *dev)
 {
 	struct timeval tv = { 0, RECLAIM_FIRST_MS * 1000 };
 
-	dev->reclaim_tries = 0;
-	evtimer_add(dev->reclaim_ev, &tv);
+	dev->core->reclaim_tries = 0;
+	evtimer_add(dev->core->reclaim_ev, &tv);
 }
 
 /* The claim's connection ended by itself (unplug, exporter restart). */
@@ -391,6 +453,205 @@ device_detached(struct device *dev, const char *why)
 	device_reclaim_later(dev);
 }
 
+
+/* allowed-matches(...): some other device is allowed now. */
+int
+device_allowed_matches(void *arg, const struct rule *query)
+{
+	struct device *self = arg;
+	struct usbgw_identity id;
+	struct exporter *exp;
+	struct device *dev;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev == self || (dev->state != DEV_AUTHORIZED &&
+			    dev->state != DEV_ATTACHED))
+				continue;
+			device_identity(dev, &id);
+			if (rule_match_attrs(query, &id, NULL))
+				return 1;
+		}
+	return 0;
+}
+
+/* ---- what operators see ------------------------------------------------- */
+
+/*
+ * What allows the device now, as "approval": the operator's approval
+ * that decided, or the rule; null when nothing allows it.
+ */
+static json_t *
+approval_json(const struct device *dev)
+{
+	static const char *const scopes[] = { "once", "for", "until",
+	    "permanent" };
+	const struct decision *d = &dev->core->decision;
+	char to[HOST_NAME_MAX_LEN + 1];
+	unsigned i;
+
+	if (d->verdict != VERDICT_ALLOW)
+		return json_null();
+	if (d->by == BY_APPROVAL)
+		for (i = 0; i < dev->core->nappr; i++) {
+			const struct approval *p = &dev->core->appr[i];
+
+			if (p->id != d->approval_id)
+				continue;
+			host_match_format(&p->to, to, sizeof(to));
+			return json_pack("{s:s, s:o, s:o, s:n, s:s, s:b}",
+			    "scope", scopes[p->scope],
+			    "expires_at", p->expires_at ?
+			    json_integer(p->expires_at) : json_null(),
+			    "to", to[0] ? json_string(to) : json_null(),
+			    "rule_id", "by", p->by.name,
+			    "override", p->override);
+		}
+	if (d->rule_id != 0)
+		return json_pack("{s:s, s:n, s:n, s:I}", "scope",
+		    d->by == BY_OPERATOR_RULE ? "permanent" : "rule",
+		    "expires_at", "to", "rule_id", (json_int_t)d->rule_id);
+	return json_null();
+}
+
+json_t *
+device_json(const struct device *dev)
+{
+	char vid[5], pid[5], ifs[USBIP_MAX_INTERFACES * 9 + 1] = "";
+	json_t *o, *a;
+	size_t k;
+	int i;
+
+	snprintf(vid, sizeof(vid), "%04x", dev->ident.vid);
+	snprintf(pid, sizeof(pid), "%04x", dev->ident.pid);
+	a = json_array();
+	for (i = 0; i < dev->nintf; i++) {
+		char one[16];
+
+		snprintf(one, sizeof(one), "%02x:%02x:%02x",
+		    dev->intf[i].bInterfaceClass,
+		    dev->intf[i].bInterfaceSubClass,
+		    dev->intf[i].bInterfaceProtocol);
+		json_array_append_new(a, json_string(one));
+		if (i > 0)
+			usbgw_strlcat(ifs, " ", sizeof(ifs));
+		usbgw_strlcat(ifs, one, sizeof(ifs));
+	}
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s,"
+	    " s:o, s:I, s:I}",
+	    "busid", dev->busid,
+	    "exporter", dev->exp->name,
+	    "exporter_busid", dev->up_busid,
+	    "state", dev_state_name(dev->state),
+	    "vid", vid,
+	    "pid", pid,
+	    "manufacturer", dev->ident.manufacturer,
+	    "product", dev->ident.product,
+	    "serial", dev->ident.serial,
+	    "hash", dev->ident.hash,
+	    "speed", usbip_speed_name(dev->up ? dev->up->rec.speed :
+		dev->core->listed.speed),
+	    "interfaces", a,
+	    "rule_id", (json_int_t)dev->rule_id,
+	    "id", (json_int_t)dev->id);
+	if (o == NULL)
+		return json_object();
+	if (dev->ds != NULL) {
+		json_object_set_new(o, "attached_to", json_string(dev->ds->peer));
+		json_object_set_new(o, "bytes_to_host",
+		    json_integer((json_int_t)dev->bytes_down));
+		json_object_set_new(o, "bytes_to_device",
+		    json_integer((json_int_t)dev->bytes_up));
+		json_object_set_new(o, "urbs", json_integer((json_int_t)dev->urbs));
+	}
+	for (k = 0; k < nobservers; k++)
+		if (observers[k]->json != NULL)
+			observers[k]->json(dev, o);
+	json_object_set_new(o, "approval", approval_json(dev));
+	{
+		json_t *dj = device_decisions_json(dev);
+
+		json_object_update_missing(o, dj);
+		json_decref(dj);
+	}
+	json_object_set_new(o, "since", json_integer(dev->state_since));
+	return o;
+}
+
+void
+gw_device_event(struct device *dev, enum dev_state old,
+    const struct actor *who, const char *reason)
+{
+	const char *type = NULL;
+	json_t *d;
+
+	switch (dev->state) {
+	case DEV_PENDING:
+		type = "pending";
+		break;
+	case DEV_AUTHORIZED:
+		type = old == DEV_ATTACHED ? "detach" : "approve";
+		break;
+	case DEV_ATTACHED:
+		type = "attach";
+		break;
+	case DEV_BLOCKED:
+		type = (old == DEV_AUTHORIZED || old == DEV_ATTACHED) ?
+		    "revoke" : "deny";
+		break;
+	case DEV_GONE:
+		type = "gone";
+		break;
+	case DEV_PROBING:
+	default:
+		type = NULL;
+		break;
+	}
+	if (dev->state == DEV_PENDING &&
+	    (old == DEV_AUTHORIZED || old == DEV_ATTACHED))
+		type = "revoke";
+	if (type == NULL)
+		return;
+	d = device_json(dev);
+	json_object_set_new(d, "from", json_string(dev_state_name(old)));
+	json_object_set_new(d, "to", json_string(dev_state_name(dev->state)));
+	json_object_set_new(d, "actor", ctl_actor_json(who));
+	json_object_set_new(d, "reason", json_string(reason ? reason : ""));
+	if (dev->ds != NULL)
+		json_object_set_new(d, "host", json_string(dev->ds->host));
+	gw_emit(type, d);
+}
+
+/* A device was claimed and identified (first probe of its presence). */
+void
+gw_probed_event(struct device *dev)
+{
+	gw_emit("probed", device_json(dev));
+}
+
+void
+gw_access_event(struct device *dev, struct dsession *ds)
+{
+	json_t *d = device_json(dev);
+
+	json_object_set_new(d, "host", json_string(ds->host));
+	gw_emit("access-request", d);
+}
+
+void
+device_audit_malformed(struct device *dev, struct dsession *ds, const char *msg)
+{
+	store_audit_device(dev, "malformed", NULL, msg);
+}
+
+void
+gw_identity_event(struct device *dev)
+{
+	json_t *d = device_json(dev);
+
+	json_object_set_new(d, "old_hash", json_string(dev->core->old_hash));
+	gw_emit("identity-change", d);
+}
 
 /* ---- identity ---------------------------------------------------------- */
 
@@ -419,7 +680,7 @@ device_identity(const struct device *dev, struct usbgw_identity *id)
 	id->dev_class = dev->ident.dclass;
 	id->dev_subclass = dev->ident.dsubclass;
 	id->dev_protocol = dev->ident.dprotocol;
-	id->speed = dev->up != NULL ? dev->up->rec.speed : dev->listed.speed;
+	id->speed = dev->up != NULL ? dev->up->rec.speed : dev->core->listed.speed;
 	id->n_ifaces = dev->nintf;
 	for (i = 0; i < dev->nintf && i < USBGW_IFACE_MAX; i++) {
 		id->ifaces[i].cls = dev->intf[i].bInterfaceClass;
@@ -487,10 +748,10 @@ device_anomaly(struct device *dev, const char *what)
 {
 	json_t *d;
 
-	if (strcmp(dev->anomaly, what) == 0)
+	if (strcmp(dev->core->anomaly, what) == 0)
 		return;
-	usbgw_strlcpy(dev->anomaly, what, sizeof(dev->anomaly));
-	dev->anomaly_ack[0] = '\0';
+	usbgw_strlcpy(dev->core->anomaly, what, sizeof(dev->core->anomaly));
+	dev->core->anomaly_ack[0] = '\0';
 	log_warnx("%s: identity anomaly: %s", dev->busid, what);
 	store_audit_device(dev, "identity-anomaly", NULL, what);
 	d = device_json(dev);
@@ -522,16 +783,16 @@ device_listed(struct device *dev, const struct usbip_dev *rec,
 	int i;
 
 	if (intf != NULL) {
-		dev->listed = *rec;
-		memcpy(dev->listed_intf, intf, sizeof(intf[0]) *
+		dev->core->listed = *rec;
+		memcpy(dev->core->listed_intf, intf, sizeof(intf[0]) *
 		    (rec->bNumInterfaces < USBIP_MAX_INTERFACES ?
 		    rec->bNumInterfaces : USBIP_MAX_INTERFACES));
-		dev->listed_fresh = true;
-	} else if (!dev->listed_fresh)
+		dev->core->listed_fresh = true;
+	} else if (!dev->core->listed_fresh)
 		return;		/* seen by an earlier claim already */
 	if (!dev->probed || !device_claim_held(dev))
 		return;		/* kept for the next claim */
-	dev->listed_fresh = false;
+	dev->core->listed_fresh = false;
 	what[0] = '\0';
 	if (rec->idVendor != id->vid || rec->idProduct != id->pid)
 		snprintf(what, sizeof(what), "the exporter lists %04x:%04x, "
@@ -561,7 +822,7 @@ device_listed(struct device *dev, const struct usbip_dev *rec,
 			    "interfaces, the device has %u",
 			    rec->bNumInterfaces, nprobed);
 		for (i = 0; what[0] == '\0' && i < nprobed; i++) {
-			const struct usbip_intf *l = &dev->listed_intf[i];
+			const struct usbip_intf *l = &dev->core->listed_intf[i];
 			const struct usbip_intf *p = &probed[i];
 
 			if (l->bInterfaceClass != p->bInterfaceClass ||
@@ -629,6 +890,88 @@ device_config_changed(struct device *dev)
 	device_eval(dev, NULL, msg);
 }
 
+/* ---- endpoint table -------------------------------------------------- */
+
+/*
+ * Load the endpoints of configuration `value`, interface alternate
+ * settings as given (alt[i] for interface number i; all 0 after
+ * SET_CONFIGURATION).  Unknown value: no endpoint but ep0.
+ */
+static void
+load_eps(struct device *dev, uint8_t value, const uint8_t *alts)
+{
+	struct desc_config c;
+	const char *why;
+	int i, k, j;
+
+	memset(dev->ep_in, 0, sizeof(dev->ep_in));
+	memset(dev->ep_out, 0, sizeof(dev->ep_out));
+	dev->cur_config = value;
+	for (i = 0; i < GW_MAX_CONFIGS; i++) {
+		if (dev->ident.config[i] == NULL)
+			continue;
+		if (desc_parse_config(dev->ident.config[i],
+		    dev->ident.config_len[i], &c, &why) == -1 ||
+		    c.value != value)
+			continue;
+		for (k = 0; k < c.nalt; k++) {
+			struct desc_alt *a = &c.alt[k];
+			uint8_t want = a->number < DESC_MAX_INTF && alts ?
+			    alts[a->number] : 0;
+
+			if (a->alt != want)
+				continue;
+			for (j = 0; j < a->nep; j++) {
+				struct desc_ep *e = &a->ep[j];
+				struct gw_ep *g = (e->address & 0x80) ?
+				    &dev->ep_in[e->address & 0x0f] :
+				    &dev->ep_out[e->address & 0x0f];
+
+				g->present = 1;
+				g->type = e->type;
+				g->maxp = e->maxp;
+			}
+		}
+		break;
+	}
+}
+
+void
+device_load_endpoints(struct device *dev, uint8_t value)
+{
+	memset(dev->alt, 0, sizeof(dev->alt));
+	load_eps(dev, value, dev->alt);
+}
+
+/* SET_INTERFACE succeeded: interface intf now uses alternate setting alt. */
+void
+device_set_interface(struct device *dev, uint8_t intf, uint8_t alt)
+{
+	if (intf >= DESC_MAX_INTF)
+		return;
+	dev->alt[intf] = alt;
+	load_eps(dev, dev->cur_config, dev->alt);
+}
+
+/* The device left: tear down its sessions and mark it gone. */
+void
+device_gone(struct device *dev, const char *why)
+{
+	if (dev->state == DEV_GONE) {
+		device_release(dev, why);
+		return;
+	}
+	/*
+	 * What held for this presence ends with it: an operator's --once
+	 * grant (the database ends it with the presence), a revoke, and a
+	 * reject rule's release.  A device that comes back is decided afresh.
+	 */
+	device_presence_ended(dev);
+	/* the state first: an attachment then ends as attached -> gone */
+	device_set_state(dev, DEV_GONE, NULL, why);
+	device_release(dev, why);
+}
+
 /* ---- the decision ------------------------------------------------------- */
 
 /* The asking host as decide() sees it. */
@@ -643,8 +986,8 @@ device_host(const struct dsession *ds, struct host_id *h)
 static bool
 anomaly_open(const struct device *dev)
 {
-	return dev->anomaly[0] != '\0' &&
-	    strcmp(dev->anomaly, dev->anomaly_ack) != 0;
+	return dev->core->anomaly[0] != '\0' &&
+	    strcmp(dev->core->anomaly, dev->core->anomaly_ack) != 0;
 }
 
 /* The one place that feeds decide(). */
@@ -665,17 +1008,17 @@ device_decide_tiers(struct device *dev, struct policy *admin,
 	in.id = id;
 	in.admin = admin;
 	in.operator = op;
-	in.approvals = dev->appr;
-	in.napprovals = dev->nappr;
-	in.revoked = dev->revoked;
+	in.approvals = dev->core->appr;
+	in.napprovals = dev->core->nappr;
+	in.revoked = dev->core->revoked;
 	in.anomaly = anomaly_open(dev);
-	in.anomaly_why = dev->anomaly;
+	in.anomaly_why = dev->core->anomaly;
 	if (ds != NULL) {
 		device_host(ds, &h);
 		in.host = &h;
 	}
 	in.now = device_now();
-	in.allowed_matches = gwpolicy_allowed_matches;
+	in.allowed_matches = device_allowed_matches;
 	in.arg = dev;
 	decide(&in, d);
 }
@@ -686,7 +1029,7 @@ device_decide_identity(struct device *dev, const struct usbgw_identity *id,
 {
 	struct policy *admin, *op;
 
-	gwpolicy_tiers(&admin, &op);
+	tiers_get(&admin, &op);
 	device_decide_tiers(dev, admin, op, id, ds, d);
 }
 
@@ -714,15 +1057,15 @@ approvals_prune(struct device *dev)
 	int64_t now = device_now();
 	unsigned i, n = 0;
 
-	for (i = 0; i < dev->nappr; i++) {
-		if (dev->appr[i].expires_at != 0 &&
-		    dev->appr[i].expires_at <= now) {
-			store_approval_end(dev, dev->appr[i].id, "expired", NULL);
+	for (i = 0; i < dev->core->nappr; i++) {
+		if (dev->core->appr[i].expires_at != 0 &&
+		    dev->core->appr[i].expires_at <= now) {
+			store_approval_end(dev, dev->core->appr[i].id, "expired", NULL);
 			continue;
 		}
-		dev->appr[n++] = dev->appr[i];
+		dev->core->appr[n++] = dev->core->appr[i];
 	}
-	dev->nappr = n;
+	dev->core->nappr = n;
 }
 
 static void
@@ -731,12 +1074,12 @@ recheck_arm(struct device *dev, int64_t when)
 	struct timeval tv;
 	int64_t now = device_now();
 
-	evtimer_del(dev->recheck_ev);
+	evtimer_del(dev->core->recheck_ev);
 	if (when == RULE_NEVER)
 		return;
 	tv.tv_sec = when > now ? (time_t)(when - now) : 0;
 	tv.tv_usec = 0;
-	evtimer_add(dev->recheck_ev, &tv);
+	evtimer_add(dev->core->recheck_ev, &tv);
 }
 
 /* A time condition or an approval's expiry: decide again. */
@@ -791,7 +1134,7 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 		return;
 	approvals_prune(dev);
 	device_decide(dev, NULL, &d);
-	dev->decision = d;
+	dev->core->decision = d;
 	dev->rule_id = d.rule_id;
 	recheck = d.recheck_at;
 	st = verdict_state(d.verdict);
@@ -804,7 +1147,7 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 		if (dev->ds != NULL) {
 			device_decide(dev, dev->ds, &dh);
 			if (dh.verdict != VERDICT_ALLOW)
-				dsession_close(dev->ds, dh.why);
+				device_cut(dev, dh.why);
 			else if (dh.recheck_at < recheck)
 				recheck = dh.recheck_at;
 		}
@@ -816,10 +1159,9 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 	device_set_state_rule(dev, st, who, reason, d.rule_id != 0 ?
 	    d.rule_id : cause_rule);
 	/* The vhci host sees the disconnect now, after the state says why. */
-	if (dev->ds != NULL)
-		dsession_close(dev->ds, reason);
-	if (d.verdict == VERDICT_REJECT && !dev->rejected) {
-		dev->rejected = true;
+	device_cut(dev, reason);
+	if (d.verdict == VERDICT_REJECT && !dev->core->rejected) {
+		dev->core->rejected = true;
 		device_release(dev, "reject rule: claim released");
 	}
 	notify_decided(dev);
@@ -835,14 +1177,14 @@ device_presence_ended(struct device *dev)
 {
 	unsigned i, n = 0;
 
-	for (i = 0; i < dev->nappr; i++)
-		if (dev->appr[i].scope != SCOPE_ONCE)
-			dev->appr[n++] = dev->appr[i];
-	dev->nappr = n;
-	dev->rejected = false;
-	dev->revoked = false;
-	dev->anomaly[0] = dev->anomaly_ack[0] = '\0';
-	evtimer_del(dev->recheck_ev);
+	for (i = 0; i < dev->core->nappr; i++)
+		if (dev->core->appr[i].scope != SCOPE_ONCE)
+			dev->core->appr[n++] = dev->core->appr[i];
+	dev->core->nappr = n;
+	dev->core->rejected = false;
+	dev->core->revoked = false;
+	dev->core->anomaly[0] = dev->core->anomaly_ack[0] = '\0';
+	evtimer_del(dev->core->recheck_ev);
 }
 
 /* ---- operator decisions -------------------------------------------------- */
@@ -893,12 +1235,12 @@ admin_blocking_rule(struct device *dev)
 	struct usbgw_identity id;
 	struct usbgw_context ctx;
 
-	gwpolicy_tiers(&admin, &op);
+	tiers_get(&admin, &op);
 	if (admin == NULL)
 		return 0;
 	device_identity(dev, &id);
 	memset(&ctx, 0, sizeof(ctx));
-	ctx.allowed_matches = gwpolicy_allowed_matches;
+	ctx.allowed_matches = device_allowed_matches;
 	ctx.arg = dev;
 	policy_evaluate(admin, &id, &ctx, device_now(), &pd);
 	if (pd.rule_id != 0 && (pd.target == RULE_BLOCK ||
@@ -914,14 +1256,14 @@ approvals_end_all(struct device *dev, bool allows_only, const char *why,
 {
 	unsigned i, n = 0;
 
-	for (i = 0; i < dev->nappr; i++) {
-		if (allows_only && dev->appr[i].deny) {
-			dev->appr[n++] = dev->appr[i];
+	for (i = 0; i < dev->core->nappr; i++) {
+		if (allows_only && dev->core->appr[i].deny) {
+			dev->core->appr[n++] = dev->core->appr[i];
 			continue;
 		}
-		store_approval_end(dev, dev->appr[i].id, why, who);
+		store_approval_end(dev, dev->core->appr[i].id, why, who);
 	}
-	dev->nappr = n;
+	dev->core->nappr = n;
 }
 
 static void
@@ -930,21 +1272,21 @@ approval_keep(struct device *dev, const struct approval *a)
 	unsigned i, n = 0;
 
 	/* a new decision for the same host supersedes the older one */
-	for (i = 0; i < dev->nappr; i++)
-		if (!(dev->appr[i].to.kind == a->to.kind &&
-		    strcmp(dev->appr[i].to.name, a->to.name) == 0 &&
-		    memcmp(&dev->appr[i].to.addr, &a->to.addr,
+	for (i = 0; i < dev->core->nappr; i++)
+		if (!(dev->core->appr[i].to.kind == a->to.kind &&
+		    strcmp(dev->core->appr[i].to.name, a->to.name) == 0 &&
+		    memcmp(&dev->core->appr[i].to.addr, &a->to.addr,
 		    sizeof(a->to.addr)) == 0 &&
-		    dev->appr[i].to.prefix == a->to.prefix))
-			dev->appr[n++] = dev->appr[i];
-	dev->nappr = n;
-	if (dev->nappr == GW_MAX_APPROVALS) {
+		    dev->core->appr[i].to.prefix == a->to.prefix))
+			dev->core->appr[n++] = dev->core->appr[i];
+	dev->core->nappr = n;
+	if (dev->core->nappr == GW_MAX_APPROVALS) {
 		/* the oldest gives way */
-		store_approval_end(dev, dev->appr[0].id, "superseded", &a->by);
-		memmove(&dev->appr[0], &dev->appr[1],
-		    sizeof(dev->appr[0]) * --dev->nappr);
+		store_approval_end(dev, dev->core->appr[0].id, "superseded", &a->by);
+		memmove(&dev->core->appr[0], &dev->core->appr[1],
+		    sizeof(dev->core->appr[0]) * --dev->core->nappr);
 	}
-	dev->appr[dev->nappr++] = *a;
+	dev->core->appr[dev->core->nappr++] = *a;
 }
 
 /*
@@ -999,7 +1341,10 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 	if (deny)
 		approvals_end_all(dev, false, "denied", who);
 	if (o->scope == SCOPE_PERMANENT) {
-		rule_id = gwpolicy_device_rule(dev, deny, o->override,
+		struct usbgw_identity id;
+
+		device_identity(dev, &id);
+		rule_id = tiers_device_rule(&id, dev->id, deny, o->override,
 		    o->to_host, who, o->message, err, errlen);
 		if (rule_id == -1)
 			return CTL_E_INTERNAL;
@@ -1013,10 +1358,10 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 	if (o->scope != SCOPE_PERMANENT)
 		approval_keep(dev, &a);
 	store_set_revoked(dev, false);
-	dev->revoked = false;
-	dev->rejected = false;
+	dev->core->revoked = false;
+	dev->core->rejected = false;
 	/* the operator looked at this identity: the anomaly is acknowledged */
-	usbgw_strlcpy(dev->anomaly_ack, dev->anomaly, sizeof(dev->anomaly_ack));
+	usbgw_strlcpy(dev->core->anomaly_ack, dev->core->anomaly, sizeof(dev->core->anomaly_ack));
 	snprintf(msg, sizeof(msg), "%s%s%s", deny ? "denied" : "approved",
 	    o->message[0] ? ": " : "", o->message);
 	if (dev->up == NULL)
@@ -1043,7 +1388,7 @@ device_revoke(struct device *dev, const struct actor *who,
 	snprintf(msg, sizeof(msg), "revoked%s%s", message ? ": " : "",
 	    message ? message : "");
 	approvals_end_all(dev, true, msg, who);
-	dev->revoked = true;
+	dev->core->revoked = true;
 	store_set_revoked(dev, true);
 	device_eval(dev, who, msg);
 	return CTL_OK;
@@ -1055,13 +1400,13 @@ device_decisions_json(const struct device *dev)
 {
 	static const char *const scopes[] = { "once", "for", "until",
 	    "permanent" };
-	const struct decision *d = &dev->decision;
+	const struct decision *d = &dev->core->decision;
 	json_t *o = json_object(), *a = json_array();
 	char to[HOST_NAME_MAX_LEN + 1];
 	unsigned i;
 
-	for (i = 0; i < dev->nappr; i++) {
-		const struct approval *p = &dev->appr[i];
+	for (i = 0; i < dev->core->nappr; i++) {
+		const struct approval *p = &dev->core->appr[i];
 
 		host_match_format(&p->to, to, sizeof(to));
 		json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:o, s:o, "
@@ -1075,7 +1420,7 @@ device_decisions_json(const struct device *dev)
 	}
 	json_object_set_new(o, "approvals", a);
 	json_object_set_new(o, "anomaly", anomaly_open(dev) ?
-	    json_string(dev->anomaly) : json_null());
+	    json_string(dev->core->anomaly) : json_null());
 	json_object_set_new(o, "decision", json_pack("{s:s, s:s, s:o, s:o, "
 	    "s:s}", "verdict", verdict_name(d->verdict),
 	    "by", decided_by_name(d->by),

@@ -66,6 +66,120 @@ exporter_destroy(void *arg)
 	free(exp);
 }
 
+const char *
+exp_state_name(enum exp_state s)
+{
+	switch (s) {
+	case EXP_UNKNOWN:	return "unknown";
+	case EXP_UP:		return "up";
+	case EXP_DOWN:		return "down";
+	}
+	return "invalid";
+}
+
+/*
+ * Find a device by busid or by an unambiguous prefix of one.  *nmatch
+ * (may be NULL) receives the number of prefix matches; an exact match
+ * always wins.
+ */
+struct device *
+gw_device_find(const char *busid, int *nmatch)
+{
+	struct exporter *exp;
+	struct device *dev, *found = NULL;
+	size_t len = strlen(busid);
+	int n = 0;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry) {
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead)
+				continue;
+			if (strcmp(dev->busid, busid) == 0) {
+				if (nmatch != NULL)
+					*nmatch = 1;
+				return dev;
+			}
+			if (len > 0 && strncmp(dev->busid, busid, len) == 0) {
+				found = dev;
+				n++;
+			}
+		}
+	}
+	if (nmatch != NULL)
+		*nmatch = n;
+	return n == 1 ? found : NULL;
+}
+
+struct exporter *
+exporter_find(const char *name)
+{
+	struct exporter *exp;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		if (!exp->dead && strcmp(exp->name, name) == 0)
+			return exp;
+	return NULL;
+}
+
+bool
+gw_exporter_name_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		char c = s[i];
+
+		if (i >= GW_NAME_MAX - 1)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_'))
+			return false;
+	}
+	return i > 0;
+}
+
+void
+gw_exporter_event(struct exporter *exp, const char *why)
+{
+	json_t *d = json_pack("{s:s, s:s, s:i, s:s, s:s}", "exporter", exp->name,
+	    "host", exp->host, "port", (int)exp->port,
+	    "state", exp_state_name(exp->state), "reason", why ? why : "");
+
+	store_audit(exp->state == EXP_UP ? "exporter-up" : "exporter-down",
+	    NULL, exp->name, why);
+	gw_emit(exp->state == EXP_UP ? "exporter-up" : "exporter-down", d);
+}
+
+void
+gw_audit_exporter(struct exporter *exp, const char *action, const char *detail)
+{
+	store_audit(action, NULL, exp->name, detail);
+}
+
+/* URBs per second over the last sampling period. */
+double
+gw_urb_rate(void)
+{
+	struct exporter *exp;
+	struct device *dev;
+	uint64_t total = 0, now = now_usec();
+	double rate;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry)
+			total += dev->urbs;
+	if (gw->rate_at == 0 || now <= gw->rate_at) {
+		gw->rate_at = now;
+		gw->rate_urbs = total;
+		return 0;
+	}
+	rate = (double)(total >= gw->rate_urbs ? total - gw->rate_urbs : 0) *
+	    1e6 / (double)(now - gw->rate_at);
+	gw->rate_at = now;
+	gw->rate_urbs = total;
+	return rate;
+}
+
 /* Tear down every device of the exporter and remove it. */
 void
 exporter_free(struct exporter *exp)
@@ -77,7 +191,7 @@ exporter_free(struct exporter *exp)
 		if (gw->shutting_down)
 			device_release(dev, "gateway shutting down");
 		else
-			exporter_device_gone(dev, "exporter removed");
+			device_gone(dev, "exporter removed");
 	}
 	exp_poll_close(exp);
 	event_free(exp->poll_ev);
@@ -125,7 +239,7 @@ exp_poll_failed(struct exporter *exp, const char *why)
 	exp_set_state(exp, EXP_DOWN, why);
 	TAILQ_FOREACH(dev, &exp->devices, entry)
 		if (dev->state != DEV_GONE)
-			exporter_device_gone(dev, "exporter unreachable");
+			device_gone(dev, "exporter unreachable");
 	ms = gw->poll_ms;
 	for (int i = 1; i < exp->fails && ms < EXP_BACKOFF_MAX_MS; i++)
 		ms *= 2;
@@ -211,7 +325,7 @@ exp_evict_gone(struct exporter *exp)
 				continue;
 			ngone++;
 			if (dev->up == NULL && dev->ds == NULL &&
-			    !evtimer_pending(dev->reclaim_ev, NULL) &&
+			    !device_reclaim_pending(dev) &&
 			    (oldest == NULL || dev->state_since < oldest->state_since))
 				oldest = dev;
 		}
@@ -219,8 +333,7 @@ exp_evict_gone(struct exporter *exp)
 			return;
 		log_debug("%s: forgotten (gone, exporter %s has %u gone "
 		    "devices)", oldest->busid, exp->name, ngone);
-		oldest->dead = true;
-		evtimer_del(oldest->recheck_ev);
+		device_forget(oldest);
 		TAILQ_REMOVE(&exp->devices, oldest, entry);
 		gw_defer(exp_device_free, oldest);
 	}
@@ -318,10 +431,9 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 		if (dev->up != NULL && dev->up->state != UP_CLOSED &&
 		    dev->up->state != UP_CONNECTING)
 			continue;	/* we hold it: usbipd hides it */
-		if (dev->reclaim_ev != NULL &&
-		    evtimer_pending(dev->reclaim_ev, NULL))
+		if (device_reclaim_pending(dev))
 			continue;	/* between release and reclaim */
-		exporter_device_gone(dev, "no longer in the exporter's list");
+		device_gone(dev, "no longer in the exporter's list");
 	}
 	if (!skipped && exp->over_limit) {
 		exp->over_limit = false;
@@ -363,21 +475,3 @@ exp_read(struct bufferevent *bev, void *arg)
 	exp_schedule(exp, gw->poll_ms);
 }
 
-/* The device left: tear down its sessions and mark it gone. */
-void
-exporter_device_gone(struct device *dev, const char *why)
-{
-	if (dev->state == DEV_GONE) {
-		device_release(dev, why);
-		return;
-	}
-	/*
-	 * What held for this presence ends with it: an operator's --once
-	 * grant (the database ends it with the presence), a revoke, and a
-	 * reject rule's release.  A device that comes back is decided afresh.
-	 */
-	device_presence_ended(dev);
-	/* the state first: an attachment then ends as attached -> gone */
-	device_set_state(dev, DEV_GONE, NULL, why);
-	device_release(dev, why);
-}

@@ -78,9 +78,21 @@ enum up_state {
 	UP_CLOSED,
 };
 
+/*
+ * What a claim reports to its owner (device.c), which gives these to
+ * upstream_new(): upstream.c is below the device core and calls it only
+ * through them.
+ */
+struct upstream_ops {
+	void	(*claimed)(struct device *);	/* probed; idle */
+	void	(*failed)(struct device *, int status, const char *why);
+	void	(*closed)(struct device *, const char *why); /* after idle */
+};
+
 /* The gateway's own import of a device at its exporter: the claim. */
 struct upstream {
 	struct device		*dev;
+	const struct upstream_ops *ops;
 	struct bufferevent	*bev;
 	enum up_state		 state;
 	uint32_t		 devid;		/* exporter's busnum<<16|devnum */
@@ -104,35 +116,23 @@ struct device {
 	int64_t			 state_since;	/* unix seconds */
 	bool			 seen;		/* in the last devlist */
 	bool			 dead;
-	struct usbip_dev	 listed;	/* exporter's devlist record */
-	struct usbip_intf	 listed_intf[USBIP_MAX_INTERFACES]; /* its claim */
-	bool			 listed_fresh;	/* no probe compared it yet */
 	struct usbip_intf	 intf[USBIP_MAX_INTERFACES];
 	uint8_t			 nintf;
 	struct gw_ident		 ident;
 	bool			 probed;
 	struct upstream		*up;
 	struct dsession		*ds;		/* attached session */
-	struct event		*reclaim_ev;
-	int			 reclaim_tries;
 	uint32_t		 gw_devid;	/* what vhci hosts see */
 	struct gw_ep		 ep_in[16], ep_out[16];
 	uint8_t			 cur_config;
 	uint8_t			 alt[32];	/* alt setting per interface */
-	/* the inputs of its decision (device.c alone writes them) */
-	struct approval		 appr[GW_MAX_APPROVALS];	/* active ones */
-	unsigned		 nappr;
-	bool			 revoked;	/* operator revoked: pending */
-	bool			 rejected;	/* reject rule: not claimed again */
-	char			 anomaly[160];	/* identity in question, or "" */
-	char			 anomaly_ack[160]; /* acknowledged by an operator */
-	bool			 identity_changed;
-	int64_t			 old_id;	/* row of the previous identity */
-	char			 old_hash[65];
-	/* the standing decision, as last applied */
-	struct decision		 decision;
+	/*
+	 * The inputs of its decision (approvals, revocation, anomaly, the
+	 * exporter's claims), the decision as applied and the device's
+	 * timers: device.c's alone (struct device_core is defined there).
+	 */
+	struct device_core	*core;
 	int64_t			 rule_id;	/* rule that decided, 0 none */
-	struct event		*recheck_ev;	/* at decision.recheck_at */
 	int64_t			 presence_id;
 	/* counters of the current attachment */
 	int64_t			 attach_id;
@@ -278,7 +278,6 @@ struct exporter	*exporter_new(const char *name, const char *host, uint16_t port)
 void		 exporter_free(struct exporter *);
 struct exporter	*exporter_find(const char *name);
 void		 exporter_poll_now(struct exporter *);
-void		 exporter_device_gone(struct device *, const char *why);
 int		 gw_connect(const char *host, uint16_t port, struct bufferevent **,
 		    bufferevent_data_cb, bufferevent_event_cb, void *arg);
 
@@ -290,8 +289,16 @@ int		 gw_connect(const char *host, uint16_t port, struct bufferevent **,
 struct device_observer {
 	void	(*decided)(struct device *);	/* a decision was applied */
 	void	(*freed)(struct device *);	/* about to be freed */
+	/* the session attached to the device must end now (dev->ds) */
+	void	(*cut)(struct device *, const char *why);
+	/* add what this observer knows of the device to its JSON */
+	void	(*json)(const struct device *, json_t *);
 };
 void		 device_observe(const struct device_observer *);
+const struct decision *device_decision(const struct device *);
+bool		 device_reclaim_pending(const struct device *);
+void		 device_forget(struct device *);
+int		 device_allowed_matches(void *dev, const struct rule *);
 int64_t		 device_now(void);
 void		 device_set_clock(int64_t (*)(void));	/* tests */
 struct device	*device_new(struct exporter *, const struct usbip_dev *,
@@ -312,6 +319,8 @@ void		 device_reeval(struct device *, const struct actor *,
 		    const char *reason, int64_t cause_rule);
 void		 device_detached(struct device *, const char *why);
 void		 device_presence_ended(struct device *);
+void		 device_gone(struct device *, const char *why);
+void		 device_set_interface(struct device *, uint8_t intf, uint8_t alt);
 void		 device_make_busid(const char *exporter, const char *up_busid,
 		    char *out);
 void		 device_identity(const struct device *, struct usbgw_identity *);
@@ -340,13 +349,15 @@ enum ctl_err	 device_revoke(struct device *, const struct actor *,
 		    const char *message, char *err, size_t errlen);
 json_t		*device_decisions_json(const struct device *);
 
-/* gwpolicy.c: the rule set, as the daemon holds it (two tiers) */
-int		 gwpolicy_load(void);
-void		 gwpolicy_tiers(struct policy **admin, struct policy **op);
-int		 gwpolicy_allowed_matches(void *dev, const struct rule *);
-int64_t		 gwpolicy_device_rule(struct device *, bool deny, bool admin,
-		    const char *to_host, const struct actor *,
-		    const char *comment, char *err, size_t errlen);
+/* tiers.c: the rules as the daemon holds them, in two tiers */
+int		 tiers_load(void);
+void		 tiers_get(struct policy **admin, struct policy **op);
+int64_t		 tiers_device_rule(const struct usbgw_identity *,
+		    int64_t device_id, bool deny, bool admin, const char *to_host,
+		    const struct actor *, const char *comment, char *err,
+		    size_t errlen);
+
+/* gwpolicy.c: the policy and audit commands */
 void		 gwpolicy_reevaluate(const struct actor *, const char *why,
 		    int64_t cause_rule, json_t *changes);
 
@@ -372,7 +383,7 @@ struct store_identity {
 	bool		 revoked;	/* revoked for this presence */
 };
 int		 store_device_identity(const struct device *,
-		    struct store_identity *);
+		    const struct usbgw_identity *, struct store_identity *);
 size_t		 store_approvals_load(int64_t device_id, int64_t presence_id,
 		    struct approval *, size_t max);
 int64_t		 store_approval_add(const struct device *,
@@ -397,7 +408,8 @@ struct sqlite3_stmt;
 json_t		*store_audit_row_json(struct sqlite3_stmt *);
 void		 store_exporter_save(struct exporter *, const struct actor *);
 void		 store_exporter_delete(struct exporter *, const struct actor *);
-void		 store_restore_exporters(void);
+void		 store_exporters_foreach(int (*)(void *, const char *name,
+		    const char *host, int port, int64_t id), void *);
 int64_t		 store_access_request(struct device *, struct dsession *);
 void		 store_access_outcome(int64_t request_id, const char *outcome,
 		    const struct decision *);
@@ -422,10 +434,11 @@ void		 device_audit_malformed(struct device *, struct dsession *,
 bool		 device_visible_to(const struct device *, const struct dsession *);
 
 /* upstream.c */
-struct upstream	*upstream_new(struct device *);
+struct upstream	*upstream_new(struct device *, const struct upstream_ops *);
 void		 upstream_close(struct upstream *);
 
 /* server.c */
+void		 server_init(void);
 int		 server_listen(const char *host, const char *port);
 int		 server_port(void);
 void		 server_shutdown(void);
@@ -434,15 +447,20 @@ void		 dsession_close(struct dsession *, const char *why);
 /* local.c: local mode (vhci on this host) */
 void		 local_start(void);
 void		 local_shutdown(void);
-void		 local_device_json(const struct device *, json_t *);
 enum ctl_err	 local_ctl_attach(json_t *, const struct actor *, json_t **,
 		    char *, size_t);
 enum ctl_err	 local_ctl_detach(json_t *, const struct actor *, json_t **,
 		    char *, size_t);
 
 /* relay.c */
+/*
+ * The URB phase of a session: relay_start() takes over its socket and
+ * the device's claim; it ends the session, on an error or a close,
+ * through end (the session's owner: server.c's dsession_close).
+ */
+typedef void	(*relay_end_fn)(struct dsession *, const char *why);
 void		 relay_start(struct dsession *, struct device *,
-		    const void *first, size_t firstlen);
+		    const void *first, size_t firstlen, relay_end_fn end);
 void		 relay_stop(struct dsession *);
 void		 inflight_init(struct inflight_tab *, uint32_t cap);
 void		 inflight_free(struct inflight_tab *);

@@ -25,68 +25,28 @@
 #define POLICY_MAX_RULES	100000
 #define POLICY_TEST_ID		INT64_MAX	/* policy test's rule */
 
-/*
- * Two tiers (protocol.md part 3, "Precedence"): the admin rules, and
- * the operator rules that permanent approvals and denials write (origin
- * approval or denial).  decide() ranks them; this file only loads them.
- */
-static struct policy	*admin_pol, *op_pol;
-
 static int64_t
 now_s(void)
 {
 	return (int64_t)time(NULL);
 }
 
-static void
-bad_rule(void *arg, int64_t id, const char *text, const char *error)
+static struct policy *
+admin_tier(void)
 {
-	log_warnx("rule %lld no longer parses (%s); it acts as \"ask\"",
-	    (long long)id, error);
+	struct policy *a, *o;
+
+	tiers_get(&a, &o);
+	return a;
 }
 
 static struct policy *
-tier_load(int operator_tier)
+op_tier(void)
 {
-	struct policy *np;
+	struct policy *a, *o;
 
-	if ((np = policy_new()) == NULL)
-		return NULL;
-	if (db_rules_load(store_db(), np, operator_tier, bad_rule, NULL) == -1) {
-		policy_free(np);
-		return NULL;
-	}
-	policy_prepare(np);
-	return np;
-}
-
-int
-gwpolicy_load(void)
-{
-	struct policy *na, *no;
-
-	if (store_db() == NULL)
-		return -1;
-	if ((na = tier_load(0)) == NULL)
-		return -1;
-	if ((no = tier_load(1)) == NULL) {
-		policy_free(na);
-		return -1;
-	}
-	policy_free(admin_pol);
-	policy_free(op_pol);
-	admin_pol = na;
-	op_pol = no;
-	log_info("policy: %zu admin rules, %zu operator rules",
-	    policy_count(admin_pol), policy_count(op_pol));
-	return 0;
-}
-
-void
-gwpolicy_tiers(struct policy **admin, struct policy **op)
-{
-	*admin = admin_pol;
-	*op = op_pol;
+	tiers_get(&a, &o);
+	return o;
 }
 
 /* Re-decide every present device (tears down what no longer passes). */
@@ -113,62 +73,6 @@ gwpolicy_reevaluate(const struct actor *who, const char *why,
 				    dev_state_name(dev->state),
 				    "rule_id", (json_int_t)dev->rule_id));
 		}
-}
-
-/* allowed-matches(...): some other device is allowed now. */
-int
-gwpolicy_allowed_matches(void *arg, const struct rule *query)
-{
-	struct device *self = arg;
-	struct usbgw_identity id;
-	struct exporter *exp;
-	struct device *dev;
-
-	TAILQ_FOREACH(exp, &gw->exporters, entry)
-		TAILQ_FOREACH(dev, &exp->devices, entry) {
-			if (dev == self || (dev->state != DEV_AUTHORIZED &&
-			    dev->state != DEV_ATTACHED))
-				continue;
-			device_identity(dev, &id);
-			if (rule_match_attrs(query, &id, NULL))
-				return 1;
-		}
-	return 0;
-}
-
-/*
- * The rule a permanent approval or denial writes from the device's
- * identity: in the operator tier (after every admin rule), or, for an
- * admin's override, first in the admin tier.  Returns its id or -1.
- */
-int64_t
-gwpolicy_device_rule(struct device *dev, bool deny, bool admin,
-    const char *to_host, const struct actor *who, const char *comment,
-    char *err, size_t errlen)
-{
-	struct usbgw_identity id;
-	struct rule *r;
-	int64_t rid;
-
-	device_identity(dev, &id);
-	r = rule_from_identity(&id, deny ? RULE_BLOCK : RULE_ALLOW,
-	    RULE_FROM_ID_EXPORTER, to_host[0] ? to_host : NULL);
-	if (r == NULL) {
-		snprintf(err, errlen, "cannot make a rule for host \"%.64s\"",
-		    to_host);
-		return -1;
-	}
-	rid = db_rule_set_device(store_db(), dev->id, admin ? 1 : 0, r,
-	    admin ? "admin" : deny ? "denial" : "approval",
-	    comment[0] ? comment : NULL, who->name, now_s());
-	rule_free(r);
-	if (rid <= 0) {
-		snprintf(err, errlen, "database: %s", db_errmsg(store_db()));
-		return -1;
-	}
-	gwpolicy_load();
-	gw_policy_event(who, deny ? "denial" : "approval");
-	return rid;
 }
 
 /* ---- control commands ------------------------------------------------ */
@@ -223,7 +127,7 @@ parse_rule_arg(json_t *args, struct rule **r, char *err, size_t errlen)
 static long
 admin_position(long pos)
 {
-	long n = (long)policy_count(admin_pol);
+	long n = (long)policy_count(admin_tier());
 
 	if (pos <= 0 || pos > n + 1)
 		return n + 1;
@@ -240,7 +144,7 @@ policy_changed(const struct actor *who, const char *change, int64_t rule_id)
 {
 	char why[128];
 
-	gwpolicy_load();
+	tiers_load();
 	gw_policy_event(who, change);
 	if (rule_id != 0)
 		snprintf(why, sizeof(why), "policy %s of rule %lld", change,
@@ -267,7 +171,7 @@ policy_add_at(json_t *args, const struct actor *who, long pos, json_t **res,
 		rule_free(r);
 		return e;
 	}
-	if (policy_count(admin_pol) + policy_count(op_pol) >= POLICY_MAX_RULES) {
+	if (policy_count(admin_tier()) + policy_count(op_tier()) >= POLICY_MAX_RULES) {
 		rule_free(r);
 		ERR(CTL_E_REFUSED, "the policy has %d rules already",
 		    POLICY_MAX_RULES);
@@ -286,7 +190,7 @@ policy_add_at(json_t *args, const struct actor *who, long pos, json_t **res,
 	store_audit("policy-add", who, "rules", detail);
 	policy_changed(who, pos > 0 ? "insert" : "add", id);
 	*res = json_pack("{s:I, s:I}", "id", (json_int_t)id, "position",
-	    (json_int_t)(policy_find(admin_pol, id) + 1));
+	    (json_int_t)(policy_find(admin_tier(), id) + 1));
 	return CTL_OK;
 }
 
@@ -349,12 +253,12 @@ h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
 	    err, errlen)) != CTL_OK)
 		return e;
 	/* a rule moves within its tier */
-	if (policy_find(admin_pol, id) >= 0 &&
-	    pos > (json_int_t)policy_count(admin_pol))
-		pos = (json_int_t)policy_count(admin_pol);
-	else if (policy_find(op_pol, id) >= 0 &&
-	    pos <= (json_int_t)policy_count(admin_pol))
-		pos = (json_int_t)policy_count(admin_pol) + 1;
+	if (policy_find(admin_tier(), id) >= 0 &&
+	    pos > (json_int_t)policy_count(admin_tier()))
+		pos = (json_int_t)policy_count(admin_tier());
+	else if (policy_find(op_tier(), id) >= 0 &&
+	    pos <= (json_int_t)policy_count(admin_tier()))
+		pos = (json_int_t)policy_count(admin_tier()) + 1;
 	r = db_rule_move(store_db(), id, (long)pos);
 	if (r == -1)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
@@ -380,7 +284,7 @@ admin_with(struct rule *r, size_t pos)
 	size_t i;
 	char *text;
 
-	for (i = 0; (q = policy_rule_at(admin_pol, i, &id)) != NULL; i++) {
+	for (i = 0; (q = policy_rule_at(admin_tier(), i, &id)) != NULL; i++) {
 		text = rule_format(q);
 		c = text != NULL ? rule_parse(text, &re) : NULL;
 		free(text);
@@ -456,7 +360,7 @@ h_policy_test(json_t *args, const struct actor *who, json_t **res, char *err,
 			    rule_target(r))) : json_null()));
 		}
 	/* now the whole decision, with the rule in the admin tier */
-	trial = admin_with(r, pos > 0 ? (size_t)pos - 1 : policy_count(admin_pol));
+	trial = admin_with(r, pos > 0 ? (size_t)pos - 1 : policy_count(admin_tier()));
 	{
 		size_t i = 0;
 
@@ -468,7 +372,7 @@ h_policy_test(json_t *args, const struct actor *who, json_t **res, char *err,
 				    !dev->probed)
 					continue;
 				o = json_array_get(a, i++);
-				device_decide_tiers(dev, trial, op_pol, NULL,
+				device_decide_tiers(dev, trial, op_tier(), NULL,
 				    NULL, &d);
 				json_object_set_new(o, "would", json_string(
 				    dev_state_name(verdict_state(dev,
@@ -497,7 +401,7 @@ h_policy_apply(json_t *args, const struct actor *who, json_t **res,
 	json_t *changes = json_array();
 	char why[96];
 
-	gwpolicy_load();
+	tiers_load();
 	snprintf(why, sizeof(why), "policy apply");
 	gwpolicy_reevaluate(who, why, 0, changes);
 	store_audit("policy-apply", who, "rules", NULL);
@@ -542,8 +446,8 @@ h_policy_import(json_t *args, const struct actor *who, json_t **res,
 		size_t k;
 		int64_t id;
 
-		for (k = policy_count(admin_pol); k > 0; k--) {
-			if (policy_rule_at(admin_pol, k - 1, &id) != NULL &&
+		for (k = policy_count(admin_tier()); k > 0; k--) {
+			if (policy_rule_at(admin_tier(), k - 1, &id) != NULL &&
 			    db_rule_remove(store_db(), id, who->name, now_s()) == 1)
 				removed++;
 		}

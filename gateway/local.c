@@ -388,7 +388,7 @@ row_begin(struct device *dev, int port)
 		return 0;
 	snprintf(addr, sizeof(addr), "vhci port %d", port);
 	id = db_attachment_begin(store_db(), dev->id, dev->presence_id,
-	    dev->decision.approval_id, dev->rule_id, "local",
+	    device_decision(dev)->approval_id, dev->rule_id, "local",
 	    L.hostname, addr, now_s());
 	return id > 0 ? id : 0;
 }
@@ -485,7 +485,7 @@ local_attach(struct device *dev, const struct actor *who, char *err,
 	la->attach_id = dev->attach_id = row_begin(dev, ctx.port);
 	records_save();
 	if (ds != NULL)
-		relay_start(ds, dev, nothing, 0);
+		relay_start(ds, dev, nothing, 0, dsession_close);
 	att_arm(la, L.authorize ? LOCAL_AUTHZ_MS : LOCAL_CHECK_MS);
 	return 0;
 }
@@ -704,7 +704,7 @@ local_device_freed(struct device *dev)
 }
 
 /* Local facts for `list` and `show`. */
-void
+static void
 local_device_json(const struct device *dev, json_t *o)
 {
 	struct local_att *la;
@@ -1007,6 +1007,7 @@ local_start(void)
 	static const struct device_observer obs = {
 		.decided = local_device_decided,
 		.freed = local_device_freed,
+		.json = local_device_json,
 	};
 
 	if (cfg->mode != CONFIG_MODE_LOCAL)

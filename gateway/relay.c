@@ -158,59 +158,6 @@ inflight_del(struct inflight_tab *t, struct inflight *f)
 	}
 }
 
-/* ---- endpoint table -------------------------------------------------- */
-
-/*
- * Load the endpoints of configuration `value`, interface alternate
- * settings as given (alt[i] for interface number i; all 0 after
- * SET_CONFIGURATION).  Unknown value: no endpoint but ep0.
- */
-static void
-relay_load_eps(struct device *dev, uint8_t value, const uint8_t *alts)
-{
-	struct desc_config c;
-	const char *why;
-	int i, k, j;
-
-	memset(dev->ep_in, 0, sizeof(dev->ep_in));
-	memset(dev->ep_out, 0, sizeof(dev->ep_out));
-	dev->cur_config = value;
-	for (i = 0; i < GW_MAX_CONFIGS; i++) {
-		if (dev->ident.config[i] == NULL)
-			continue;
-		if (desc_parse_config(dev->ident.config[i],
-		    dev->ident.config_len[i], &c, &why) == -1 ||
-		    c.value != value)
-			continue;
-		for (k = 0; k < c.nalt; k++) {
-			struct desc_alt *a = &c.alt[k];
-			uint8_t want = a->number < DESC_MAX_INTF && alts ?
-			    alts[a->number] : 0;
-
-			if (a->alt != want)
-				continue;
-			for (j = 0; j < a->nep; j++) {
-				struct desc_ep *e = &a->ep[j];
-				struct gw_ep *g = (e->address & 0x80) ?
-				    &dev->ep_in[e->address & 0x0f] :
-				    &dev->ep_out[e->address & 0x0f];
-
-				g->present = 1;
-				g->type = e->type;
-				g->maxp = e->maxp;
-			}
-		}
-		break;
-	}
-}
-
-void
-device_load_endpoints(struct device *dev, uint8_t value)
-{
-	memset(dev->alt, 0, sizeof(dev->alt));
-	relay_load_eps(dev, value, dev->alt);
-}
-
 /* A successful control request that changes the endpoint set. */
 static void
 relay_control_done(struct device *dev, const struct inflight *f)
@@ -225,8 +172,7 @@ relay_control_done(struct device *dev, const struct inflight *f)
 		device_config_changed(dev);
 	} else if (s[0] == 0x01 && s[1] == USB_REQ_SET_INTERFACE &&
 	    wIndex < DESC_MAX_INTF) {
-		dev->alt[wIndex] = (uint8_t)wValue;
-		relay_load_eps(dev, dev->cur_config, dev->alt);
+		device_set_interface(dev, (uint8_t)wIndex, (uint8_t)wValue);
 	}
 }
 
@@ -268,6 +214,7 @@ struct rside {
 struct relay {
 	struct dsession	*ds;
 	struct device	*dev;
+	relay_end_fn	 end;		/* the session's owner ends it */
 	struct rside	 down;		/* vhci host */
 	struct rside	 up;		/* exporter */
 	struct event	*tick;
@@ -296,7 +243,7 @@ relay_malformed(struct relay *r, const char *side, const char *why)
 
 	snprintf(msg, sizeof(msg), "malformed PDU from %s: %s", side, why);
 	device_audit_malformed(r->dev, r->ds, msg);
-	dsession_close(r->ds, msg);
+	r->end(r->ds, msg);
 }
 
 /* The side's peer closed or failed. */
@@ -310,7 +257,7 @@ rside_lost(struct rside *s, const char *what)
 	if (s == &r->up)
 		device_up_closed(r->dev, msg);	/* closes the session too */
 	else
-		dsession_close(r->ds, s == &r->down && strcmp(what, "closed") == 0 ?
+		r->end(r->ds, s == &r->down && strcmp(what, "closed") == 0 ?
 		    "vhci host detached" : msg);
 }
 
@@ -441,7 +388,7 @@ relay_tick(evutil_socket_t fd, short what, void *arg)
 			if (s == &r->up)
 				device_up_closed(r->dev, msg);
 			else
-				dsession_close(r->ds, msg);
+				r->end(r->ds, msg);
 			return;
 		}
 	}
@@ -489,7 +436,7 @@ rside_free(struct rside *s)
 
 void
 relay_start(struct dsession *ds, struct device *dev, const void *first,
-    size_t firstlen)
+    size_t firstlen, relay_end_fn end)
 {
 	struct upstream *up = dev->up;
 	struct relay *r;
@@ -498,6 +445,7 @@ relay_start(struct dsession *ds, struct device *dev, const void *first,
 	r = xcalloc(1, sizeof(*r));
 	r->ds = ds;
 	r->dev = dev;
+	r->end = end;
 	ds->relay = r;
 	ds->state = DS_RELAY;
 	inflight_init(&ds->inflight, GW_MAX_INFLIGHT);

@@ -123,10 +123,11 @@ ds_reply_and_close(struct dsession *ds, const void *buf, size_t len)
 static void
 ds_dev_record(const struct device *dev, struct usbip_dev *rec)
 {
-	const struct usbip_dev *src = dev->up != NULL && dev->probed ?
-	    &dev->up->rec : &dev->listed;
-
-	*rec = *src;
+	/* what the probe verified; the exporter's claims stay out of it */
+	memset(rec, 0, sizeof(*rec));
+	rec->speed = dev->up != NULL ? dev->up->rec.speed : 0;
+	rec->bConfigurationValue = dev->cur_config;
+	rec->bNumInterfaces = dev->nintf;
 	snprintf(rec->path, sizeof(rec->path), "/usbgw/%s/%s", dev->exp->name,
 	    dev->up_busid);
 	usbgw_strlcpy(rec->busid, dev->busid, sizeof(rec->busid));
@@ -225,7 +226,7 @@ ds_import_accept(struct dsession *ds, struct device *dev)
 	dev->ds = ds;
 	device_set_state(dev, DEV_ATTACHED, &d.actor, ds->peer);
 	store_attachment_begin(dev, ds, &d);
-	relay_start(ds, dev, rep, n);	/* the relay sends the reply */
+	relay_start(ds, dev, rep, n, dsession_close); /* it sends the reply */
 }
 
 /* Is the device free to be imported right now? */
@@ -283,6 +284,26 @@ server_device_decided(struct device *dev)
 			ds_import_refuse(ds, ST_NA, "access request denied");
 		}
 	}
+}
+
+/* The core cuts a device's vhci host off: its session ends. */
+static void
+server_device_cut(struct device *dev, const char *why)
+{
+	if (dev->ds != NULL)
+		dsession_close(dev->ds, why);
+}
+
+/* Hear of the core's decisions (every mode: local mode has sessions too). */
+void
+server_init(void)
+{
+	static const struct device_observer obs = {
+		.decided = server_device_decided,
+		.cut = server_device_cut,
+	};
+
+	device_observe(&obs);
 }
 
 /*
@@ -531,14 +552,9 @@ server_accept_error(struct evconnlistener *l, void *arg)
 int
 server_listen(const char *host, const char *port)
 {
-	static const struct device_observer obs = {
-		.decided = server_device_decided,
-	};
 	struct addrinfo hints, *res, *ai;
 	struct evconnlistener *l;
 	int r, n = 0;
-
-	device_observe(&obs);
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;

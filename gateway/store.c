@@ -158,9 +158,10 @@ store_device_state(struct device *dev, enum dev_state old,
  * Writes the audit rows of what it recorded; decides nothing.
  */
 int
-store_device_identity(const struct device *dev, struct store_identity *si)
+store_device_identity(const struct device *dev,
+    const struct usbgw_identity *idp, struct store_identity *si)
 {
-	struct usbgw_identity id;
+	struct usbgw_identity id = *idp;
 	struct db_device old;
 	struct audit_event ev;
 	int created = 0;
@@ -169,7 +170,6 @@ store_device_identity(const struct device *dev, struct store_identity *si)
 	memset(si, 0, sizeof(*si));
 	if (db == NULL)
 		return -1;
-	device_identity(dev, &id);
 	/* one indexed look-up: the row that holds this busid now */
 	holder = db_device_busid_holder(db, dev->busid);
 	if (holder > 0 && db_device_get(db, holder, &old) == 1 &&
@@ -534,23 +534,28 @@ store_exporter_status(struct exporter *exp)
 		    exp->state == EXP_DOWN ? "down" : "unknown", now_s());
 }
 
-static int
-restore_cb(void *arg, const struct db_exporter *e)
-{
-	struct exporter *exp;
+struct exporters_foreach {
+	int	(*cb)(void *, const char *, const char *, int, int64_t);
+	void	*arg;
+};
 
-	if (exporter_find(e->name) != NULL || e->port < 1 || e->port > 65535)
-		return 0;
-	exp = exporter_new(e->name, e->host, (uint16_t)e->port);
-	exp->id = e->id;
-	return 0;
+static int
+exporters_cb(void *arg, const struct db_exporter *e)
+{
+	struct exporters_foreach *f = arg;
+
+	return f->cb(f->arg, e->name, e->host, (int)e->port, e->id);
 }
 
+/* Every exporter the database knows (not removed). */
 void
-store_restore_exporters(void)
+store_exporters_foreach(int (*cb)(void *, const char *name, const char *host,
+    int port, int64_t id), void *arg)
 {
+	struct exporters_foreach f = { cb, arg };
+
 	if (db != NULL)
-		db_exporter_foreach(db, restore_cb, NULL);
+		db_exporter_foreach(db, exporters_cb, &f);
 }
 
 int

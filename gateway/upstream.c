@@ -45,7 +45,7 @@ up_fail(struct upstream *up, int status, const char *why)
 	struct device *dev = up->dev;
 
 	up->state = UP_CLOSED;
-	device_claim_failed(dev, status, why);
+	up->ops->failed(dev, status, why);
 }
 
 static void
@@ -57,13 +57,14 @@ up_set_timeout(struct upstream *up, unsigned ms)
 }
 
 struct upstream *
-upstream_new(struct device *dev)
+upstream_new(struct device *dev, const struct upstream_ops *ops)
 {
 	struct upstream *up;
 	struct exporter *exp = dev->exp;
 
 	up = xcalloc(1, sizeof(*up));
 	up->dev = dev;
+	up->ops = ops;
 	up->state = UP_CONNECTING;
 	up->seqnum = PROBE_SEQ_BASE;
 	if (gw_connect(exp->host, exp->port, &up->bev, up_read, up_event,
@@ -123,7 +124,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		return up_fail(up, -1, up->state == UP_IDLE ?
 		    "exporter stalled" : "exporter timed out");
 	if (up->state == UP_IDLE) {
-		device_up_closed(up->dev, (what & BEV_EVENT_EOF) ?
+		up->ops->closed(up->dev, (what & BEV_EVENT_EOF) ?
 		    "exporter closed the device's session" :
 		    "exporter connection error");
 		return;
@@ -291,7 +292,7 @@ up_probe_next(struct upstream *up)
 			up->state = UP_IDLE;
 			up_set_timeout(up, 0);
 			up->dev->probed = true;
-			device_claimed(up->dev);
+			up->ops->claimed(up->dev);
 			return;
 		}
 	}

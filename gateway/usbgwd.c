@@ -179,7 +179,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		hostname_opts(cfg, &ho);
 		hostname_reconfigure(&ho);
 		gw_sync_exporters(cfg);
-		gwpolicy_load();
+		tiers_load();
 		config_free(old);
 		break;
 	case SIGTERM:
@@ -319,8 +319,9 @@ main(int argc, char *argv[])
 
 	if (store_open(cfg->database) == -1)
 		fatalx("cannot open database %s", cfg->database);
-	gwpolicy_load();
+	tiers_load();
 	hooks_init(base, cfg);
+	server_init();
 	ctl_table = gw_ctl_table(&nctl);
 	if (control_init(base, cfg, ctl_table, nctl, gw_audit_refusal) == -1)
 		fatalx("cannot start the control socket %s", cfg->control_socket);

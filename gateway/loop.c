@@ -1,0 +1,119 @@
+/*
+ * The loop's shared context (the gw object): settings, the lists the
+ * gateway's modules hang their objects on, outgoing connections and
+ * deferred frees.  The lowest layer of the daemon core
+ * (gateway/LAYERS): it calls nothing above it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/bufferevent.h>
+
+#include "gw.h"
+#include "log.h"
+#include "util.h"
+
+struct gw *gw;
+
+void
+gw_init(struct event_base *base)
+{
+	gw = xcalloc(1, sizeof(*gw));
+	gw->base = base;
+	TAILQ_INIT(&gw->exporters);
+	TAILQ_INIT(&gw->sessions);
+	gw->started = now_usec();
+	gw->poll_ms = 3000;
+	gw->probe_timeout_ms = 5000;
+	gw->attach_wait_ms = 0;
+	gw->max_sessions = GW_MAX_DOWNSTREAM;
+	gw->max_sessions_per_host = GW_MAX_DOWNSTREAM;
+	gw->max_devices_per_exporter = 64;
+	gw->max_new_devices_per_minute = 64;
+	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (gw->dns == NULL)
+		gw->dns = evdns_base_new(base, 0);
+}
+
+/*
+ * Start a non-blocking connection to host:port.  The caller sets
+ * timeouts; connection success or failure arrives at ecb.
+ */
+int
+gw_connect(const char *host, uint16_t port, struct bufferevent **bevp,
+    bufferevent_data_cb rcb, bufferevent_event_cb ecb, void *arg)
+{
+	struct bufferevent *bev;
+
+	bev = bufferevent_socket_new(gw->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL)
+		return -1;
+	bufferevent_setcb(bev, rcb, NULL, ecb, arg);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	*bevp = bev;
+	if (bufferevent_socket_connect_hostname(bev, gw->dns, AF_UNSPEC, host,
+	    port) == -1) {
+		/* ecb has not run; the caller frees nothing else */
+		bufferevent_free(bev);
+		*bevp = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Per-socket settings for the relay: no Nagle delay (a CMD_SUBMIT for an
+ * IN transfer is a lone 48-byte header that must leave at once).
+ */
+void
+gw_socket_tune(evutil_socket_t fd)
+{
+	int one = 1;
+
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+struct gw_deferred {
+	void	(*fn)(void *);
+	void	*arg;
+};
+
+static void
+gw_deferred_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_deferred *d = arg;
+
+	d->fn(d->arg);
+	free(d);
+}
+
+/* Run fn(arg) from the loop, after the current callback returns. */
+void
+gw_defer(void (*fn)(void *), void *arg)
+{
+	struct gw_deferred *d = xmalloc(sizeof(*d));
+	struct timeval tv = { 0, 0 };
+
+	d->fn = fn;
+	d->arg = arg;
+	if (event_base_once(gw->base, -1, EV_TIMEOUT, gw_deferred_cb, d,
+	    &tv) == -1)
+		fatalx("event_base_once");
+}
+
+void
+gw_free(void)
+{
+	if (gw->dns != NULL)
+		evdns_base_free(gw->dns, 0);
+	free(gw);
+	gw = NULL;
+}
+
