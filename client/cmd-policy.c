@@ -21,7 +21,8 @@ static const struct cmd_opt comment_opts[] = {
 };
 
 static const struct cmd_opt import_opts[] = {
-	{ "replace", 0, NULL, "replace every rule instead of appending" },
+	{ "replace", 0, NULL, "replace the admin rules instead of appending "
+	    "(operators' permanent decisions stay)" },
 	{ "partial", 0, NULL, "import the lines that map even if some do not" },
 	{ "drop-unmapped", 0, NULL,
 	    "drop USBGuard-only attributes (parent-hash, USBGuard hashes, ...)" },

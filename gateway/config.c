@@ -814,7 +814,7 @@ parse_hook(struct config *c, struct parse *p, int line, char *rest)
 			perr(p, line, "hook: expected an event name (pending, "
 			    "access-request, approve, deny, revoke, "
 			    "identity-change, gone, attach, detach, probed, "
-			    "exporter-up, exporter-down, policy or all), "
+			    "exporter-up, exporter-down, policy, identity-anomaly or all), "
 			    "got \"%s\"", t);
 			bad = 1;
 		}

@@ -146,8 +146,9 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	[S_RULE_SETPOS] =
 	    "UPDATE rules SET position = ?2 WHERE id = ?1",
 	[S_RULE_DEVICE] =
-	    "SELECT id, position FROM rules WHERE device_id = ?1 AND "
-	    "removed_at IS NULL",
+	    "SELECT id, position, (origin IN ('approval', 'denial')) = "
+	    "(?2 IN ('approval', 'denial')) FROM rules WHERE device_id = ?1 "
+	    "AND removed_at IS NULL",
 	[S_RULE_LOAD] =
 	    "SELECT id, text FROM rules WHERE position IS NOT NULL AND "
 	    "(origin IN ('approval', 'denial')) = ?1 ORDER BY position",
@@ -1114,26 +1115,31 @@ db_rule_set_device(struct db *db, int64_t device_id, long position,
     const char *by, int64_t now)
 {
 	sqlite3_stmt	*st;
-	int64_t		 old = 0, pos = position, id = -1;
-	int		 nested, rc;
+	int64_t		 old = 0, oldpos = 0, pos = position, id = -1;
+	int		 nested, rc, same_tier = 0;
 
 	if (tx_begin(db, &nested) == -1)
 		return -1;
 	if ((st = stmt(db, S_RULE_DEVICE)) == NULL)
 		goto done;
 	sqlite3_bind_int64(st, 1, device_id);
+	bind_text(st, 2, origin);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		old = sqlite3_column_int64(st, 0);
-		pos = sqlite3_column_int64(st, 1);
+		oldpos = sqlite3_column_int64(st, 1);
+		same_tier = sqlite3_column_int(st, 2);
 	}
 	sqlite3_reset(st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
 		db_fail(db, "device rule");
 		goto done;
 	}
-	if (old != 0 && rule_unlink(db, old, pos, by, now) == -1)
+	if (old != 0 && rule_unlink(db, old, oldpos, by, now) == -1)
 		goto done;
+	/* in the old one's place if that is in the same tier */
+	if (old != 0 && same_tier && position == 0)
+		pos = oldpos;
 	id = rule_insert(db, (long)pos, r, origin, device_id, comment, by, now);
 done:
 	if (tx_end(db, nested, id != -1) == -1)

@@ -135,9 +135,11 @@ int		 db_rule_remove(struct db *, int64_t rule_id, const char *by,
 /* Move to position (clamped).  1 if moved, 0 if no such active rule. */
 int		 db_rule_move(struct db *, int64_t rule_id, long position);
 /*
- * The rule a permanent approval or denial writes for a device: replaces
- * the device's previous such rule in its position (the old row is
- * removed), or goes at position (0: last).  Returns the new rule's id.
+ * The rule a permanent approval or denial writes for a device: goes at
+ * position (0: last), or, with position 0, in the place of the device's
+ * previous such rule of the same tier (origin approval/denial: the
+ * operator tier; others: admin).  The old rule is removed either way.
+ * Returns the new rule's id.
  */
 int64_t		 db_rule_set_device(struct db *, int64_t device_id,
 		    long position, const struct rule *, const char *origin,

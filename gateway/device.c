@@ -1146,8 +1146,13 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 		/* still allowed; the attached host must still pass too */
 		if (dev->ds != NULL) {
 			device_decide(dev, dev->ds, &dh);
-			if (dh.verdict != VERDICT_ALLOW)
+			if (dh.verdict != VERDICT_ALLOW) {
+				/* the row first, credited as any other */
+				device_set_state_rule(dev, DEV_AUTHORIZED, who ==
+				    &d.actor ? &dh.actor : who, dh.why,
+				    dh.rule_id != 0 ? dh.rule_id : cause_rule);
 				device_cut(dev, dh.why);
+			}
 			else if (dh.recheck_at < recheck)
 				recheck = dh.recheck_at;
 		}
@@ -1185,6 +1190,36 @@ device_presence_ended(struct device *dev)
 	dev->core->revoked = false;
 	dev->core->anomaly[0] = dev->core->anomaly_ack[0] = '\0';
 	evtimer_del(dev->core->recheck_ev);
+}
+
+/*
+ * Re-decide every present device (tears down what no longer passes):
+ * after any change of the rules.  changes (may be NULL) gets one
+ * {busid, from, to, rule_id} per device whose state changed.
+ */
+void
+device_reeval_all(const struct actor *who, const char *why,
+    int64_t cause_rule, json_t *changes)
+{
+	struct exporter *exp;
+	struct device *dev;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			enum dev_state before = dev->state;
+
+			if (dev->dead || dev->state == DEV_GONE ||
+			    dev->state == DEV_PROBING)
+				continue;
+			device_reeval(dev, who, why, cause_rule);
+			if (dev->state != before && changes != NULL)
+				json_array_append_new(changes, json_pack(
+				    "{s:s, s:s, s:s, s:I}", "busid",
+				    dev->busid, "from",
+				    dev_state_name(before), "to",
+				    dev_state_name(dev->state),
+				    "rule_id", (json_int_t)dev->rule_id));
+		}
 }
 
 /* ---- operator decisions -------------------------------------------------- */
@@ -1367,6 +1402,9 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 	if (dev->up == NULL)
 		device_claim(dev);	/* a rejected device is claimed again */
 	device_eval(dev, who, msg);
+	/* a rule was written: it may match other devices too */
+	if (rule_id != 0)
+		device_reeval_all(who, msg, rule_id, NULL);
 	return CTL_OK;
 }
 

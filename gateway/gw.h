@@ -317,6 +317,8 @@ void		 device_eval(struct device *, const struct actor *,
 		    const char *reason);
 void		 device_reeval(struct device *, const struct actor *,
 		    const char *reason, int64_t cause_rule);
+void		 device_reeval_all(const struct actor *, const char *why,
+		    int64_t cause_rule, json_t *changes);
 void		 device_detached(struct device *, const char *why);
 void		 device_presence_ended(struct device *);
 void		 device_gone(struct device *, const char *why);
@@ -357,9 +359,6 @@ int64_t		 tiers_device_rule(const struct usbgw_identity *,
 		    const struct actor *, const char *comment, char *err,
 		    size_t errlen);
 
-/* gwpolicy.c: the policy and audit commands */
-void		 gwpolicy_reevaluate(const struct actor *, const char *why,
-		    int64_t cause_rule, json_t *changes);
 
 /* store.c: persistence and audit (SQLite) */
 struct db;

@@ -49,31 +49,6 @@ op_tier(void)
 	return o;
 }
 
-/* Re-decide every present device (tears down what no longer passes). */
-void
-gwpolicy_reevaluate(const struct actor *who, const char *why,
-    int64_t cause_rule, json_t *changes)
-{
-	struct exporter *exp;
-	struct device *dev;
-
-	TAILQ_FOREACH(exp, &gw->exporters, entry)
-		TAILQ_FOREACH(dev, &exp->devices, entry) {
-			enum dev_state before = dev->state;
-
-			if (dev->dead || dev->state == DEV_GONE ||
-			    dev->state == DEV_PROBING)
-				continue;
-			device_reeval(dev, who, why, cause_rule);
-			if (dev->state != before && changes != NULL)
-				json_array_append_new(changes, json_pack(
-				    "{s:s, s:s, s:s, s:I}", "busid",
-				    dev->busid, "from",
-				    dev_state_name(before), "to",
-				    dev_state_name(dev->state),
-				    "rule_id", (json_int_t)dev->rule_id));
-		}
-}
 
 /* ---- control commands ------------------------------------------------ */
 
@@ -151,7 +126,7 @@ policy_changed(const struct actor *who, const char *change, int64_t rule_id)
 		    (long long)rule_id);
 	else
 		snprintf(why, sizeof(why), "policy %s", change);
-	gwpolicy_reevaluate(who, why, rule_id, NULL);
+	device_reeval_all(who, why, rule_id, NULL);
 }
 
 static enum ctl_err
@@ -403,7 +378,7 @@ h_policy_apply(json_t *args, const struct actor *who, json_t **res,
 
 	tiers_load();
 	snprintf(why, sizeof(why), "policy apply");
-	gwpolicy_reevaluate(who, why, 0, changes);
+	device_reeval_all(who, why, 0, changes);
 	store_audit("policy-apply", who, "rules", NULL);
 	*res = changes;
 	return CTL_OK;
