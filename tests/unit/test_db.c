@@ -363,7 +363,7 @@ test_helpers(void)
 	struct rule_error	 re;
 	struct rule		*r;
 	char			 err[DB_ERR_MAX], val[32];
-	int64_t			 e, d1, d2, d3, p1, r1, r2, r3, r4, r5, rd, a1, a2,
+	int64_t			 e, d1, d2, d3, p1, r1, r2, r3, r4, r5, ra, rd, a1, a2,
 				 a3, when, aid, t, ids[8];
 	int			 created, n;
 
@@ -577,6 +577,20 @@ test_helpers(void)
 	    "a new device rule replaces the old one in its place");
 	is_str(qs(db, "SELECT removed_by FROM rules WHERE id = 5"), "bob",
 	    "the old one is removed");
+	/* across tiers a device rule goes where its new tier puts it */
+	r = rule_parse("allow id 0781:5567 serial \"S1\"", &re);
+	ra = db_rule_set_device(db, d2, 1, r, "admin", "override", "root", 32);
+	rule_free(r);
+	is_str(qs(db, "SELECT group_concat(rule_id || ':' || target, ',') FROM "
+	    "v_rules"), "7:allow,4:ask,3:reject,2:block",
+	    "an admin override replaces the operator's rule, first");
+	r = rule_parse("block id 0781:5567 serial \"S1\"", &re);
+	r5 = db_rule_set_device(db, d2, 0, r, "denial", NULL, "bob", 33);
+	rule_free(r);
+	is_str(qs(db, "SELECT group_concat(rule_id || ':' || target, ',') FROM "
+	    "v_rules"), "4:ask,3:reject,2:block,8:block",
+	    "an operator's denial replaces the admin's rule, last (its tier)");
+	ok(ra == 7 && r5 == 8, "new ids");
 	p = policy_new();
 	is_int(db_rules_load(db, p, 1, NULL, NULL), 0, "load the operator tier");
 	is_int(policy_count(p), 1, "1 operator rule");
@@ -679,7 +693,7 @@ test_helpers(void)
 	ok(db_rule_add(db, 0, r, "bogus-origin", 0, NULL, "root", 40) == -1,
 	    "bad origin refused");
 	is_str(qs(db, "SELECT group_concat(rule_id || '@' || position, ',') "
-	    "FROM v_rules"), "3@1,6@2,2@3", "a failed add leaves positions alone");
+	    "FROM v_rules"), "3@1,2@2,8@3", "a failed add leaves positions alone");
 	rule_free(r);
 	(void)r4;
 	db_close(db);
