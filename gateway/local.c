@@ -401,9 +401,8 @@ local_session_new(struct device *dev, int fd, int port)
 {
 	struct dsession *ds;
 
-	ds = xcalloc(1, sizeof(*ds));
+	ds = xcalloc(1, sizeof(*ds));	/* state DS_OP */
 	ds->gw = gw;
-	ds->state = DS_OP;
 	ds->started = now_usec();
 	ds->ss.ss_family = AF_UNIX;
 	usbgw_strlcpy(ds->host, L.hostname, sizeof(ds->host));
@@ -464,7 +463,7 @@ local_attach(struct device *dev, const struct actor *who, char *err,
 		bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 		bufferevent_setfd(bev, -1);
 		close(fd);
-		up->state = UP_RELAYING;
+		upstream_set_state(up, UP_RELAYING, "attached by the kernel");
 	} else if ((ds = local_session_new(dev, ctx.relay_fd,
 	    ctx.port)) == NULL) {
 		snprintf(err, errlen, "cannot start the relay");
@@ -484,8 +483,10 @@ local_attach(struct device *dev, const struct actor *who, char *err,
 	device_set_state(dev, DEV_ATTACHED, who, reason);
 	la->attach_id = dev->attach_id = row_begin(dev, ctx.port);
 	records_save();
-	if (ds != NULL)
+	if (ds != NULL) {
+		dsession_set_state(ds, DS_RELAY, dev->busid);
 		relay_start(ds, dev, nothing, 0, dsession_close);
+	}
 	att_arm(la, L.authorize ? LOCAL_AUTHZ_MS : LOCAL_CHECK_MS);
 	return 0;
 }
@@ -814,7 +815,7 @@ local_adopt(const struct local_record *rec, const struct attach_found *f)
 		intf[i].bInterfaceProtocol = id->ifaces[i].proto;
 	}
 	up = xcalloc(1, sizeof(*up));
-	up->state = UP_RELAYING;
+	upstream_set_state(up, UP_RELAYING, "restored");
 	up->devid = rec->r.devid;
 	up->rec = ur;
 	/* the identity an earlier probe verified, as the database kept it */

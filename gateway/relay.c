@@ -446,10 +446,9 @@ relay_start(struct dsession *ds, struct device *dev, const void *first,
 	r->ds = ds;
 	r->dev = dev;
 	r->end = end;
-	ds->relay = r;
-	ds->state = DS_RELAY;
+	ds->relay = r;		/* the owner set DS_RELAY */
 	inflight_init(&ds->inflight, GW_MAX_INFLIGHT);
-	up->state = UP_RELAYING;
+	upstream_set_state(up, UP_RELAYING, "relaying");
 	dev->bytes_down = dev->bytes_up = dev->urbs = 0;
 
 	rside_init(r, &r->down, ds->bev, "vhci host");

@@ -62,6 +62,30 @@ ds_named(const char *name, void *arg)
 	ds_read(ds->bev, ds);
 }
 
+static const char *
+ds_state_name(enum ds_state st)
+{
+	switch (st) {
+	case DS_OP:		return "op";
+	case DS_WAIT_APPROVAL:	return "attach-pending";
+	case DS_RELAY:		return "relay";
+	case DS_CLOSING:	return "closing";
+	}
+	return "?";
+}
+
+/* Every session's state transition goes through here, and is logged. */
+void
+dsession_set_state(struct dsession *ds, enum ds_state st, const char *why)
+{
+	if (ds->state == st)
+		return;
+	log_debug("session %s: %s -> %s%s%s", ds->peer,
+	    ds_state_name(ds->state), ds_state_name(st), why ? ": " : "",
+	    why ? why : "");
+	ds->state = st;
+}
+
 /*
  * Close a downstream session.  A relay is stopped and its device
  * detached (released and reclaimed fresh).  Freed from the loop.
@@ -92,7 +116,7 @@ dsession_close(struct dsession *ds, const char *why)
 	} else if (dev != NULL && dev->ds == ds)
 		dev->ds = NULL;
 	ds->dev = NULL;
-	ds->state = DS_CLOSING;
+	dsession_set_state(ds, DS_CLOSING, why);
 	TAILQ_REMOVE(&gw->sessions, ds, entry);
 	gw->nsessions--;
 	bufferevent_setcb(ds->bev, NULL, NULL, NULL, NULL);
@@ -226,6 +250,7 @@ ds_import_accept(struct dsession *ds, struct device *dev)
 	dev->ds = ds;
 	device_set_state(dev, DEV_ATTACHED, &d.actor, ds->peer);
 	store_attachment_begin(dev, ds, &d);
+	dsession_set_state(ds, DS_RELAY, dev->busid);
 	relay_start(ds, dev, rep, n, dsession_close); /* it sends the reply */
 }
 
@@ -241,8 +266,7 @@ ds_wait_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct dsession *ds = arg;
 
-	ds->state = DS_OP;
-
+	dsession_set_state(ds, DS_OP, "no approval in time");
 	if (ds->request_id != 0) {
 		store_access_outcome(ds->request_id, "timeout", NULL);
 		ds->request_id = 0;
@@ -269,7 +293,7 @@ server_device_decided(struct device *dev)
 		if (dev->state == DEV_AUTHORIZED && !ds_importable(dev) &&
 		    device_allowed_for(dev, ds))
 			continue;	/* still being claimed */
-		ds->state = DS_OP;
+		dsession_set_state(ds, DS_OP, "decided");
 		if (dev->state == DEV_AUTHORIZED && device_allowed_for(dev, ds) &&
 		    ds_importable(dev)) {
 			ds_import_accept(ds, dev);
@@ -316,7 +340,7 @@ ds_hold(struct dsession *ds, struct device *dev, unsigned ms)
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	ds->dev = dev;
-	ds->state = DS_WAIT_APPROVAL;
+	dsession_set_state(ds, DS_WAIT_APPROVAL, dev->busid);
 	/*
 	 * Reading stays on so that a vhci host giving up is noticed (EOF:
 	 * the request is withdrawn and its slot freed); ds_read leaves
@@ -496,9 +520,8 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 		evutil_closesocket(fd);
 		return;
 	}
-	ds = xcalloc(1, sizeof(*ds));
+	ds = xcalloc(1, sizeof(*ds));	/* state DS_OP */
 	ds->gw = gw;
-	ds->state = DS_OP;
 	ds->started = now_usec();
 	memcpy(&ds->ss, sa, (size_t)salen < sizeof(ds->ss) ? (size_t)salen :
 	    sizeof(ds->ss));

@@ -38,13 +38,39 @@ static void	up_read(struct bufferevent *, void *);
 static void	up_event(struct bufferevent *, short, void *);
 static void	up_probe_next(struct upstream *);
 
+static const char *
+up_state_name(enum up_state st)
+{
+	switch (st) {
+	case UP_CONNECTING:	return "connecting";
+	case UP_IMPORTING:	return "importing";
+	case UP_PROBING:	return "probing";
+	case UP_IDLE:		return "idle";
+	case UP_RELAYING:	return "relaying";
+	case UP_CLOSED:		return "closed";
+	}
+	return "?";
+}
+
+/* Every claim's state transition goes through here, and is logged. */
+void
+upstream_set_state(struct upstream *up, enum up_state st, const char *why)
+{
+	if (up->state == st)
+		return;
+	log_debug("%s: claim %s -> %s%s%s", up->dev != NULL ? up->dev->busid :
+	    "-", up_state_name(up->state), up_state_name(st), why ? ": " : "",
+	    why ? why : "");
+	up->state = st;
+}
+
 /* The claim failed: the device decides what next; up is closed. */
 static void
 up_fail(struct upstream *up, int status, const char *why)
 {
 	struct device *dev = up->dev;
 
-	up->state = UP_CLOSED;
+	upstream_set_state(up, UP_CLOSED, why);
 	up->ops->failed(dev, status, why);
 }
 
@@ -64,8 +90,7 @@ upstream_new(struct device *dev, const struct upstream_ops *ops)
 
 	up = xcalloc(1, sizeof(*up));
 	up->dev = dev;
-	up->ops = ops;
-	up->state = UP_CONNECTING;
+	up->ops = ops;		/* state UP_CONNECTING */
 	up->seqnum = PROBE_SEQ_BASE;
 	if (gw_connect(exp->host, exp->port, &up->bev, up_read, up_event,
 	    up) == -1) {
@@ -96,7 +121,7 @@ upstream_close(struct upstream *up)
 {
 	if (up == NULL)
 		return;
-	up->state = UP_CLOSED;
+	upstream_set_state(up, UP_CLOSED, "closed");
 	up->dev = NULL;
 	if (up->bev != NULL) {
 		bufferevent_setcb(up->bev, NULL, NULL, NULL, NULL);
@@ -117,7 +142,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		gw_socket_tune(bufferevent_getfd(bev));
 		usbip_import_req_encode(req, up->dev->up_busid);
 		bufferevent_write(bev, req, sizeof(req));
-		up->state = UP_IMPORTING;
+		upstream_set_state(up, UP_IMPORTING, NULL);
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT)
@@ -289,7 +314,7 @@ up_probe_next(struct upstream *up)
 		case PROBE_DONE:
 		default:
 			up_hash(up->dev);
-			up->state = UP_IDLE;
+			upstream_set_state(up, UP_IDLE, "probed");
 			up_set_timeout(up, 0);
 			up->dev->probed = true;
 			up->ops->claimed(up->dev);
@@ -344,7 +369,7 @@ up_read(struct bufferevent *bev, void *arg)
 			evbuffer_drain(in, (size_t)r);
 			up->rec = op.dev;
 			up->devid = op.dev.busnum << 16 | op.dev.devnum;
-			up->state = UP_PROBING;
+			upstream_set_state(up, UP_PROBING, NULL);
 			up->probe_step = PROBE_DEVICE;
 			up_probe_next(up);
 			break;

@@ -1,0 +1,159 @@
+/*
+ * A device at the gateway (device.c): the one owner of its state and
+ * of the inputs of its decision.  Fields are read by the modules above;
+ * what only device.c may touch is in struct device_core (device.c).
+ */
+#ifndef USBGW_DEVICE_H
+#define USBGW_DEVICE_H
+
+#include <jansson.h>
+
+#include "ctl.h"
+#include "decision.h"
+#include "loop.h"
+#include "upstream.h"
+#include "usbip.h"
+
+/* One endpoint of the device's active configuration. */
+struct gw_ep {
+	uint8_t		present;
+	uint8_t		type;		/* USB_ENDPOINT_XFER_* (0..3) */
+	uint16_t	maxp;
+};
+
+/* What the probe read from the device. */
+struct gw_ident {
+	uint16_t	vid, pid, bcd;
+	uint8_t		dclass, dsubclass, dprotocol;
+	uint8_t		nconfigs;
+	uint32_t	speed;
+	uint8_t		dev_desc[18];
+	uint8_t		*config[GW_MAX_CONFIGS];	/* full descriptors */
+	uint16_t	config_len[GW_MAX_CONFIGS];
+	char		manufacturer[GW_STR_MAX];
+	char		product[GW_STR_MAX];
+	char		serial[GW_STR_MAX];
+	char		hash[65];	/* hex SHA-256 over dev_desc + configs */
+};
+
+
+struct device {
+	TAILQ_ENTRY(device)	 entry;		/* in exporter->devices */
+	struct exporter		*exp;
+	int64_t			 id;		/* database id */
+	char			 busid[USBIP_BUSID_SIZE];	/* gateway's */
+	char			 up_busid[USBIP_BUSID_SIZE];	/* exporter's */
+	enum dev_state		 state;
+	int64_t			 state_since;	/* unix seconds */
+	bool			 seen;		/* in the last devlist */
+	bool			 dead;
+	struct usbip_intf	 intf[USBIP_MAX_INTERFACES];
+	uint8_t			 nintf;
+	struct gw_ident		 ident;
+	bool			 probed;
+	struct upstream		*up;
+	struct dsession		*ds;		/* attached session */
+	uint32_t		 gw_devid;	/* what vhci hosts see */
+	struct gw_ep		 ep_in[16], ep_out[16];
+	uint8_t			 cur_config;
+	uint8_t			 alt[32];	/* alt setting per interface */
+	/*
+	 * The inputs of its decision (approvals, revocation, anomaly, the
+	 * exporter's claims), the decision as applied and the device's
+	 * timers: device.c's alone (struct device_core is defined there).
+	 */
+	struct device_core	*core;
+	int64_t			 rule_id;	/* rule that decided, 0 none */
+	int64_t			 presence_id;
+	/* counters of the current attachment */
+	int64_t			 attach_id;
+	uint64_t		 bytes_down, bytes_up, urbs;
+};
+
+
+/*
+ * device.c: the one owner of a device's state and of the inputs of its
+ * decision (approvals, revocation, identity, anomaly).  Nothing else
+ * writes them; proxy and local mode hear of decisions as observers.
+ */
+struct device_observer {
+	void	(*decided)(struct device *);	/* a decision was applied */
+	void	(*freed)(struct device *);	/* about to be freed */
+	/* the session attached to the device must end now (dev->ds) */
+	void	(*cut)(struct device *, const char *why);
+	/* add what this observer knows of the device to its JSON */
+	void	(*json)(const struct device *, json_t *);
+};
+void		 device_observe(const struct device_observer *);
+const struct decision *device_decision(const struct device *);
+bool		 device_reclaim_pending(const struct device *);
+void		 device_forget(struct device *);
+int		 device_allowed_matches(void *dev, const struct rule *);
+int64_t		 device_now(void);
+void		 device_set_clock(int64_t (*)(void));	/* tests */
+struct device	*device_new(struct exporter *, const struct usbip_dev *,
+		    const struct usbip_intf *);
+struct device	*device_restore(struct exporter *, const struct usbip_dev *,
+		    const struct usbgw_identity *, struct upstream *);
+void		 device_free(struct device *);
+void		 device_set_state(struct device *, enum dev_state,
+		    const struct actor *, const char *reason);
+void		 device_claim(struct device *);
+void		 device_claimed(struct device *);
+void		 device_claim_failed(struct device *, int status, const char *why);
+void		 device_up_closed(struct device *, const char *why);
+void		 device_release(struct device *, const char *why);
+void		 device_eval(struct device *, const struct actor *,
+		    const char *reason);
+void		 device_reeval(struct device *, const struct actor *,
+		    const char *reason, int64_t cause_rule);
+void		 device_reeval_all(const struct actor *, const char *why,
+		    int64_t cause_rule, json_t *changes);
+void		 device_detached(struct device *, const char *why);
+void		 device_presence_ended(struct device *);
+void		 device_gone(struct device *, const char *why);
+void		 device_set_interface(struct device *, uint8_t intf, uint8_t alt);
+void		 device_make_busid(const char *exporter, const char *up_busid,
+		    char *out);
+void		 device_identity(const struct device *, struct usbgw_identity *);
+void		 device_listed(struct device *, const struct usbip_dev *,
+		    const struct usbip_intf *);
+bool		 device_import_reply_ok(struct device *, const struct usbip_dev *);
+void		 device_host(const struct dsession *, struct host_id *);
+/* The decision for dev and the session's host (NULL: standing state). */
+void		 device_decide(struct device *, const struct dsession *,
+		    struct decision *);
+/* The same over another identity of dev's (local mode: one interface). */
+void		 device_decide_identity(struct device *,
+		    const struct usbgw_identity *, const struct dsession *,
+		    struct decision *);
+bool		 device_allowed_for(struct device *, const struct dsession *);
+void		 device_decide_tiers(struct device *, struct policy *admin,
+		    struct policy *op, const struct usbgw_identity *,
+		    const struct dsession *, struct decision *);
+/* Operator decisions (the control commands approve, deny, revoke). */
+enum ctl_err	 device_check_identity(struct device *, const char *identity,
+		    char *err, size_t errlen);
+enum ctl_err	 device_approve(struct device *, bool deny,
+		    const struct approve_opts *, const struct actor *,
+		    char *err, size_t errlen);
+enum ctl_err	 device_revoke(struct device *, const struct actor *,
+		    const char *message, char *err, size_t errlen);
+json_t		*device_decisions_json(const struct device *);
+
+
+/* device.c: what operators see, and the device's events */
+json_t		*device_json(const struct device *);
+void		 gw_device_event(struct device *, enum dev_state old,
+		    const struct actor *, const char *reason);
+void		 gw_access_event(struct device *, struct dsession *);
+void		 gw_identity_event(struct device *);
+void		 gw_probed_event(struct device *);
+void		 device_audit_malformed(struct device *, struct dsession *,
+		    const char *msg);
+/* device.c: the descriptors the probe read */
+void		 device_load_endpoints(struct device *, uint8_t config_value);
+int		 device_load_interfaces(struct device *, uint8_t config_value);
+void		 device_config_changed(struct device *);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * The loop's shared context (loop.c): limits, settings, the lists the
+ * modules hang their objects on, connections and deferred frees.
+ */
+#ifndef USBGW_LOOP_H
+#define USBGW_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/event.h>
+#include <event2/bufferevent.h>
+
+#define GW_NAME_MAX		32	/* exporter names */
+#define GW_STR_MAX		128	/* descriptor strings, sanitized */
+#define GW_MAX_CONFIG_LEN	4096	/* one configuration descriptor */
+#define GW_MAX_CONFIGS		8
+#define GW_MAX_INFLIGHT		1024	/* URBs in flight per attachment */
+#define GW_RELAY_HIWAT		(4u << 20) /* output bytes before backpressure */
+#define GW_MAX_DOWNSTREAM	1024	/* downstream connections */
+#define GW_OP_TIMEOUT_MS	10000	/* op phase of a downstream peer */
+#define GW_RECLAIM_WAIT_MS	5000	/* an import waits this long for a reclaim */
+#define GW_MAX_APPROVALS	16	/* active operator decisions per device */
+
+struct gw;
+struct exporter;
+struct device;
+struct upstream;
+struct dsession;
+struct relay;
+struct hostname_req;
+
+struct config;
+struct evdns_base;
+struct policy;
+struct rule;
+
+struct gw {
+	struct event_base	*base;
+	struct config		*cfg;
+	struct evdns_base	*dns;
+	unsigned		 max_sessions;
+	unsigned		 max_sessions_per_host;	/* not relaying */
+	unsigned		 max_devices_per_exporter;
+	unsigned		 max_new_devices_per_minute;
+	TAILQ_HEAD(, exporter)	 exporters;
+	TAILQ_HEAD(, dsession)	 sessions;
+	unsigned		 nsessions;
+	struct evconnlistener	*listeners[8];
+	int			 nlisteners;
+	struct event		*sigev[4];
+	struct event		*gc_ev;
+	uint64_t		 started;
+	/* settings (from config, flags) */
+	unsigned		 poll_ms;
+	unsigned		 probe_timeout_ms;
+	unsigned		 attach_wait_ms;
+	bool			 show_pending;
+	bool			 host_names;	/* names verified (FCrDNS) */
+	uint64_t		 rate_at, rate_urbs;
+	bool			 shutting_down;
+};
+
+extern struct gw *gw;
+
+/* loop.c */
+void		 gw_init(struct event_base *);
+void		 gw_free(void);
+void		 gw_defer(void (*)(void *), void *);
+void		 gw_socket_tune(evutil_socket_t);
+int		 gw_connect(const char *host, uint16_t port, struct bufferevent **,
+		    bufferevent_data_cb, bufferevent_event_cb, void *arg);
+
+#endif

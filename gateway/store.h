@@ -1,0 +1,68 @@
+/*
+ * Persistence and audit for the daemon core (store.c): it records and
+ * loads, and decides nothing.
+ */
+#ifndef USBGW_STORE_H
+#define USBGW_STORE_H
+
+#include <jansson.h>
+
+#include "decision.h"
+#include "device.h"
+#include "exporter.h"
+#include "session.h"
+
+/* store.c: persistence and audit (SQLite) */
+struct db;
+struct usbgw_identity;
+int		 store_open(const char *path);
+struct db	*store_db(void);
+void		 store_flush(void);
+void		 store_exporter_status(struct exporter *);
+int		 store_audit_prune(int64_t before, const struct actor *,
+		    int64_t *pruned);
+void		 store_close(void);
+void		 store_device_state(struct device *, enum dev_state old,
+		    const struct actor *, const char *reason, int64_t rule_id);
+/* What the database knows of a probed identity (store_device_identity). */
+struct store_identity {
+	int64_t		 id;		/* the identity's row */
+	int64_t		 presence_id;
+	bool		 created;	/* first time seen */
+	int64_t		 old_id;	/* another identity held this busid */
+	char		 old_hash[65];
+	bool		 revoked;	/* revoked for this presence */
+};
+int		 store_device_identity(const struct device *,
+		    const struct usbgw_identity *, struct store_identity *);
+size_t		 store_approvals_load(int64_t device_id, int64_t presence_id,
+		    struct approval *, size_t max);
+int64_t		 store_approval_add(const struct device *,
+		    const struct approval *, enum approve_scope row_scope,
+		    int64_t rule_id, const char *message);
+void		 store_approval_end(const struct device *, int64_t id,
+		    const char *why, const struct actor *by);
+void		 store_set_revoked(const struct device *, bool on);
+void		 store_attachment_begin(struct device *, struct dsession *,
+		    const struct decision *);
+void		 store_attachment_end(struct device *, const char *why);
+void		 store_audit_device(struct device *, const char *action,
+		    const struct actor *, const char *detail);
+void		 store_audit(const char *action, const struct actor *,
+		    const char *object, const char *detail);
+json_t		*store_device_history(struct device *, int limit);
+/* The audit columns, in the order store_audit_row_json() reads them. */
+#define STORE_AUDIT_COLUMNS "seq, ts, event, busid, old_state, new_state, " \
+	"actor, actor_uid, actor_name, rule_id, host, reason, detail, " \
+	"exporter, object"
+struct sqlite3_stmt;
+json_t		*store_audit_row_json(struct sqlite3_stmt *);
+void		 store_exporter_save(struct exporter *, const struct actor *);
+void		 store_exporter_delete(struct exporter *, const struct actor *);
+void		 store_exporters_foreach(int (*)(void *, const char *name,
+		    const char *host, int port, int64_t id), void *);
+int64_t		 store_access_request(struct device *, struct dsession *);
+void		 store_access_outcome(int64_t request_id, const char *outcome,
+		    const struct decision *);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * A claim (upstream.c): the gateway's own import of a device at its
+ * exporter, and the probe that reads its descriptors.  Below the device
+ * core: it reports through the struct upstream_ops its owner gave.
+ */
+#ifndef USBGW_UPSTREAM_H
+#define USBGW_UPSTREAM_H
+
+#include "loop.h"
+#include "usbip.h"
+
+enum up_state {
+	UP_CONNECTING,
+	UP_IMPORTING,
+	UP_PROBING,
+	UP_IDLE,		/* claimed, probed, nobody attached */
+	UP_RELAYING,		/* bound to a downstream session */
+	UP_CLOSED,
+};
+
+/*
+ * What a claim reports to its owner (device.c), which gives these to
+ * upstream_new(): upstream.c is below the device core and calls it only
+ * through them.
+ */
+struct upstream_ops {
+	void	(*claimed)(struct device *);	/* probed; idle */
+	void	(*failed)(struct device *, int status, const char *why);
+	void	(*closed)(struct device *, const char *why); /* after idle */
+};
+
+/* The gateway's own import of a device at its exporter: the claim. */
+struct upstream {
+	struct device		*dev;
+	const struct upstream_ops *ops;
+	struct bufferevent	*bev;
+	enum up_state		 state;
+	uint32_t		 devid;		/* exporter's busnum<<16|devnum */
+	struct usbip_dev	 rec;		/* exporter's import reply */
+	/* probe */
+	int			 probe_step;
+	int			 probe_cfg;
+	uint16_t		 langid;
+	uint32_t		 seqnum;
+	uint32_t		 req_len;
+	uint16_t		 cfg_total;
+};
+
+
+/* upstream.c */
+struct upstream	*upstream_new(struct device *, const struct upstream_ops *);
+void		 upstream_set_state(struct upstream *, enum up_state,
+		    const char *why);
+void		 upstream_close(struct upstream *);
+
+#endif
