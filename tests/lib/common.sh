@@ -14,9 +14,12 @@
 #
 # What it gives a test:
 #   - TAP: plan, skip_all, ok/nok (run a command), check (a status),
-#     is/isnt/like/unlike, num_cmp, pass/fail, skip, diag/note, bail_out,
-#     TODO="reason" for known failures, done_testing (exit status =
-#     number of failures);
+#     is/isnt/like/unlike, same (is, but never on two empty values),
+#     num_cmp, pass/fail, skip, diag/note, bail_out, TODO="reason" for
+#     known failures, done_testing (exit status = number of failures);
+#   - helper_error MSG: a helper that cannot give a value (it runs in
+#     $(...), so it cannot fail a check itself) makes the next check fail
+#     with MSG;
 #   - run CMD...: runs CMD with a timeout, sets OUT, ERR and RC;
 #   - a private temp dir $T (kept when a test fails or KEEP_TMP=1);
 #   - background processes: start_bg NAME CMD..., stop_bg NAME [SIG],
@@ -79,10 +82,16 @@ skip_all() {
 TODO=
 
 _tap_result() {		# _tap_result PASSED DESC
-	local todo=
+	local todo= herr=
 	_tap_n=$((_tap_n + 1))
 	[ -n "$TODO" ] && todo=" # TODO $TODO"
-	if [ "$1" = 1 ]; then
+	# A helper that failed since the last check fails this one: the
+	# value this check compares is likely the helper's non-answer.
+	if [ -s "$_helper_errors" ]; then
+		herr=$(cat "$_helper_errors")
+		rm -f "$_helper_errors"
+	fi
+	if [ "$1" = 1 ] && [ -z "$herr" ]; then
 		echo "ok $_tap_n - $2$todo"
 		return 0
 	fi
@@ -97,7 +106,24 @@ _tap_result() {		# _tap_result PASSED DESC
 		fi
 		i=$((i + 1))
 	done
+	if [ -n "$herr" ]; then
+		diag "a test helper failed before this check:"
+		_diag_text "$herr"
+	fi
 	return 1
+}
+
+# helper_error MESSAGE: for helpers that give a value on stdout (and so
+# usually run in $(...), where they cannot fail a check themselves): the
+# helper could not do its job.  The message goes to stderr at once, and
+# the next check of the test fails with it (done_testing fails the test
+# if no check comes after).  The helper should also return non-zero.
+_helper_errors=$T/helper-errors
+helper_error() {
+	# (on stderr once until the next check: helpers are polled)
+	[ -s "$_helper_errors" ] || printf '# helper error: %s\n' "$*" >&2
+	printf '%s\n' "$*" >>"$_helper_errors"
+	return 0
 }
 
 pass() { _tap_result 1 "$1"; }
@@ -152,6 +178,20 @@ is() {			# is GOT WANT DESC
 		diag "expected: '$2'"
 		return 1
 	fi
+}
+
+# same GOT WANT DESC: is, for two values read at run time (one of them
+# the expectation): fails when either is empty, so a reading that failed
+# on both sides is not taken for equality.
+same() {
+	if [ -z "$1" ] || [ -z "$2" ]; then
+		_tap_result 0 "$3"
+		diag "got:      '$1'"
+		diag "expected: '$2'"
+		diag "(an empty value: it was not read)"
+		return 1
+	fi
+	is "$@"
 }
 
 isnt() {		# isnt GOT UNWANTED DESC
@@ -229,6 +269,9 @@ bail_out() {
 }
 
 done_testing() {
+	if [ -s "$_helper_errors" ]; then
+		fail "no test helper failed after the last check"
+	fi
 	[ -z "$_tap_planned" ] && echo "1..$_tap_n"
 	if [ -n "$_tap_planned" ] && [ "$_tap_planned" != "$_tap_n" ]; then
 		diag "planned $_tap_planned tests, ran $_tap_n"

@@ -175,9 +175,16 @@ iso_desc_hex() {
 SETUP_GET_DEVICE=8006000100001200
 
 # sim_dev_field SIM BUSID KEY: KEY=VALUE of the device's line in the
-# simulator's `list` (state, imports, urbs, bytes_in, ...).
+# simulator's `list` (state, imports, urbs, bytes_in, ...); empty when
+# the simulator lists no such device or key.  When the control socket
+# fails (no answer, or not "ok") it prints nothing, returns 1 and the
+# next check fails (helper_error): no value is not a value.
 sim_dev_field() {
 	sim_ctl "$1" list
+	if [ "$RC" != 0 ]; then
+		helper_error "sim_dev_field $1 $2 $3: the simulator's control socket $T/$1.ctl failed: ${CTL_OUT:-no answer}"
+		return 1
+	fi
 	printf '%s\n' "$CTL_OUT" | awk -v b="$2" '$1 == b' | tr ' ' '\n' |
 	    sed -n "s/^$3=//p" | head -n 1
 }
