@@ -88,9 +88,24 @@ gw_wait_state() {
 	wait_for -t "${4:-15}" -p "$1" _gw_state_is "$1" "$2" "$3"
 }
 
-# gw_sql NAME SQL: a query on the instance's database (read-only).
+# gw_sql NAME SQL: a query on the instance's database (read-only),
+# waiting up to 10 s while the daemon writes.  An error (sqlite3 fails
+# or says anything on stderr) is a helper_error: the next check fails
+# with sqlite3's message and the query; gw_sql returns 1.
 gw_sql() {
-	sqlite3 -batch -noheader "file:$T/$1.db?mode=ro" "$2" 2>/dev/null
+	local out rc e=$T/gw_sql.$BASHPID.err
+	out=$(sqlite3 -batch -noheader -cmd '.timeout 10000' \
+	    "file:$T/$1.db?mode=ro" "$2" 2>"$e")
+	rc=$?
+	if [ "$rc" != 0 ] || [ -s "$e" ]; then
+		helper_error "gw_sql $1: sqlite3 exit status $rc: $(cat "$e")
+  query: $2"
+		rm -f "$e"
+		return 1
+	fi
+	rm -f "$e"
+	[ -n "$out" ] && printf '%s\n' "$out"
+	return 0
 }
 
 _gw_sql_ge() { [ "$(gw_sql "$1" "$2")" -ge "$3" ] 2>/dev/null; }
