@@ -33,7 +33,8 @@
 #     $TC (usbip-tc), $SIM (usbgw-sim), $USBGWD, $USBGW; for_users PROG,
 #     a copy other users can run;
 #   - ASan: when the binaries are sanitized their reports go to
-#     $T/asan.PID files; asan_clean DESC checks there are none.
+#     $T/asan.PID (and $T/ubsan.PID) files, whatever ASAN_OPTIONS the
+#     caller set; asan_clean DESC checks there are none.
 
 # ---- locations ---------------------------------------------------------
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -57,8 +58,21 @@ export T
 
 # Sanitizer reports go to files the test can check; tests must not
 # depend on a leak detector's exit code racing with their own checks.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:log_path=$T/asan:abort_on_error=0}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:log_path=$T/ubsan}
+# Options the caller set (tests/check.sh sets its own) are kept; only a
+# log_path is added when they have none, so that asan_clean sees every
+# report of every program, not just those of the programs whose stderr
+# somebody reads.
+_san_opt() {		# _san_opt OPTIONS KEY=VALUE: add KEY unless set
+	case ":$1:" in
+	*":${2%%=*}="*) printf '%s\n' "$1" ;;
+	*) printf '%s\n' "${1:+$1:}$2" ;;
+	esac
+}
+ASAN_OPTIONS=$(_san_opt "${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" "log_path=$T/asan")
+UBSAN_OPTIONS=$(_san_opt "${UBSAN_OPTIONS:-print_stacktrace=1}" "log_path=$T/ubsan")
+export ASAN_OPTIONS UBSAN_OPTIONS
+# What a sanitizer's report looks like (in a log, or on stderr).
+SAN_REPORT_ERE='ERROR: (Address|Leak|Thread|Memory)Sanitizer|[^ ]+:[0-9]+:[0-9]+: runtime error: |SUMMARY: UndefinedBehaviorSanitizer'
 
 # ---- TAP ---------------------------------------------------------------
 _tap_n=0
@@ -154,21 +168,56 @@ ok() {
 	fi
 }
 
-# nok DESC CMD...: passes when CMD exits non-zero (but was not killed by
-# the run timeout).
+# nok DESC CMD...: passes when CMD fails the normal way: it exits with a
+# status from 1 to 123.  A crash is not the failure wanted: killed by a
+# signal or any status >= 128, stopped by the run timeout (124), not run
+# at all (125-127), or a sanitizer report (on its stderr or a new
+# $T/asan.* or $T/ubsan.* file) all fail the check.
 nok() {
-	local desc=$1
+	local desc=$1 why= before after new f
 	shift
+	before=$(_san_reports)
 	run "$@"
-	if [ "$RC" != 0 ] && [ "$RC" != 124 ]; then
+	after=$(_san_reports)
+	new=$(comm -13 <(printf '%s\n' "$before" | sort) \
+	    <(printf '%s\n' "$after" | sort) | grep .)
+	if [ "$RC" = 0 ]; then
+		why="exit status 0 (wanted a failure)"
+	elif [ "$RC" = 124 ]; then
+		why="timed out after ${TEST_TIMEOUT}s (exit status 124)"
+	elif [ "$RC" -ge 125 ] && [ "$RC" -le 127 ]; then
+		why="exit status $RC: the command could not be run"
+	elif [ "$RC" -ge 129 ] && [ "$RC" -le 192 ]; then
+		why="exit status $RC: killed by signal $((RC - 128)) ($(kill -l $((RC - 128)) 2>/dev/null)), not a normal failure"
+	elif [ "$RC" -ge 128 ]; then
+		why="exit status $RC (>= 128: a crash, not a normal failure)"
+	elif [[ $ERR =~ $SAN_REPORT_ERE ]]; then
+		why="a sanitizer report on its stderr (exit status $RC)"
+	elif [ -n "$new" ]; then
+		why="a sanitizer report was written (exit status $RC)"
+	fi
+	if [ -z "$why" ]; then
 		_tap_result 1 "$desc"
 	else
 		_tap_result 0 "$desc"
 		diag "command: $*"
-		diag "exit status $RC (wanted a failure)"
+		diag "$why"
 		_diag_output
+		for f in $new; do
+			diag "$f:"
+			_diag_text "$(head -n 30 "$f")"
+		done
 		return 1
 	fi
+}
+
+# _san_reports: the sanitizer report files so far, one a line.
+_san_reports() {
+	local f
+	for f in "$T"/asan.* "$T"/ubsan.*; do
+		[ -e "$f" ] && printf '%s\n' "$f"
+	done
+	return 0
 }
 
 is() {			# is GOT WANT DESC
