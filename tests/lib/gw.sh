@@ -16,8 +16,10 @@
 # Files of instance NAME: $T/NAME.conf, $T/NAME.db, $T/NAME.sock,
 # $T/NAME.port, $T/NAME.log (stderr, debug level).
 #
-# With USBGW_ASAN=1 (binaries from `make SANITIZE=1`), gw_finish also
-# checks the daemon's log and $T/asan.* for sanitizer reports.
+# With USBGW_ASAN=1 (binaries from `make SANITIZE=1`; unset, it is told
+# from the binary), gw_finish checks the daemon's log and $T/asan.* for
+# sanitizer reports; on a normal build it checks the daemon stopped the
+# normal way.
 
 EJSON=$USBGW_BUILD/e2e-json
 
@@ -127,32 +129,57 @@ gw_diag() {
 	_diag_text "$(tail -n "${2:-40}" "$T/$1.log" 2>/dev/null)"
 }
 
-# gw_log_sanitizer_clean NAME: true when the daemon's log has no sanitizer report.
+# gw_log_sanitizer_clean NAME: true when the daemon's log (this run's
+# and earlier ones') has no sanitizer report.
 gw_log_sanitizer_clean() {
-	! cat "$T/$1.log.old" "$T/$1.log" 2>/dev/null |
-	    grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:'
+	! cat "$T/$1.log.old" "$T/$1.log" 2>/dev/null | grep -Eq "$SAN_REPORT_ERE"
 }
 
-# gw_finish NAME: SIGTERM; checks that it exits 0 in time and (with
-# USBGW_ASAN=1) that no sanitizer report was written, in its log or
-# in $T/asan.* (every program of the test).  Three TAP lines.
+# gw_asan: true when the binaries are sanitized: USBGW_ASAN=1, or, when
+# USBGW_ASAN is not set, the daemon is built with AddressSanitizer.
+gw_asan() {
+	case ${USBGW_ASAN:-} in
+	1) return 0 ;;
+	'') grep -aq __asan_init "$USBGWD" 2>/dev/null ;;
+	*) return 1 ;;
+	esac
+}
+
+# gw_finish NAME: SIGTERM; three TAP lines.  First, it exits 0 in time.
+# Then, on a sanitized build (gw_asan): no sanitizer report in its log,
+# and none in $T/asan.* or $T/ubsan.* (every program of the test).  On a
+# normal build, where there is no report to look for, that it stopped
+# the normal way: its log has the SIGTERM and, after it, the last line
+# of a complete shutdown ("stopped"), and it removed its control socket.
 gw_finish() {
-	local name=$1
+	local name=$1 log=$T/$1.log
 	stop_bg "$name" TERM
 	if ! is "$RC" 0 "usbgwd $name exits 0 on SIGTERM"; then
 		gw_diag "$name"
 	fi
-	if ! gw_log_sanitizer_clean "$name"; then
-		fail "usbgwd $name: no sanitizer report in its log"
-		_diag_text "$(grep -E -A 30 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
-		    "$T/$name.log" | head -n 40)"
-	else
-		pass "usbgwd $name: no sanitizer report in its log"
-	fi
-	if [ "${USBGW_ASAN:-0}" = 1 ]; then
+	if gw_asan; then
+		if gw_log_sanitizer_clean "$name"; then
+			pass "usbgwd $name: no sanitizer report in its log"
+		else
+			fail "usbgwd $name: no sanitizer report in its log"
+			_diag_text "$(cat "$T/$name.log.old" "$log" 2>/dev/null |
+			    grep -E -A 30 "$SAN_REPORT_ERE" | head -n 40)"
+		fi
 		asan_clean "no sanitizer report files (ASan build)"
 	else
-		asan_clean "no sanitizer report files"
+		if awk '/: SIGTERM: shutting down$/ { t = 1 }
+		    t && /\]: stopped$/ { s = 1 } END { exit !s }' "$log" 2>/dev/null
+		then
+			pass "usbgwd $name: a clean stop in its log"
+		else
+			fail "usbgwd $name: a clean stop in its log"
+			gw_diag "$name" 10
+		fi
+		if [ ! -e "$T/$name.sock" ]; then
+			pass "usbgwd $name: control socket removed at exit"
+		else
+			fail "usbgwd $name: control socket removed at exit"
+		fi
 	fi
 }
 
