@@ -25,6 +25,10 @@
 #   - background processes: start_bg NAME CMD..., stop_bg NAME [SIG],
 #     bg_pid NAME, bg_log NAME, wait_bg NAME [SECONDS] (sets RC);
 #     everything started is killed, by pid, when the script exits;
+#   - machine-wide resources, shared with every other test running at the
+#     same time (prove -j, other checkouts): free_port reserves the port
+#     it hands out; global_lock/global_unlock/with_lock serialize what
+#     only one test may do at a time (system users, network namespaces);
 #   - readiness: free_port, wait_port PORT, wait_file FILE, wait_log NAME
 #     ERE, wait_for CMD (each with a timeout; most can stop early when a
 #     named background process dies);
@@ -425,6 +429,7 @@ _cleanup() {
 		kill -s KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
+	_ports_release
 	if [ $_tap_failed -gt 0 ] || [ -n "$_tap_bailed" ] ||
 	    [ "${KEEP_TMP:-0}" = 1 ]; then
 		echo "# files kept in $T"
@@ -436,23 +441,129 @@ _cleanup() {
 trap _cleanup EXIT
 trap 'exit 254' INT TERM HUP
 
-# ---- readiness ---------------------------------------------------------------
+# ---- machine-wide resources ---------------------------------------------
+# Every test on the machine shares these, whoever runs it: prove -j, a
+# second checkout's suite, a developer's single test.  Lock files live in
+# $USBGW_TEST_LOCKS (default /tmp/.usbgw-test-locks, mode 1777).
+USBGW_TEST_LOCKS=${USBGW_TEST_LOCKS:-/tmp/.usbgw-test-locks}
+declare -A _lock_fd=()
 
-# free_port: a TCP port nobody listens on (loopback), random in
-# 20000..59999 so parallel tests rarely collide.  A program that can
-# bind port 0 and report its port is better still.
+# _lockfile NAME: the path of lock NAME, created readable by all users.
+_lockfile() {
+	local f=$USBGW_TEST_LOCKS/$1.lock
+	if [ ! -e "$f" ]; then
+		mkdir -p "$USBGW_TEST_LOCKS" 2>/dev/null &&
+		    chmod 1777 "$USBGW_TEST_LOCKS" 2>/dev/null
+		(umask 0; : >>"$f") 2>/dev/null
+	fi
+	[ -r "$f" ] && printf '%s\n' "$f"
+}
+
+# global_lock NAME [SECONDS]: take the machine-wide exclusive lock NAME
+# (flock(1) on $USBGW_TEST_LOCKS/NAME.lock), waiting up to SECONDS
+# (default 600) for whoever holds it.  Held until global_unlock NAME or
+# the end of the test.  Taking a lock the test holds already does
+# nothing.  Programs started meanwhile inherit the lock's descriptor:
+# one left running holds the lock until it exits.
+global_lock() {
+	local f fd
+	[ -n "${_lock_fd[$1]:-}" ] && return 0	# this test holds it already
+	f=$(_lockfile "$1") || { diag "global_lock $1: no lock file in $USBGW_TEST_LOCKS"; return 1; }
+	exec {fd}<"$f" || return 1
+	if ! flock -w "${2:-600}" "$fd"; then
+		exec {fd}<&-
+		diag "global_lock $1: still held by another test after ${2:-600} s"
+		return 1
+	fi
+	_lock_fd[$1]=$fd
+}
+
+# global_unlock NAME: release lock NAME taken by global_lock.
+global_unlock() {
+	local fd=${_lock_fd[$1]:-}
+	[ -z "$fd" ] && return 0
+	exec {fd}<&-
+	unset "_lock_fd[$1]"
+}
+
+# with_lock NAME CMD...: CMD (in this shell: a function may set
+# variables) under global_lock NAME; its exit status (125 if the lock
+# could not be had).  For what only one test on the machine may do at a
+# time: system users and groups (/etc/passwd, /etc/group), network
+# namespaces, kernel modules.
+with_lock() {
+	local name=$1 rc
+	shift
+	if [ -n "${_lock_fd[$name]:-}" ]; then	# held already (nested, or a
+		"$@"				# trap while the lock is held)
+		return
+	fi
+	global_lock "$name" || return 125
+	"$@"
+	rc=$?
+	global_unlock "$name"
+	return $rc
+}
+
+# free_port: a TCP port nobody uses (loopback), reserved for this test
+# until it ends: no other test's free_port hands it out meanwhile, even
+# if nothing listens on it yet (a restart on the same port).  It is
+# picked below the kernel's ephemeral range (ip_local_port_range), so
+# no program binding port 0 and no outgoing connection is given it
+# either.  A program that can bind port 0 and report its port is better
+# still.
 free_port() {
-	local p i
-	for ((i = 0; i < 100; i++)); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null &&
-		    ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
+	local lo=32768 hi=60999 a b p i
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null
+	if [ "$lo" -ge 11024 ]; then
+		a=$((lo - 10000)) b=$((lo - 1))
+	elif [ "$hi" -le 55535 ]; then
+		a=$((hi + 1)) b=65535
+	else			# no room outside the range: as good as it gets
+		a=20000 b=59999
+	fi
+	for ((i = 0; i < 200; i++)); do
+		p=$((a + (RANDOM * 32768 + RANDOM) % (b - a + 1)))
+		_port_in_use "$p" && continue
+		if with_lock ports _port_claim "$p" >&2; then
 			echo "$p"
 			return 0
 		fi
 	done
 	return 1
 }
+
+_port_in_use() {
+	if command -v ss >/dev/null 2>&1; then
+		ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .
+	else
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+# _port_claim PORT (under the "ports" lock): PORT is this test's unless
+# a live test (maybe this one) reserved it already.  The reservation is
+# a file naming the test's pid; _cleanup removes it.
+_port_claim() {
+	local f=$USBGW_TEST_LOCKS/port.$1 owner
+	owner=$(cat "$f" 2>/dev/null)
+	if [ -n "$owner" ] && { [ "$owner" = $$ ] || [ -d "/proc/$owner" ]; }; then
+		return 1
+	fi
+	echo $$ >"$f" 2>/dev/null || return 1
+	echo "$1" >>"$T/ports.reserved"
+}
+
+_ports_release() {
+	local p f
+	[ -s "$T/ports.reserved" ] || return 0
+	while read -r p; do
+		f=$USBGW_TEST_LOCKS/port.$p
+		[ "$(cat "$f" 2>/dev/null)" = $$ ] && rm -f "$f"
+	done <"$T/ports.reserved"
+}
+
+# ---- readiness ---------------------------------------------------------------
 
 # wait_for [-t SECONDS] [-p NAME] CMD...: poll CMD until it succeeds;
 # with -p, give up early once background process NAME has exited.
