@@ -14,7 +14,8 @@
 #	gw_finish gw				# SIGTERM, exit status, log checks
 #
 # Files of instance NAME: $T/NAME.conf, $T/NAME.db, $T/NAME.sock,
-# $T/NAME.port, $T/NAME.log (stderr, debug level).
+# $T/NAME.port, $T/NAME.pid (unless the configuration names its own),
+# $T/NAME.log (stderr, debug level).
 #
 # With USBGW_ASAN=1 (binaries from `make SANITIZE=1`; unset, it is told
 # from the binary), gw_finish checks the daemon's log and $T/asan.* for
@@ -33,17 +34,24 @@ gw_conf() {
 # gw_start NAME [ARGS...]: start usbgwd -f on 127.0.0.1 (port
 # $GW_LISTEN_PORT, default 0) with $T/NAME.{conf,db,sock}; wait until it
 # listens and its control socket exists.  The database and socket are
-# kept between starts of the same NAME (restart tests).
+# kept between starts of the same NAME (restart tests).  Its pid file is
+# $T/NAME.pid unless the configuration sets pid-file (ARGS may set -p):
+# the daemon's default, /run/usbgwd.pid, is one file for every test.
+# For a restart on the same port, set GW_LISTEN_PORT=$(free_port)
+# before the first start: a port the kernel chose may be given to
+# someone else while the daemon is down.
 gw_start() {
-	local name=$1
+	local name=$1 pidf=()
 	shift
 	rm -f "$T/$name.port"
 	[ -e "$T/$name.conf" ] || : >"$T/$name.conf"
+	grep -Eq '^[[:space:]]*pid-file[[:space:]]*=' "$T/$name.conf" ||
+	    pidf=(-p "$T/$name.pid")
 	# keep the logs of earlier runs of the same instance
 	[ -s "$T/$name.log" ] && cat "$T/$name.log" >>"$T/$name.log.old"
 	start_bg "$name" "$USBGWD" -f -c "$T/$name.conf" -d "$T/$name.db" \
 	    -s "$T/$name.sock" -l "127.0.0.1:${GW_LISTEN_PORT:-0}" \
-	    -P "$T/$name.port" -v debug "$@"
+	    -P "$T/$name.port" "${pidf[@]}" -v debug "$@"
 	if ! wait_file "$T/$name.port" 20 "$name"; then
 		diag "usbgwd $name did not start:"
 		_diag_text "$(tail -n 30 "$T/$name.log" 2>/dev/null)"
