@@ -76,7 +76,7 @@ PIDS+=($!)
 wait_file "$W/simd.port" && wait_file "$W/simg.port" || die "simulators did not start"
 
 printf 'exporter sim 10.231.3.2:%s\npoll-interval = 1s\n' "$(cat "$W/simg.port")" >"$W/gw.conf"
-ip netns exec "$NG" "$GWD" -f -c "$W/gw.conf" -d "$W/gw.db" -s "$W/gw.sock" \
+ip netns exec "$NG" "$GWD" -f -c "$W/gw.conf" -d "$W/gw.db" -s "$W/gw.sock" -p none \
     -l 10.231.2.2:0 -P "$W/gw.port" -v warning >"$W/gw.log" 2>&1 &
 PIDS+=($!)
 wait_file "$W/gw.port" || die "usbgwd did not start"

@@ -92,7 +92,7 @@ wait_file "$W/bare.port" || die "relay-bare did not start"
 BAREP=$(cat "$W/bare.port")
 
 printf 'exporter sim 127.0.0.1:%s\npoll-interval = 1s\n' "$SIMG" >"$W/gw.conf"
-"$GWD" -f -c "$W/gw.conf" -d "$W/gw.db" -s "$W/gw.sock" -l 127.0.0.1:0 \
+"$GWD" -f -c "$W/gw.conf" -d "$W/gw.db" -s "$W/gw.sock" -p none -l 127.0.0.1:0 \
     -P "$W/gw.port" -v warning >"$W/gw.log" 2>&1 &
 PIDS+=($!)
 GWPID=$!

@@ -13,10 +13,11 @@ need_prog "$USBGWD" "$USBGW" "$SIM" "$TC" useradd userdel runuser setpriv
 [ "$(id -u)" = 0 ] || skip_all "needs root to create a user"
 plan 19
 
+# (/etc/passwd is the machine's: one test at a time changes it)
 U=ugu$$
-useradd -r -M -N -g nogroup -d /nonexistent -s /usr/sbin/nologin "$U" ||
-    bail_out "useradd failed"
-trap '_st=$?; userdel "$U" 2>/dev/null; (exit $_st); _cleanup' EXIT
+with_lock users useradd -r -M -N -g nogroup -d /nonexistent \
+    -s /usr/sbin/nologin "$U" || bail_out "useradd failed"
+trap '_st=$?; with_lock users userdel "$U" 2>/dev/null; (exit $_st); _cleanup' EXIT
 UID_U=$(id -u "$U")
 
 chmod 0755 "$T"

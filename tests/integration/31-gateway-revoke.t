@@ -71,7 +71,7 @@ sleep 0.3
 urbs1=$(sim_dev_field sim 1-2 urbs)
 run "$TC" import "$GWA" sim1:1-2
 sleep 0.3
-is "$(sim_dev_field sim 1-2 urbs)" "$urbs1" "no URB reaches the revoked device"
+same "$(sim_dev_field sim 1-2 urbs)" "$urbs1" "no URB reaches the revoked device"
 run "$TC" list "$GWA"
 unlike "$OUT" 'sim1:1-2' "revoked device left the gateway's DEVLIST"
 gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE event = 'state' AND busid = 'sim1:1-2' AND old_state = 'attached' AND new_state = 'pending' AND actor = 'operator'" 1

@@ -82,7 +82,7 @@ sim_ctl sim plug 1-5 sourcesink
 sim_ctl sim plug 1-1 keyboard 'keys=""'
 gw_wait_state gw sim1:1-5 authorized 10
 is "$(gw_state gw sim1:1-5)" authorized "re-plugged 1-5: authorized again by its permanent rule"
-is "$(gw_field gw sim1:1-5 id)" "$id5" "re-plugged 1-5: the same device record"
+same "$(gw_field gw sim1:1-5 id)" "$id5" "re-plugged 1-5: the same device record"
 gw_wait_state gw sim1:1-1 pending 10
 is "$(gw_state gw sim1:1-1)" pending "re-plugged 1-1: pending"
 wait_for -t 10 eval '[ "$(gw_state gw sim1:1-2)" != gone ] && [ "$(gw_state gw sim1:1-2)" != probing ]'

@@ -28,9 +28,11 @@ SIMA=127.0.0.1:$(sim_port sim)
 LONG=thin-client-in-room-4711-left	# 29 bytes: busids are hashed
 
 gw_conf gw "exporter sim1 $SIMA" "poll-interval = 500ms"
+# The restarts reuse the port: one reserved for this test, not one the
+# kernel may give another program while the gateway is down.
+GW_LISTEN_PORT=$(free_port) || bail_out "no free port"
 gw_start gw || bail_out "usbgwd did not start"
 GWA=$(gw_addr gw)
-GW_LISTEN_PORT=$(gw_port gw)
 for d in 1-1 1-2 1-3 1-4 1-5; do gw_wait_state gw sim1:$d pending; done
 gwctl gw exporter add "$LONG" "127.0.0.1:$(sim_port sim2)"
 is "$RC" 0 "exporter added at run time"

@@ -33,7 +33,7 @@ poll-interval = 300ms
 probe-timeout = 2s
 EOF
 start_bg gw "$USBGWD" -f -c "$T/gw.conf" -d "$T/gw.db" -s "$SOCK" \
-    -l 127.0.0.1:0 -P "$T/gw.port"
+    -l 127.0.0.1:0 -P "$T/gw.port" -p "$T/gw.pid"
 wait_file "$T/gw.port" 10 gw || bail_out "usbgwd did not start: $(cat "$(bg_log gw)")"
 U=("$USBGW" -s "$SOCK")
 
@@ -178,7 +178,7 @@ allow-read = nobody
 EOF
 	stop_bg gw
 	start_bg gw "$USBGWD" -f -c "$T/gw.conf" -d "$T/gw.db" -s "$SOCK" \
-	    -l 127.0.0.1:0 -P "$T/gw.port2"
+	    -l 127.0.0.1:0 -P "$T/gw.port2" -p "$T/gw.pid"
 	wait_file "$T/gw.port2" 10 gw
 	run setpriv --reuid=nobody --regid=nogroup --clear-groups \
 	    "$UGW" -s "$SOCK" approve "$KBD"

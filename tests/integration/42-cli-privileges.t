@@ -23,24 +23,29 @@ N=ugn$tag		# in G_SOCK, in no list
 X=ugx$tag		# not even in G_SOCK
 ADM=ugm$tag		# admin, by uid
 
+# /etc/passwd and /etc/group are the machine's: users and groups are
+# made and removed under the "users" lock, one test at a time.
 cleanup_users() {
 	local u
 	for u in $R $A $N $X $ADM; do userdel "$u" 2>/dev/null; done
 	groupdel "$G_OPS" 2>/dev/null
 	groupdel "$G_SOCK" 2>/dev/null
 }
-trap '_st=$?; cleanup_users; (exit $_st); _cleanup' EXIT
+trap '_st=$?; with_lock users cleanup_users; (exit $_st); _cleanup' EXIT
 
-groupadd "$G_SOCK" && groupadd "$G_OPS" || bail_out "groupadd failed"
 mk() {	# mk NAME [GROUPS]
 	useradd -M -N -g nogroup -d /nonexistent -s /usr/sbin/nologin \
 	    ${2:+-G "$2"} "$1" || bail_out "useradd $1 failed"
 }
-mk "$R" "$G_SOCK"
-mk "$A" "$G_SOCK,$G_OPS"
-mk "$N" "$G_SOCK"
-mk "$X"
-mk "$ADM" "$G_SOCK"
+mk_all() {
+	groupadd "$G_SOCK" && groupadd "$G_OPS" || bail_out "groupadd failed"
+	mk "$R" "$G_SOCK"
+	mk "$A" "$G_SOCK,$G_OPS"
+	mk "$N" "$G_SOCK"
+	mk "$X"
+	mk "$ADM" "$G_SOCK"
+}
+with_lock users mk_all || bail_out "cannot make the test's users"
 ADM_UID=$(id -u "$ADM")
 
 UGW=$(for_users "$USBGW") || bail_out "cannot copy usbgw"
@@ -56,7 +61,7 @@ allow-approve = @$G_OPS
 allow-admin = $ADM_UID
 EOF
 start_bg gw "$USBGWD" -f -c "$T/gw.conf" -d "$T/gw.db" -s "$SOCK" \
-    -l 127.0.0.1:0 -P "$T/gw.port"
+    -l 127.0.0.1:0 -P "$T/gw.port" -p "$T/gw.pid"
 wait_file "$T/gw.port" 10 gw || bail_out "usbgwd did not start"
 wait_for -t 10 sh -c "'$USBGW' -s '$SOCK' list --state pending --json | \
     '$EJ' count | grep -qx 5" || bail_out "devices did not become pending"

@@ -18,7 +18,7 @@ exporter sim 127.0.0.1:$(sim_port sim)
 poll-interval = 200ms
 EOF
 start_bg gw "$USBGWD" -f -c "$T/gw.conf" -d "$T/gw.db" -s "$SOCK" \
-    -l 127.0.0.1:0 -P "$T/gw.port"
+    -l 127.0.0.1:0 -P "$T/gw.port" -p "$T/gw.pid"
 wait_file "$T/gw.port" 10 gw || bail_out "usbgwd did not start"
 GWPORT=$(cat "$T/gw.port")
 wait_for -t 10 sh -c "'$USBGW' -s '$SOCK' list --state pending --json | \

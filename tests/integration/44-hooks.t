@@ -19,7 +19,7 @@ hook pending,approve env > $T/hooks/\$USBGW_EVENT.\$USBGW_EXPORTER_BUSID
 hook revoke trap '' TERM; sleep 60 & echo \$! > $T/hooks/child.pid; echo \$\$ > $T/hooks/hang.pid; wait; wait; wait
 EOF
 start_bg gw "$USBGWD" -f -c "$T/gw.conf" -d "$T/gw.db" -s "$SOCK" \
-    -l 127.0.0.1:0 -P "$T/gw.port"
+    -l 127.0.0.1:0 -P "$T/gw.port" -p "$T/gw.pid"
 wait_file "$T/gw.port" 10 gw || bail_out "usbgwd did not start"
 wait_for -t 10 sh -c "'$USBGW' -s '$SOCK' list --state pending --json | \
     '$EJ' count | grep -qx 5" || bail_out "devices did not become pending"

@@ -28,7 +28,7 @@ EOF
 start_bg gw env LD_PRELOAD="$SHIM" USBGW_TEST_NSS_DELAY_FILE="$DELAY" \
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
     "$USBGWD" -f -c "$T/gw.conf" -d "$T/gw.db" -s "$SOCK" \
-    -l 127.0.0.1:0 -P "$T/gw.port"
+    -l 127.0.0.1:0 -P "$T/gw.port" -p "$T/gw.pid"
 wait_file "$T/gw.port" 10 gw || bail_out "usbgwd did not start: $(cat "$(bg_log gw)")"
 GWA=127.0.0.1:$(cat "$T/gw.port")
 wait_for -t 10 sh -c "'$USBGW' -s '$SOCK' list --state pending | grep -q sim:1-2" ||

@@ -278,7 +278,7 @@ printf 'hs  %04d 004 000 00000000 000000 0-0\n' 0 1 >"$B/status"
 printf 'ss  %04d 004 000 00000000 000000 0-0\n' 2 3 >>"$B/status"
 gw_conf gw4 "mode = local" "vhci-root = $T/bare/sys/devices/platform" "vhci-lockdown = yes"
 start_bg gw4 "$USBGWD" -f -c "$T/gw4.conf" -d "$T/gw4.db" -s "$T/gw4.sock" \
-    -l 127.0.0.1:0 -v debug
+    -l 127.0.0.1:0 -p "$T/gw4.pid" -v debug
 wait_bg gw4 10
 isnt "$RC" 0 "a lock-down that cannot be put in force (no root hubs) stops the start"
 like "$(cat "$(bg_log gw4)")" 'lock-down requested but not in force' "... saying so"

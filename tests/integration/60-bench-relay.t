@@ -45,6 +45,9 @@ like "$OUT" $'\ngateway +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+\n' \
 if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
 	skip 4 "relay-link.sh needs root and network namespaces"
 else
+	# namespaces are the machine's: the count below is only meaningful
+	# if no other test makes or removes any meanwhile
+	global_lock netns || bail_out "cannot take the netns lock"
 	before=$(ip netns list | grep -c '^ugw-')
 	run -t 180 env BENCH_LINK_RATE=100mbit BENCH_SECONDS=1 BENCH_REPEAT=1 \
 	    BENCH_ITERATIONS=100 bash "$TOP/tests/bench/relay-link.sh"
@@ -57,6 +60,7 @@ else
 	direct=$(printf '%s\n' "$OUT" | awk '$1 == "direct" && $2 ~ /^[0-9.]+$/ { print $2 }')
 	num_cmp "${direct:-0}" -le 13 "direct over a 100mbit link: at most 13 MB/s (got ${direct:-none})"
 	is "$(ip netns list | grep -c '^ugw-')" "$before" "no namespace left behind"
+	global_unlock netns
 fi
 
 done_testing

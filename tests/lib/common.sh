@@ -14,14 +14,21 @@
 #
 # What it gives a test:
 #   - TAP: plan, skip_all, ok/nok (run a command), check (a status),
-#     is/isnt/like/unlike, num_cmp, pass/fail, skip, diag/note, bail_out,
-#     TODO="reason" for known failures, done_testing (exit status =
-#     number of failures);
+#     is/isnt/like/unlike, same (is, but never on two empty values),
+#     num_cmp, pass/fail, skip, diag/note, bail_out, TODO="reason" for
+#     known failures, done_testing (exit status = number of failures);
+#   - helper_error MSG: a helper that cannot give a value (it runs in
+#     $(...), so it cannot fail a check itself) makes the next check fail
+#     with MSG;
 #   - run CMD...: runs CMD with a timeout, sets OUT, ERR and RC;
 #   - a private temp dir $T (kept when a test fails or KEEP_TMP=1);
 #   - background processes: start_bg NAME CMD..., stop_bg NAME [SIG],
 #     bg_pid NAME, bg_log NAME, wait_bg NAME [SECONDS] (sets RC);
 #     everything started is killed, by pid, when the script exits;
+#   - machine-wide resources, shared with every other test running at the
+#     same time (prove -j, other checkouts): free_port reserves the port
+#     it hands out; global_lock/global_unlock/with_lock serialize what
+#     only one test may do at a time (system users, network namespaces);
 #   - readiness: free_port, wait_port PORT, wait_file FILE, wait_log NAME
 #     ERE, wait_for CMD (each with a timeout; most can stop early when a
 #     named background process dies);
@@ -30,7 +37,8 @@
 #     $TC (usbip-tc), $SIM (usbgw-sim), $USBGWD, $USBGW; for_users PROG,
 #     a copy other users can run;
 #   - ASan: when the binaries are sanitized their reports go to
-#     $T/asan.PID files; asan_clean DESC checks there are none.
+#     $T/asan.PID (and $T/ubsan.PID) files, whatever ASAN_OPTIONS the
+#     caller set; asan_clean DESC checks there are none.
 
 # ---- locations ---------------------------------------------------------
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -54,8 +62,21 @@ export T
 
 # Sanitizer reports go to files the test can check; tests must not
 # depend on a leak detector's exit code racing with their own checks.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:log_path=$T/asan:abort_on_error=0}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:log_path=$T/ubsan}
+# Options the caller set (tests/check.sh sets its own) are kept; only a
+# log_path is added when they have none, so that asan_clean sees every
+# report of every program, not just those of the programs whose stderr
+# somebody reads.
+_san_opt() {		# _san_opt OPTIONS KEY=VALUE: add KEY unless set
+	case ":$1:" in
+	*":${2%%=*}="*) printf '%s\n' "$1" ;;
+	*) printf '%s\n' "${1:+$1:}$2" ;;
+	esac
+}
+ASAN_OPTIONS=$(_san_opt "${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" "log_path=$T/asan")
+UBSAN_OPTIONS=$(_san_opt "${UBSAN_OPTIONS:-print_stacktrace=1}" "log_path=$T/ubsan")
+export ASAN_OPTIONS UBSAN_OPTIONS
+# What a sanitizer's report looks like (in a log, or on stderr).
+SAN_REPORT_ERE='ERROR: (Address|Leak|Thread|Memory)Sanitizer|[^ ]+:[0-9]+:[0-9]+: runtime error: |SUMMARY: UndefinedBehaviorSanitizer'
 
 # ---- TAP ---------------------------------------------------------------
 _tap_n=0
@@ -79,10 +100,16 @@ skip_all() {
 TODO=
 
 _tap_result() {		# _tap_result PASSED DESC
-	local todo=
+	local todo= herr=
 	_tap_n=$((_tap_n + 1))
 	[ -n "$TODO" ] && todo=" # TODO $TODO"
-	if [ "$1" = 1 ]; then
+	# A helper that failed since the last check fails this one: the
+	# value this check compares is likely the helper's non-answer.
+	if [ -s "$_helper_errors" ]; then
+		herr=$(cat "$_helper_errors")
+		rm -f "$_helper_errors"
+	fi
+	if [ "$1" = 1 ] && [ -z "$herr" ]; then
 		echo "ok $_tap_n - $2$todo"
 		return 0
 	fi
@@ -97,7 +124,24 @@ _tap_result() {		# _tap_result PASSED DESC
 		fi
 		i=$((i + 1))
 	done
+	if [ -n "$herr" ]; then
+		diag "a test helper failed before this check:"
+		_diag_text "$herr"
+	fi
 	return 1
+}
+
+# helper_error MESSAGE: for helpers that give a value on stdout (and so
+# usually run in $(...), where they cannot fail a check themselves): the
+# helper could not do its job.  The message goes to stderr at once, and
+# the next check of the test fails with it (done_testing fails the test
+# if no check comes after).  The helper should also return non-zero.
+_helper_errors=$T/helper-errors
+helper_error() {
+	# (on stderr once until the next check: helpers are polled)
+	[ -s "$_helper_errors" ] || printf '# helper error: %s\n' "$*" >&2
+	printf '%s\n' "$*" >>"$_helper_errors"
+	return 0
 }
 
 pass() { _tap_result 1 "$1"; }
@@ -128,21 +172,56 @@ ok() {
 	fi
 }
 
-# nok DESC CMD...: passes when CMD exits non-zero (but was not killed by
-# the run timeout).
+# nok DESC CMD...: passes when CMD fails the normal way: it exits with a
+# status from 1 to 123.  A crash is not the failure wanted: killed by a
+# signal or any status >= 128, stopped by the run timeout (124), not run
+# at all (125-127), or a sanitizer report (on its stderr or a new
+# $T/asan.* or $T/ubsan.* file) all fail the check.
 nok() {
-	local desc=$1
+	local desc=$1 why= before after new f
 	shift
+	before=$(_san_reports)
 	run "$@"
-	if [ "$RC" != 0 ] && [ "$RC" != 124 ]; then
+	after=$(_san_reports)
+	new=$(comm -13 <(printf '%s\n' "$before" | sort) \
+	    <(printf '%s\n' "$after" | sort) | grep .)
+	if [ "$RC" = 0 ]; then
+		why="exit status 0 (wanted a failure)"
+	elif [ "$RC" = 124 ]; then
+		why="timed out after ${TEST_TIMEOUT}s (exit status 124)"
+	elif [ "$RC" -ge 125 ] && [ "$RC" -le 127 ]; then
+		why="exit status $RC: the command could not be run"
+	elif [ "$RC" -ge 129 ] && [ "$RC" -le 192 ]; then
+		why="exit status $RC: killed by signal $((RC - 128)) ($(kill -l $((RC - 128)) 2>/dev/null)), not a normal failure"
+	elif [ "$RC" -ge 128 ]; then
+		why="exit status $RC (>= 128: a crash, not a normal failure)"
+	elif [[ $ERR =~ $SAN_REPORT_ERE ]]; then
+		why="a sanitizer report on its stderr (exit status $RC)"
+	elif [ -n "$new" ]; then
+		why="a sanitizer report was written (exit status $RC)"
+	fi
+	if [ -z "$why" ]; then
 		_tap_result 1 "$desc"
 	else
 		_tap_result 0 "$desc"
 		diag "command: $*"
-		diag "exit status $RC (wanted a failure)"
+		diag "$why"
 		_diag_output
+		for f in $new; do
+			diag "$f:"
+			_diag_text "$(head -n 30 "$f")"
+		done
 		return 1
 	fi
+}
+
+# _san_reports: the sanitizer report files so far, one a line.
+_san_reports() {
+	local f
+	for f in "$T"/asan.* "$T"/ubsan.*; do
+		[ -e "$f" ] && printf '%s\n' "$f"
+	done
+	return 0
 }
 
 is() {			# is GOT WANT DESC
@@ -152,6 +231,20 @@ is() {			# is GOT WANT DESC
 		diag "expected: '$2'"
 		return 1
 	fi
+}
+
+# same GOT WANT DESC: is, for two values read at run time (one of them
+# the expectation): fails when either is empty, so a reading that failed
+# on both sides is not taken for equality.
+same() {
+	if [ -z "$1" ] || [ -z "$2" ]; then
+		_tap_result 0 "$3"
+		diag "got:      '$1'"
+		diag "expected: '$2'"
+		diag "(an empty value: it was not read)"
+		return 1
+	fi
+	is "$@"
 }
 
 isnt() {		# isnt GOT UNWANTED DESC
@@ -229,6 +322,9 @@ bail_out() {
 }
 
 done_testing() {
+	if [ -s "$_helper_errors" ]; then
+		fail "no test helper failed after the last check"
+	fi
 	[ -z "$_tap_planned" ] && echo "1..$_tap_n"
 	if [ -n "$_tap_planned" ] && [ "$_tap_planned" != "$_tap_n" ]; then
 		diag "planned $_tap_planned tests, ran $_tap_n"
@@ -333,6 +429,7 @@ _cleanup() {
 		kill -s KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
+	_ports_release
 	if [ $_tap_failed -gt 0 ] || [ -n "$_tap_bailed" ] ||
 	    [ "${KEEP_TMP:-0}" = 1 ]; then
 		echo "# files kept in $T"
@@ -344,23 +441,129 @@ _cleanup() {
 trap _cleanup EXIT
 trap 'exit 254' INT TERM HUP
 
-# ---- readiness ---------------------------------------------------------------
+# ---- machine-wide resources ---------------------------------------------
+# Every test on the machine shares these, whoever runs it: prove -j, a
+# second checkout's suite, a developer's single test.  Lock files live in
+# $USBGW_TEST_LOCKS (default /tmp/.usbgw-test-locks, mode 1777).
+USBGW_TEST_LOCKS=${USBGW_TEST_LOCKS:-/tmp/.usbgw-test-locks}
+declare -A _lock_fd=()
 
-# free_port: a TCP port nobody listens on (loopback), random in
-# 20000..59999 so parallel tests rarely collide.  A program that can
-# bind port 0 and report its port is better still.
+# _lockfile NAME: the path of lock NAME, created readable by all users.
+_lockfile() {
+	local f=$USBGW_TEST_LOCKS/$1.lock
+	if [ ! -e "$f" ]; then
+		mkdir -p "$USBGW_TEST_LOCKS" 2>/dev/null &&
+		    chmod 1777 "$USBGW_TEST_LOCKS" 2>/dev/null
+		(umask 0; : >>"$f") 2>/dev/null
+	fi
+	[ -r "$f" ] && printf '%s\n' "$f"
+}
+
+# global_lock NAME [SECONDS]: take the machine-wide exclusive lock NAME
+# (flock(1) on $USBGW_TEST_LOCKS/NAME.lock), waiting up to SECONDS
+# (default 600) for whoever holds it.  Held until global_unlock NAME or
+# the end of the test.  Taking a lock the test holds already does
+# nothing.  Programs started meanwhile inherit the lock's descriptor:
+# one left running holds the lock until it exits.
+global_lock() {
+	local f fd
+	[ -n "${_lock_fd[$1]:-}" ] && return 0	# this test holds it already
+	f=$(_lockfile "$1") || { diag "global_lock $1: no lock file in $USBGW_TEST_LOCKS"; return 1; }
+	exec {fd}<"$f" || return 1
+	if ! flock -w "${2:-600}" "$fd"; then
+		exec {fd}<&-
+		diag "global_lock $1: still held by another test after ${2:-600} s"
+		return 1
+	fi
+	_lock_fd[$1]=$fd
+}
+
+# global_unlock NAME: release lock NAME taken by global_lock.
+global_unlock() {
+	local fd=${_lock_fd[$1]:-}
+	[ -z "$fd" ] && return 0
+	exec {fd}<&-
+	unset "_lock_fd[$1]"
+}
+
+# with_lock NAME CMD...: CMD (in this shell: a function may set
+# variables) under global_lock NAME; its exit status (125 if the lock
+# could not be had).  For what only one test on the machine may do at a
+# time: system users and groups (/etc/passwd, /etc/group), network
+# namespaces, kernel modules.
+with_lock() {
+	local name=$1 rc
+	shift
+	if [ -n "${_lock_fd[$name]:-}" ]; then	# held already (nested, or a
+		"$@"				# trap while the lock is held)
+		return
+	fi
+	global_lock "$name" || return 125
+	"$@"
+	rc=$?
+	global_unlock "$name"
+	return $rc
+}
+
+# free_port: a TCP port nobody uses (loopback), reserved for this test
+# until it ends: no other test's free_port hands it out meanwhile, even
+# if nothing listens on it yet (a restart on the same port).  It is
+# picked below the kernel's ephemeral range (ip_local_port_range), so
+# no program binding port 0 and no outgoing connection is given it
+# either.  A program that can bind port 0 and report its port is better
+# still.
 free_port() {
-	local p i
-	for ((i = 0; i < 100; i++)); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null &&
-		    ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
+	local lo=32768 hi=60999 a b p i
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null
+	if [ "$lo" -ge 11024 ]; then
+		a=$((lo - 10000)) b=$((lo - 1))
+	elif [ "$hi" -le 55535 ]; then
+		a=$((hi + 1)) b=65535
+	else			# no room outside the range: as good as it gets
+		a=20000 b=59999
+	fi
+	for ((i = 0; i < 200; i++)); do
+		p=$((a + (RANDOM * 32768 + RANDOM) % (b - a + 1)))
+		_port_in_use "$p" && continue
+		if with_lock ports _port_claim "$p" >&2; then
 			echo "$p"
 			return 0
 		fi
 	done
 	return 1
 }
+
+_port_in_use() {
+	if command -v ss >/dev/null 2>&1; then
+		ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .
+	else
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+# _port_claim PORT (under the "ports" lock): PORT is this test's unless
+# a live test (maybe this one) reserved it already.  The reservation is
+# a file naming the test's pid; _cleanup removes it.
+_port_claim() {
+	local f=$USBGW_TEST_LOCKS/port.$1 owner
+	owner=$(cat "$f" 2>/dev/null)
+	if [ -n "$owner" ] && { [ "$owner" = $$ ] || [ -d "/proc/$owner" ]; }; then
+		return 1
+	fi
+	echo $$ >"$f" 2>/dev/null || return 1
+	echo "$1" >>"$T/ports.reserved"
+}
+
+_ports_release() {
+	local p f
+	[ -s "$T/ports.reserved" ] || return 0
+	while read -r p; do
+		f=$USBGW_TEST_LOCKS/port.$p
+		[ "$(cat "$f" 2>/dev/null)" = $$ ] && rm -f "$f"
+	done <"$T/ports.reserved"
+}
+
+# ---- readiness ---------------------------------------------------------------
 
 # wait_for [-t SECONDS] [-p NAME] CMD...: poll CMD until it succeeds;
 # with -p, give up early once background process NAME has exited.

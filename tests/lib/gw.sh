@@ -14,10 +14,13 @@
 #	gw_finish gw				# SIGTERM, exit status, log checks
 #
 # Files of instance NAME: $T/NAME.conf, $T/NAME.db, $T/NAME.sock,
-# $T/NAME.port, $T/NAME.log (stderr, debug level).
+# $T/NAME.port, $T/NAME.pid (unless the configuration names its own),
+# $T/NAME.log (stderr, debug level).
 #
-# With USBGW_ASAN=1 (binaries from `make SANITIZE=1`), gw_finish also
-# checks the daemon's log and $T/asan.* for sanitizer reports.
+# With USBGW_ASAN=1 (binaries from `make SANITIZE=1`; unset, it is told
+# from the binary), gw_finish checks the daemon's log and $T/asan.* for
+# sanitizer reports; on a normal build it checks the daemon stopped the
+# normal way.
 
 EJSON=$USBGW_BUILD/e2e-json
 
@@ -31,17 +34,24 @@ gw_conf() {
 # gw_start NAME [ARGS...]: start usbgwd -f on 127.0.0.1 (port
 # $GW_LISTEN_PORT, default 0) with $T/NAME.{conf,db,sock}; wait until it
 # listens and its control socket exists.  The database and socket are
-# kept between starts of the same NAME (restart tests).
+# kept between starts of the same NAME (restart tests).  Its pid file is
+# $T/NAME.pid unless the configuration sets pid-file (ARGS may set -p):
+# the daemon's default, /run/usbgwd.pid, is one file for every test.
+# For a restart on the same port, set GW_LISTEN_PORT=$(free_port)
+# before the first start: a port the kernel chose may be given to
+# someone else while the daemon is down.
 gw_start() {
-	local name=$1
+	local name=$1 pidf=()
 	shift
 	rm -f "$T/$name.port"
 	[ -e "$T/$name.conf" ] || : >"$T/$name.conf"
+	grep -Eq '^[[:space:]]*pid-file[[:space:]]*=' "$T/$name.conf" ||
+	    pidf=(-p "$T/$name.pid")
 	# keep the logs of earlier runs of the same instance
 	[ -s "$T/$name.log" ] && cat "$T/$name.log" >>"$T/$name.log.old"
 	start_bg "$name" "$USBGWD" -f -c "$T/$name.conf" -d "$T/$name.db" \
 	    -s "$T/$name.sock" -l "127.0.0.1:${GW_LISTEN_PORT:-0}" \
-	    -P "$T/$name.port" -v debug "$@"
+	    -P "$T/$name.port" "${pidf[@]}" -v debug "$@"
 	if ! wait_file "$T/$name.port" 20 "$name"; then
 		diag "usbgwd $name did not start:"
 		_diag_text "$(tail -n 30 "$T/$name.log" 2>/dev/null)"
@@ -88,9 +98,24 @@ gw_wait_state() {
 	wait_for -t "${4:-15}" -p "$1" _gw_state_is "$1" "$2" "$3"
 }
 
-# gw_sql NAME SQL: a query on the instance's database (read-only).
+# gw_sql NAME SQL: a query on the instance's database (read-only),
+# waiting up to 10 s while the daemon writes.  An error (sqlite3 fails
+# or says anything on stderr) is a helper_error: the next check fails
+# with sqlite3's message and the query; gw_sql returns 1.
 gw_sql() {
-	sqlite3 -batch -noheader "file:$T/$1.db?mode=ro" "$2" 2>/dev/null
+	local out rc e=$T/gw_sql.$BASHPID.err
+	out=$(sqlite3 -batch -noheader -cmd '.timeout 10000' \
+	    "file:$T/$1.db?mode=ro" "$2" 2>"$e")
+	rc=$?
+	if [ "$rc" != 0 ] || [ -s "$e" ]; then
+		helper_error "gw_sql $1: sqlite3 exit status $rc: $(cat "$e")
+  query: $2"
+		rm -f "$e"
+		return 1
+	fi
+	rm -f "$e"
+	[ -n "$out" ] && printf '%s\n' "$out"
+	return 0
 }
 
 _gw_sql_ge() { [ "$(gw_sql "$1" "$2")" -ge "$3" ] 2>/dev/null; }
@@ -112,32 +137,61 @@ gw_diag() {
 	_diag_text "$(tail -n "${2:-40}" "$T/$1.log" 2>/dev/null)"
 }
 
-# gw_log_sanitizer_clean NAME: true when the daemon's log has no sanitizer report.
+# gw_log_sanitizer_clean NAME: true when the daemon's log (this run's
+# and earlier ones') has no sanitizer report.
 gw_log_sanitizer_clean() {
-	! cat "$T/$1.log.old" "$T/$1.log" 2>/dev/null |
-	    grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:'
+	! cat "$T/$1.log.old" "$T/$1.log" 2>/dev/null | grep -Eq "$SAN_REPORT_ERE"
 }
 
-# gw_finish NAME: SIGTERM; checks that it exits 0 in time and (with
-# USBGW_ASAN=1) that no sanitizer report was written, in its log or
-# in $T/asan.* (every program of the test).  Three TAP lines.
+# gw_asan: true when the binaries are sanitized: USBGW_ASAN=1, or, when
+# USBGW_ASAN is not set, the daemon is built with AddressSanitizer.
+gw_asan() {
+	case ${USBGW_ASAN:-} in
+	1) return 0 ;;
+	'') grep -aq __asan_init "$USBGWD" 2>/dev/null ;;
+	*) return 1 ;;
+	esac
+}
+
+# gw_finish NAME: SIGTERM; three TAP lines.  First, it exits 0 in time.
+# Then, on a sanitized build (gw_asan): no sanitizer report in its log,
+# and none in $T/asan.* or $T/ubsan.* (every program of the test).  On a
+# normal build, where there is no report to look for, that it stopped
+# the normal way: its log has the SIGTERM and, after it, the last line
+# of a complete shutdown ("stopped") -- when the log has info lines at
+# all --, and it removed its control socket.
 gw_finish() {
-	local name=$1
+	local name=$1 log=$T/$1.log
 	stop_bg "$name" TERM
 	if ! is "$RC" 0 "usbgwd $name exits 0 on SIGTERM"; then
 		gw_diag "$name"
 	fi
-	if ! gw_log_sanitizer_clean "$name"; then
-		fail "usbgwd $name: no sanitizer report in its log"
-		_diag_text "$(grep -E -A 30 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
-		    "$T/$name.log" | head -n 40)"
-	else
-		pass "usbgwd $name: no sanitizer report in its log"
-	fi
-	if [ "${USBGW_ASAN:-0}" = 1 ]; then
+	if gw_asan; then
+		if gw_log_sanitizer_clean "$name"; then
+			pass "usbgwd $name: no sanitizer report in its log"
+		else
+			fail "usbgwd $name: no sanitizer report in its log"
+			_diag_text "$(cat "$T/$name.log.old" "$log" 2>/dev/null |
+			    grep -E -A 30 "$SAN_REPORT_ERE" | head -n 40)"
+		fi
 		asan_clean "no sanitizer report files (ASan build)"
 	else
-		asan_clean "no sanitizer report files"
+		if ! grep -q '\[info\]: usbgwd .* started (pid' "$log" 2>/dev/null; then
+			# (-v warning, or a log-target that is not stderr)
+			pass "usbgwd $name: a clean stop in its log (no info lines there: its exit status only)"
+		elif awk '/: SIGTERM: shutting down$/ { t = 1 }
+		    t && /\]: stopped$/ { s = 1 } END { exit !s }' "$log" 2>/dev/null
+		then
+			pass "usbgwd $name: a clean stop in its log"
+		else
+			fail "usbgwd $name: a clean stop in its log"
+			gw_diag "$name" 10
+		fi
+		if [ ! -e "$T/$name.sock" ]; then
+			pass "usbgwd $name: control socket removed at exit"
+		else
+			fail "usbgwd $name: control socket removed at exit"
+		fi
 	fi
 }
 
@@ -175,9 +229,16 @@ iso_desc_hex() {
 SETUP_GET_DEVICE=8006000100001200
 
 # sim_dev_field SIM BUSID KEY: KEY=VALUE of the device's line in the
-# simulator's `list` (state, imports, urbs, bytes_in, ...).
+# simulator's `list` (state, imports, urbs, bytes_in, ...); empty when
+# the simulator lists no such device or key.  When the control socket
+# fails (no answer, or not "ok") it prints nothing, returns 1 and the
+# next check fails (helper_error): no value is not a value.
 sim_dev_field() {
 	sim_ctl "$1" list
+	if [ "$RC" != 0 ]; then
+		helper_error "sim_dev_field $1 $2 $3: the simulator's control socket $T/$1.ctl failed: ${CTL_OUT:-no answer}"
+		return 1
+	fi
 	printf '%s\n' "$CTL_OUT" | awk -v b="$2" '$1 == b' | tr ' ' '\n' |
 	    sed -n "s/^$3=//p" | head -n 1
 }

@@ -221,6 +221,7 @@ struct tc_cmd {
 static int verbose;			/* -v: trace PDUs on stderr */
 static volatile sig_atomic_t marker_set;
 static volatile uint64_t marker_ns;
+static volatile sig_atomic_t time_up;	/* SIGUSR2: end a timed transfer now */
 static uint64_t start_ns;		/* when the transfer phase began */
 
 /* ---- time and small helpers ---------------------------------------------- */
@@ -258,6 +259,13 @@ on_usr1(int sig)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	marker_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	marker_set = 1;
+}
+
+static void
+on_usr2(int sig)
+{
+	(void)sig;
+	time_up = 1;
 }
 
 static void verr(const char *, va_list) __attribute__((format(printf, 1, 0)));
@@ -1594,7 +1602,7 @@ xfer_run(struct xfer *x, uint64_t until_ns, int timeout_ms)
 	xfer_fill(x);
 	for (;;) {
 		now = now_ns();
-		if (until_ns != 0 && now >= until_ns && !x->stop)
+		if (until_ns != 0 && (now >= until_ns || time_up) && !x->stop)
 			x->stop = true;
 		slice = now + (uint64_t)TC_SLICE_MS * 1000000u;
 		if (until_ns != 0 && !x->stop && until_ns < slice)
@@ -3389,6 +3397,8 @@ usage(FILE *f)
 	    "                        (the marker); exit 0 only if it closed\n"
 	    "  --within MS           ... and no later than MS after the marker\n"
 	    "  --ready-file F        written once data flows (after import)\n"
+	    "SIGUSR2 ends a timed transfer (--seconds) now, as if its time\n"
+	    "were up: it drains, prints its figures and exits as it would.\n"
 	    "sizes take K, M, G suffixes (binary).  Defaults: --urb 64K "
 	    "--inflight 16\n--bytes 64M (script) --seconds 5 --dir loop "
 	    "--iterations 1000 --warmup 100\n--size 64 --packets 8 --wait "
@@ -3674,6 +3684,8 @@ main(int argc, char **argv)
 	sa.sa_flags = SA_RESTART;	/* poll() still wakes with EINTR */
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_handler = on_usr2;
+	sigaction(SIGUSR2, &sa, NULL);
 
 	if (argc < 2) {
 		usage(stderr);
