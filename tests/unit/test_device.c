@@ -1246,6 +1246,7 @@ test_admin_block(void)
 static void
 test_revoke(void)
 {
+	const struct fk_appr *den, *ovr;
 	struct device *dev;
 	char err[256];
 	int first, i;
@@ -1300,12 +1301,36 @@ test_revoke(void)
 	ok(!dev->revoked && dev->state == DEV_AUTHORIZED,
 	    "a new presence is not revoked");
 
+	/* revoke ends approvals, not denials (it makes stricter only) */
+	set_tiers(RULES("block id 046d:c31c"), NULL);
+	deny(dev, &carol, SCOPE_ONCE);
+	den = fk_last_appr();
+	{
+		struct approve_opts o = opts(SCOPE_ONCE, 0, "10.0.0.1", true);
+
+		is_int(device_approve(dev, false, &o, &root, err, sizeof(err)),
+		    CTL_OK, "an admin's override for 10.0.0.1 despite the denial");
+	}
+	ovr = fk_last_appr();
+	is_int(dev->state, DEV_AUTHORIZED, "authorized by the override");
+	is_int(device_revoke(dev, &carol, NULL, err, sizeof(err)), CTL_OK,
+	    "carol revokes");
+	ok(ovr->ended && strcmp(ovr->end_reason, "revoked") == 0 && !den->ended,
+	    "the override ended, the denial stands");
+	ok(dev->nappr == 1 && dev->appr[0].deny && dev->state == DEV_BLOCKED,
+	    "blocked (the admin rule, the denial)");
+	set_tiers(RULES("allow id 046d:c31c"), NULL);
+	device_presence_ended(dev);
+	device_up_closed(dev, "unplugged");
+	claim_probe(dev, &kbd, 150, 552, 0, -1);
+	is_int(dev->state, DEV_AUTHORIZED, "a new presence: authorized");
+
 	/* an approval lifts a revocation */
 	device_revoke(dev, &carol, NULL, err, sizeof(err));
 	is_int(dev->state, DEV_PENDING, "revoked again");
 	is_int(approve(dev, &bob, SCOPE_ONCE, 0, NULL, false), CTL_OK,
 	    "approved after the revocation");
-	ok(!dev->revoked && !fk.set_revoked_last && !fk_is_revoked(dev->id, 551)
+	ok(!dev->revoked && !fk.set_revoked_last && !fk_is_revoked(dev->id, 552)
 	    && dev->state == DEV_AUTHORIZED, "revocation lifted and persisted");
 	devfree(dev);
 	set_tiers(NULL, NULL);
