@@ -1844,6 +1844,26 @@ test_known_bugs(void)
 	    "after approvals_end_all without device_eval",
 	    "the state agrees with the decision after a failed deny");
 	devfree(dev);
+
+	/* C: the store cannot record a new identity: device_identified()
+	 * keeps the previous identity's row id, so what an operator
+	 * decides now is recorded against (and later allows) that one */
+	dev = mkdev("14-3", &kbd);
+	claim_probe(dev, &kbd, 242, 642, 0, -1);
+	device_up_closed(dev, "unplugged");
+	fk.ident_rc = -1;
+	claim_probe(dev, &stick, 243, 643, 242, -1);
+	fk.ident_rc = 0;
+	todo_ok(dev->id != 242, "device_identified() returns early on a store "
+	    "failure, dev->id unchanged", "a stick the store could not record "
+	    "does not keep the keyboard's row");
+	approve(dev, &bob, SCOPE_FOR, NOW + 3600, NULL, false);
+	device_up_closed(dev, "unplugged");
+	claim_probe(dev, &kbd, 242, 642, 0, -1);
+	todo_ok(dev->state == DEV_PENDING, "the stick's approval was stored "
+	    "with the keyboard's row", "the keyboard is not authorized by an "
+	    "approval of the stick");
+	devfree(dev);
 }
 
 int
