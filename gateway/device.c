@@ -276,8 +276,14 @@ device_identified(struct device *dev)
 	dev->core->identity_changed = false;
 	device_identity(dev, &id);
 	if (store_device_identity(dev, &id, &si) == -1) {
-		/* no row: no approvals can be found; fail closed */
+		/*
+		 * No row: nothing decided for any identity applies, and
+		 * nothing may be recorded against the previous one's row.
+		 */
+		dev->id = 0;
+		dev->presence_id = 0;
 		dev->core->nappr = 0;
+		dev->core->revoked = false;
 		return;
 	}
 	if (si.id != dev->id) {
@@ -1307,13 +1313,17 @@ approval_keep(struct device *dev, const struct approval *a)
 	unsigned i, n = 0;
 
 	/* a new decision for the same host supersedes the older one */
-	for (i = 0; i < dev->core->nappr; i++)
-		if (!(dev->core->appr[i].to.kind == a->to.kind &&
-		    strcmp(dev->core->appr[i].to.name, a->to.name) == 0 &&
-		    memcmp(&dev->core->appr[i].to.addr, &a->to.addr,
-		    sizeof(a->to.addr)) == 0 &&
-		    dev->core->appr[i].to.prefix == a->to.prefix))
-			dev->core->appr[n++] = dev->core->appr[i];
+	for (i = 0; i < dev->core->nappr; i++) {
+		const struct approval *p = &dev->core->appr[i];
+
+		if (p->to.kind == a->to.kind && strcmp(p->to.name,
+		    a->to.name) == 0 && memcmp(&p->to.addr, &a->to.addr,
+		    sizeof(a->to.addr)) == 0 && p->to.prefix == a->to.prefix) {
+			store_approval_end(dev, p->id, "superseded", &a->by);
+			continue;
+		}
+		dev->core->appr[n++] = *p;
+	}
 	dev->core->nappr = n;
 	if (dev->core->nappr == GW_MAX_APPROVALS) {
 		/* the oldest gives way */
@@ -1322,6 +1332,21 @@ approval_keep(struct device *dev, const struct approval *a)
 		    sizeof(dev->core->appr[0]) * --dev->core->nappr);
 	}
 	dev->core->appr[dev->core->nappr++] = *a;
+}
+
+/*
+ * A denial whose record failed: the approvals it ended stay ended, and
+ * it holds in memory for this presence, so that nothing fails open.
+ */
+static enum ctl_err
+deny_unrecorded(struct device *dev, struct approval *a,
+    const struct actor *who)
+{
+	a->id = 0;
+	a->scope = SCOPE_ONCE;
+	approval_keep(dev, a);
+	device_eval(dev, who, "denied (not recorded: database error)");
+	return CTL_E_INTERNAL;
 }
 
 /*
@@ -1382,13 +1407,15 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 		rule_id = tiers_device_rule(&id, dev->id, deny, o->override,
 		    o->to_host, who, o->message, err, errlen);
 		if (rule_id == -1)
-			return CTL_E_INTERNAL;
+			return deny ? deny_unrecorded(dev, &a, who) :
+			    CTL_E_INTERNAL;
 	}
 	/* a permanent one is recorded too: its rule outlives the presence */
 	a.id = store_approval_add(dev, &a, o->scope, rule_id, o->message);
 	if (a.id <= 0 && o->scope != SCOPE_PERMANENT) {
-		snprintf(err, errlen, "database: cannot record the decision");
-		return CTL_E_INTERNAL;
+		snprintf(err, errlen, "database: cannot record the decision%s",
+		    deny ? "; the denial holds until the device leaves" : "");
+		return deny ? deny_unrecorded(dev, &a, who) : CTL_E_INTERNAL;
 	}
 	if (o->scope != SCOPE_PERMANENT)
 		approval_keep(dev, &a);
