@@ -976,6 +976,7 @@ device_gone(struct device *dev, const char *why)
 	/* the state first: an attachment then ends as attached -> gone */
 	device_set_state(dev, DEV_GONE, NULL, why);
 	device_release(dev, why);
+	notify_decided(dev);	/* held imports are answered */
 }
 
 /* ---- the decision ------------------------------------------------------- */

@@ -278,12 +278,49 @@ ds_wait_timeout(evutil_socket_t fd, short what, void *arg)
 /*
  * A device's decision changed: answer the imports held for it.
  */
+/*
+ * dev is gone (or about to be freed): every import held for it is
+ * answered now, and no session keeps a pointer to it.  A held import
+ * belongs to its device.
+ */
+static void
+server_device_gone(struct device *dev)
+{
+	struct dsession *ds, *next;
+
+	for (ds = TAILQ_FIRST(&gw->sessions); ds != NULL; ds = next) {
+		next = TAILQ_NEXT(ds, entry);
+		if (ds->dev != dev || ds->dead)
+			continue;
+		if (ds->state == DS_RELAY) {
+			dsession_close(ds, "device gone");
+			continue;
+		}
+		if (ds->state == DS_WAIT_APPROVAL) {
+			dsession_set_state(ds, DS_OP, "device gone");
+			if (ds->request_id != 0) {
+				store_access_outcome(ds->request_id, "refused",
+				    NULL);
+				ds->request_id = 0;
+			}
+			ds->dev = NULL;
+			ds_import_refuse(ds, ST_NODEV, "device gone");
+			continue;
+		}
+		ds->dev = NULL;
+	}
+}
+
 static void
 server_device_decided(struct device *dev)
 {
 	struct dsession *ds, *next;
 	struct decision d;
 
+	if (dev->state == DEV_GONE) {
+		server_device_gone(dev);
+		return;
+	}
 	for (ds = TAILQ_FIRST(&gw->sessions); ds != NULL; ds = next) {
 		next = TAILQ_NEXT(ds, entry);
 		if (ds->state != DS_WAIT_APPROVAL || ds->dev != dev)
@@ -325,6 +362,7 @@ server_init(void)
 	static const struct device_observer obs = {
 		.decided = server_device_decided,
 		.cut = server_device_cut,
+		.freed = server_device_gone,
 	};
 
 	device_observe(&obs);
