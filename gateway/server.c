@@ -42,7 +42,24 @@ ds_free(void *arg)
 		bufferevent_free(ds->bev);
 	if (ds->wait_ev != NULL)
 		event_free(ds->wait_ev);
+	if (ds->op_ev != NULL)
+		event_free(ds->op_ev);
 	free(ds);
+}
+
+/*
+ * The op phase has one deadline, from accept: a peer that sends its
+ * request a byte at a time does not hold a session longer than one that
+ * sends nothing (a timeout that restarts on every byte would).
+ */
+static void
+ds_op_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct dsession *ds = arg;
+
+	if (ds->state == DS_OP && !ds->dead)
+		dsession_close(ds, "no complete request in time (op-phase "
+		    "deadline)");
 }
 
 /*
@@ -98,6 +115,8 @@ dsession_close(struct dsession *ds, const char *why)
 	if (ds->dead)
 		return;
 	ds->dead = true;
+	if (ds->op_ev != NULL)
+		event_del(ds->op_ev);
 	hostname_cancel(ds->name_req);
 	ds->name_req = NULL;
 	(ds->quiet ? log_debug : log_info)("session %s%s%s closed: %s",
@@ -494,6 +513,8 @@ ds_read(struct bufferevent *bev, void *arg)
 		return;
 	}
 	evbuffer_drain(in, (size_t)r);
+	if (ds->op_ev != NULL)
+		event_del(ds->op_ev);	/* the request is complete */
 	bufferevent_set_timeouts(bev, NULL, NULL);
 	if (op.hdr.code == OP_REQ_DEVLIST)
 		ds_devlist(ds);
@@ -579,7 +600,10 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 	gw->nsessions++;
 	bufferevent_setcb(ds->bev, ds_read, NULL, ds_event, ds);
 	bufferevent_setwatermark(ds->bev, EV_READ, 0, 4096);
-	bufferevent_set_timeouts(ds->bev, &tv, &tv);
+	/* the op phase's deadline runs from now; writes have a timeout */
+	bufferevent_set_timeouts(ds->bev, NULL, &tv);
+	ds->op_ev = evtimer_new(gw->base, ds_op_deadline, ds);
+	evtimer_add(ds->op_ev, &tv);
 	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
 	log_debug("session %s: connected", ds->peer);
 	/* its name, verified off the loop; requests wait for it (bounded) */

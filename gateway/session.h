@@ -59,6 +59,7 @@ struct dsession {
 	struct sockaddr_storage	 ss;
 	struct device		*dev;
 	struct event		*wait_ev;	/* attach-pending timeout */
+	struct event		*op_ev;		/* op-phase deadline */
 	int64_t			 request_id;
 	struct inflight_tab	 inflight;
 	struct relay		*relay;		/* DS_RELAY */
