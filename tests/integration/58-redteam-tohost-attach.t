@@ -10,13 +10,17 @@
 #  - the vhci host's own SET_CONFIGURATION (device_config_changed), which
 #    every host does at enumeration: `usbip-tc script` fails;
 #  - any policy change, even a rule about another device.
+# And the reverse: when a later admin rule blocks the device
+# (`allow id X to-host H` first, `block id X` after it: "only H"), the
+# standing decision is blocked, and ds_import() refuses a blocked device
+# without deciding for the asking host: H is refused too.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
 . "$(dirname "$0")/../lib/decision.sh"
 
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON" socat sqlite3
-plan 9
+plan 11
 
 cat >"$T/sim.conf" <<'EOF2'
 device 1-4 { type keyboard; keys ""; }
@@ -49,10 +53,18 @@ isnt "$(state_row gw $D pending authorized actor)" system \
 gw_wait_state gw $D pending 5 || gw_wait_state gw $D authorized 5
 hold_start h1 gw $D 2000 || diag "hold did not start"
 gwctl gw policy add 'block id 1209:0004'
-is "$RC" 0 "the admin blocks another device (sim1:1-4)"
+is "$RC" 0 "the admin adds a rule about another device (1209:0004)"
 sleep 0.5
 is "$(gw_state gw $D)" attached "$D stays attached to the host its rule allows"
 stop_bg h1 TERM
+
+# ---- "only 127.0.0.0/8": an allow with to-host, then a block --------------------
+gwctl gw policy insert 1 'allow id 1209:0001 to-host 127.0.0.0/8'
+gwctl gw policy add 'block id 1209:0001'
+is "$RC" 0 "admin: sim1:1-4 to 127.0.0.0/8 (rule 1), blocked for everyone else"
+sleep 0.5
+run "$TC" import "$GWA" sim1:1-4
+is "$RC" 0 "127.0.0.1 imports sim1:1-4 (the first matching rule for it allows)"
 
 gw_finish gw
 done_testing
