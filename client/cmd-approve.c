@@ -18,7 +18,7 @@ static const struct cmd_opt opts[] = {
 	{ "to", 't', "HOST", "only for this vhci host: an address, a CIDR "
 	    "prefix or a name" },
 	{ "identity", 'i', "ID", "refuse unless BUSID is still this device "
-	    "(show's id, or 8+ hex digits of its hash)" },
+	    "(show's id, or 8+ hex digits of its identity)" },
 	{ "override", 0, NULL, "admin: allow although an admin rule blocks "
 	    "the device (audited)" },
 	{ "message", 'm', "MESSAGE", "why, for the audit log" },

@@ -5,7 +5,7 @@
 
 static const struct cmd_opt opts[] = {
 	{ "identity", 'i', "ID", "refuse unless BUSID is still this device "
-	    "(show's id, or 8+ hex digits of its hash)" },
+	    "(show's id, or 8+ hex digits of its identity)" },
 	{ "message", 'm', "MESSAGE", "why, for the audit log" },
 	{ NULL, 0, NULL, NULL }
 };

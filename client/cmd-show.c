@@ -144,6 +144,7 @@ cmd_show_exec(struct cmd_ctx *ctx)
 		field("interfaces", buf);
 	}
 	field("hash", jstr(res, "hash"));
+	field("identity", jstr(res, "identity"));
 	snprintf(buf, sizeof(buf), "%lld",
 	    (long long)json_integer_value(json_object_get(res, "id")));
 	if (json_is_integer(json_object_get(res, "id")))

@@ -365,8 +365,12 @@ prompt_loop(struct client *cl)
 		json_array_remove(p.queue, 0);
 		usbgw_strlcpy(busid, jstr(json_object_get(q, "data"), "busid"),
 		    sizeof(busid));
-		usbgw_strlcpy(hash, jstr(json_object_get(q, "data"), "hash"),
-		    sizeof(hash));
+		/* the answer names the identity shown: its device id */
+		snprintf(hash, sizeof(hash), "%lld", (long long)
+		    json_integer_value(json_object_get(json_object_get(q,
+		    "data"), "id")));
+		if (strcmp(hash, "0") == 0)
+			hash[0] = '\0';
 		show_question(q);
 		json_decref(q);
 		for (;;) {

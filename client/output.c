@@ -342,8 +342,9 @@ device_identity_str(const json_t *dev)
 		b[0] = '\0';
 		return b;
 	}
-	snprintf(b, RING_SIZE, "device %lld, hash %.16s",
-	    (long long)json_integer_value(id), jstr(dev, "hash"));
+	snprintf(b, RING_SIZE, "device %lld, identity %.16s, hash %.16s",
+	    (long long)json_integer_value(id), jstr(dev, "identity"),
+	    jstr(dev, "hash"));
 	return b;
 }
 

@@ -1109,6 +1109,30 @@ done:
 	return rc;
 }
 
+int
+db_rule_of_device(struct db *db, int64_t device_id, int64_t *rule_id,
+    char *origin, size_t len)
+{
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if ((st = stmt(db, S_RULE_DEVICE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, device_id);
+	bind_text(st, 2, "admin");
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*rule_id = sqlite3_column_int64(st, 0);
+		/* column 2: 1 when in the admin tier (same as "admin") */
+		usbgw_strlcpy(origin, sqlite3_column_int(st, 2) ? "admin" :
+		    "operator", len);
+	}
+	sqlite3_reset(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : db_fail(db, "device rule");
+}
+
 int64_t
 db_rule_set_device(struct db *db, int64_t device_id, long position,
     const struct rule *r, const char *origin, const char *comment,

@@ -141,6 +141,10 @@ int		 db_rule_move(struct db *, int64_t rule_id, long position);
  * operator tier; others: admin).  The old rule is removed either way.
  * Returns the new rule's id.
  */
+/* The device's rule (a permanent decision's) and its tier ("admin" or
+ * "operator"): 1, 0 if none, -1. */
+int		 db_rule_of_device(struct db *, int64_t device_id,
+		    int64_t *rule_id, char *tier, size_t len);
 int64_t		 db_rule_set_device(struct db *, int64_t device_id,
 		    long position, const struct rule *, const char *origin,
 		    const char *comment,

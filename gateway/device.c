@@ -267,6 +267,28 @@ device_claim(struct device *dev)
  * identity at the same port is a different device: what was decided
  * for the old one does not carry over.
  */
+/*
+ * The whole identity as one digest: what makes a device row (exporter,
+ * its busid there, the descriptor hash and the three strings), so that
+ * --identity names exactly one identity.  The descriptor hash alone
+ * does not: two sticks of one model differ only in their serials.
+ */
+static void
+identity_digest(struct device *dev)
+{
+	const char *f[6] = { dev->exp->name, dev->up_busid, dev->ident.hash,
+	    dev->ident.serial, dev->ident.manufacturer, dev->ident.product };
+	struct iovec parts[6];
+	int i;
+
+	for (i = 0; i < 6; i++) {
+		parts[i].iov_base = (void *)(uintptr_t)f[i];
+		parts[i].iov_len = strlen(f[i]) + 1;	/* with its NUL */
+	}
+	if (identity_hash(parts, 6, dev->ident.identity) == -1)
+		fatalx("SHA-256 failed");
+}
+
 static void
 device_identified(struct device *dev)
 {
@@ -274,6 +296,7 @@ device_identified(struct device *dev)
 	struct usbgw_identity id;
 
 	dev->core->identity_changed = false;
+	identity_digest(dev);
 	device_identity(dev, &id);
 	if (store_device_identity(dev, &id, &si) == -1) {
 		/*
@@ -562,6 +585,7 @@ device_json(const struct device *dev)
 	    "id", (json_int_t)dev->id);
 	if (o == NULL)
 		return json_object();
+	json_object_set_new(o, "identity", json_string(dev->ident.identity));
 	if (dev->ds != NULL) {
 		json_object_set_new(o, "attached_to", json_string(dev->ds->peer));
 		json_object_set_new(o, "bytes_to_host",
@@ -1149,21 +1173,39 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 		who = &d.actor;
 	if (reason == NULL)
 		reason = d.why;
-	if (st == DEV_AUTHORIZED && dev->state == DEV_ATTACHED) {
-		/* still allowed; the attached host must still pass too */
-		if (dev->ds != NULL) {
-			device_decide(dev, dev->ds, &dh);
-			if (dh.verdict != VERDICT_ALLOW) {
-				/* the row first, credited as any other */
-				device_set_state_rule(dev, DEV_AUTHORIZED, who ==
-				    &d.actor ? &dh.actor : who, dh.why,
-				    dh.rule_id != 0 ? dh.rule_id : cause_rule);
-				device_cut(dev, dh.why);
-			}
-			else if (dh.recheck_at < recheck)
-				recheck = dh.recheck_at;
+	/*
+	 * Attached: what keeps the attachment is its host's own decision (a
+	 * rule with to-host may allow that host while the standing state,
+	 * decided for no host, is pending).
+	 */
+	if (dev->state == DEV_ATTACHED && dev->ds != NULL) {
+		device_decide(dev, dev->ds, &dh);
+		if (dh.verdict == VERDICT_ALLOW) {
+			dev->core->decision = dh;
+			dev->rule_id = dh.rule_id;
+			recheck_arm(dev, dh.recheck_at < recheck ?
+			    dh.recheck_at : recheck);
+			notify_decided(dev);
+			return;
 		}
-		recheck_arm(dev, recheck);
+		if (st == DEV_AUTHORIZED) {
+			/* allowed for others, not this host: the row first */
+			device_set_state_rule(dev, DEV_AUTHORIZED, who ==
+			    &d.actor ? &dh.actor : who, dh.why,
+			    dh.rule_id != 0 ? dh.rule_id : cause_rule);
+			device_cut(dev, dh.why);
+			recheck_arm(dev, recheck);
+			notify_decided(dev);
+			return;
+		}
+		if (who == &d.actor) {
+			/* the host's decision says why it is cut off */
+			who = &dh.actor;
+			reason = dh.why;
+			d.rule_id = dh.rule_id != 0 ? dh.rule_id : d.rule_id;
+		}
+	} else if (st == DEV_AUTHORIZED && dev->state == DEV_ATTACHED) {
+		recheck_arm(dev, recheck);	/* no session (local mode) */
 		notify_decided(dev);
 		return;
 	}
@@ -1233,8 +1275,8 @@ device_reeval_all(const struct actor *who, const char *why,
 
 /*
  * The identity an operator's command names: the device id, or a prefix
- * (8 or more hex digits) of its descriptor hash.  Refused if the device
- * now at that busid is another identity.
+ * (8 or more hex digits) of its identity digest (show: "identity").
+ * Refused if the device now at that busid is another identity.
  */
 enum ctl_err
 device_check_identity(struct device *dev, const char *identity, char *err,
@@ -1253,18 +1295,19 @@ device_check_identity(struct device *dev, const char *identity, char *err,
 	}
 	if (!digits && !hex) {
 		snprintf(err, errlen, "argument identity: expected a device id "
-		    "or at least 8 hex digits of its hash");
+		    "or at least 8 hex digits of its identity digest");
 		return CTL_E_USAGE;
 	}
-	/* a long run of digits is a hash prefix if it is not the id */
+	/* a long run of digits is a digest prefix if it is not the id */
 	match = (digits && strtoll(identity, NULL, 10) == dev->id) ||
-	    (hex && strncasecmp(identity, dev->ident.hash, n) == 0);
+	    (hex && strncasecmp(identity, dev->ident.identity, n) == 0);
 	if (match)
 		return CTL_OK;
-	snprintf(err, errlen, "%s is now device %lld (%04x:%04x \"%.40s\", "
-	    "hash %.16s), not %.64s: look again before deciding", dev->busid,
-	    (long long)dev->id, dev->ident.vid, dev->ident.pid,
-	    dev->ident.product, dev->ident.hash, identity);
+	snprintf(err, errlen, "%s is now device %lld (%04x:%04x \"%.40s\" "
+	    "serial \"%.40s\", identity %.16s), not %.64s: look again before "
+	    "deciding", dev->busid, (long long)dev->id, dev->ident.vid,
+	    dev->ident.pid, dev->ident.product, dev->ident.serial,
+	    dev->ident.identity, identity);
 	return CTL_E_REFUSED;
 }
 
@@ -1387,6 +1430,17 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 		    "applies to approve");
 		return CTL_E_USAGE;
 	}
+	/*
+	 * A permanent decision replaces the device's rule: an admin's (an
+	 * override, an admin's permanent denial) only by an admin.
+	 */
+	if (o->scope == SCOPE_PERMANENT && who->priv < PRIV_ADMIN &&
+	    (blocking = tiers_device_rule_admin(dev->id)) != 0) {
+		snprintf(err, errlen, "rule %lld, an admin's permanent decision, "
+		    "decides %s; only an admin may replace it",
+		    (long long)blocking, dev->busid);
+		return CTL_E_REFUSED;
+	}
 	if (!deny && !o->override && (blocking = admin_blocking_rule(dev))) {
 		snprintf(err, errlen, "admin rule %lld blocks %s; an approval "
 		    "cannot outrank it (an admin may approve with --override)",
@@ -1405,8 +1459,10 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 		struct usbgw_identity id;
 
 		device_identity(dev, &id);
-		rule_id = tiers_device_rule(&id, dev->id, deny, o->override,
-		    o->to_host, who, o->message, err, errlen);
+		/* an admin's override or denial ranks with the admin rules */
+		rule_id = tiers_device_rule(&id, dev->id, deny, o->override ||
+		    (deny && who->priv >= PRIV_ADMIN), o->to_host, who,
+		    o->message, err, errlen);
 		if (rule_id == -1)
 			return deny ? deny_unrecorded(dev, &a, who) :
 			    CTL_E_INTERNAL;

@@ -34,6 +34,7 @@ struct gw_ident {
 	char		product[GW_STR_MAX];
 	char		serial[GW_STR_MAX];
 	char		hash[65];	/* hex SHA-256 over dev_desc + configs */
+	char		identity[65];	/* the whole identity's digest (below) */
 };
 
 

@@ -273,6 +273,21 @@ ds_import_accept(struct dsession *ds, struct device *dev)
 	relay_start(ds, dev, rep, n, dsession_close); /* it sends the reply */
 }
 
+/*
+ * A device pending or blocked for no host that this host's own decision
+ * allows (a rule or approval limited to it): authorized, credited to
+ * what allows it, and imported.
+ */
+static void
+ds_import_for_host(struct dsession *ds, struct device *dev)
+{
+	struct decision d;
+
+	device_decide(dev, ds, &d);
+	device_set_state(dev, DEV_AUTHORIZED, &d.actor, d.why);
+	ds_import_accept(ds, dev);
+}
+
 /* Is the device free to be imported right now? */
 static bool
 ds_importable(const struct device *dev)
@@ -453,12 +468,8 @@ ds_import(struct dsession *ds, const char *busid)
 	case DEV_ATTACHED:
 		return ds_import_refuse(ds, ST_DEV_BUSY, "already attached");
 	case DEV_PENDING:
-		if (device_allowed_for(dev, ds) && ds_importable(dev)) {
-			/* a rule or grant limited to this vhci host */
-			device_set_state(dev, DEV_AUTHORIZED, NULL,
-			    "allowed for this vhci host");
-			return ds_import_accept(ds, dev);
-		}
+		if (device_allowed_for(dev, ds) && ds_importable(dev))
+			return ds_import_for_host(ds, dev);
 		/* FALLTHROUGH */
 	case DEV_PROBING:
 		/* over the address's budget: no row, no event, no hold */
@@ -477,6 +488,9 @@ ds_import(struct dsession *ds, const char *busid)
 		/* attach-pending: hold the import until decided or timeout */
 		return ds_hold(ds, dev, gw->attach_wait_ms);
 	case DEV_BLOCKED:
+		/* blocked for no host, but a rule may allow this one */
+		if (device_allowed_for(dev, ds) && ds_importable(dev))
+			return ds_import_for_host(ds, dev);
 		if (ds_may_audit(ds, HL_IMPORT_REFUSED))
 			store_audit_device(dev, "import-refused", NULL, ds->peer);
 		return ds_import_refuse(ds, ST_NA, "device blocked");

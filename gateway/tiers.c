@@ -80,6 +80,20 @@ tiers_get(struct policy **admin, struct policy **op)
  * identity: in the operator tier (after every admin rule), or, for an
  * admin's override, first in the admin tier.  Returns its id or -1.
  */
+/* The rule a permanent decision wrote for the device, if an admin's. */
+int64_t
+tiers_device_rule_admin(int64_t device_id)
+{
+	int64_t id = 0;
+	char tier[16];
+
+	if (store_db() == NULL || device_id == 0 ||
+	    db_rule_of_device(store_db(), device_id, &id, tier,
+	    sizeof(tier)) != 1)
+		return 0;
+	return strcmp(tier, "admin") == 0 ? id : 0;
+}
+
 int64_t
 tiers_device_rule(const struct usbgw_identity *id, int64_t device_id,
     bool deny, bool admin, const char *to_host, const struct actor *who,

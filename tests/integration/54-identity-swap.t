@@ -81,8 +81,9 @@ is "$(gw_state gw $B)" authorized "B is authorized"
 gwctl gw revoke $B --identity "${H_A:0:12}"
 is "$RC" 1 "revoke --identity <A's hash prefix> is refused (exit 1)"
 is "$(gw_state gw $B)" authorized "... B stays authorized"
-gwctl gw revoke $B --identity "${H_B:0:8}" --json
-is "$RC" 0 "revoke --identity <B's 8-digit hash prefix> goes through"
+I_B=$(gw_field gw $B identity)
+gwctl gw revoke $B --identity "${I_B:0:8}" --json
+is "$RC" 0 "revoke --identity <B's 8-digit identity prefix> goes through"
 is "$(jget "$OUT" hash)/$(jget "$OUT" id)" "$H_B/$ID_B" "... its reply is device B (hash, id)"
 is "$(gw_state gw $B)" pending "B is pending again"
 gwctl gw approve $B --identity "$ID_B"
