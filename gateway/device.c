@@ -1122,8 +1122,9 @@ device_recheck_cb(evutil_socket_t fd, short what, void *arg)
 	device_eval(dev, NULL, NULL);
 }
 
-static enum dev_state
-verdict_state(enum verdict v)
+/* The state a verdict puts a device in (standing, for no host). */
+enum dev_state
+device_verdict_state(enum verdict v)
 {
 	switch (v) {
 	case VERDICT_ALLOW:
@@ -1168,7 +1169,7 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 	dev->core->decision = d;
 	dev->rule_id = d.rule_id;
 	recheck = d.recheck_at;
-	st = verdict_state(d.verdict);
+	st = device_verdict_state(d.verdict);
 	if (who == NULL)
 		who = &d.actor;
 	if (reason == NULL)

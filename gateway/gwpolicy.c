@@ -276,17 +276,10 @@ admin_with(struct rule *r, size_t pos)
 static enum dev_state
 verdict_state(const struct device *dev, enum verdict v)
 {
-	switch (v) {
-	case VERDICT_ALLOW:
-		return dev->state == DEV_ATTACHED ? DEV_ATTACHED :
-		    DEV_AUTHORIZED;
-	case VERDICT_BLOCK:
-	case VERDICT_REJECT:
-		return DEV_BLOCKED;
-	case VERDICT_PENDING:
-	default:
-		return DEV_PENDING;
-	}
+	enum dev_state st = device_verdict_state(v);
+
+	return st == DEV_AUTHORIZED && dev->state == DEV_ATTACHED ?
+	    DEV_ATTACHED : st;
 }
 
 /*

@@ -259,38 +259,15 @@ host_match_format(const struct host_match *m, char *buf, size_t len)
 	return buf;
 }
 
-static int
-prefix_match(const uint8_t *net, const uint8_t *a, unsigned prefix)
-{
-	unsigned	full = prefix / 8, rem = prefix % 8;
-	uint8_t		mask;
-
-	if (memcmp(net, a, full) != 0)
-		return 0;
-	if (rem == 0)
-		return 1;
-	mask = (uint8_t)(0xff << (8 - rem));
-	return (net[full] & mask) == (a[full] & mask);
-}
-
 /* As rule.c's to-host: an IPv4 network also takes IPv4-mapped IPv6. */
 static bool
 addr_test(const struct host_match *m, const struct usbgw_addr *h)
 {
-	static const uint8_t v4mapped[12] = {
-		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
-	};
-
 	if (m->addr.family != AF_INET && m->addr.family != AF_INET6)
 		return false;
 	if (m->prefix > addr_bits(m->addr.family))
 		return false;
-	if (h->family == m->addr.family)
-		return prefix_match(m->addr.addr, h->addr, m->prefix);
-	if (m->addr.family == AF_INET && h->family == AF_INET6 &&
-	    memcmp(h->addr, v4mapped, sizeof(v4mapped)) == 0)
-		return prefix_match(m->addr.addr, h->addr + 12, m->prefix);
-	return false;
+	return usbgw_addr_in(&m->addr, m->prefix, h);
 }
 
 /* Equal ignoring case; a trailing dot on the host's name is ignored. */

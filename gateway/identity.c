@@ -98,3 +98,37 @@ identity_ifaces_format(const struct usbgw_identity *id, char *buf, size_t len)
 	}
 	return buf;
 }
+
+static int
+prefix_match(const uint8_t *net, const uint8_t *a, unsigned prefix)
+{
+	unsigned	full = prefix / 8, rem = prefix % 8;
+	uint8_t		mask;
+
+	if (memcmp(net, a, full) != 0)
+		return 0;
+	if (rem == 0)
+		return 1;
+	mask = (uint8_t)(0xff << (8 - rem));
+	return (net[full] & mask) == (a[full] & mask);
+}
+
+/*
+ * Is host inside net/prefix?  An IPv4 network also takes an IPv4-mapped
+ * IPv6 host (::ffff:a.b.c.d, what a dual-stack listener sees).
+ */
+bool
+usbgw_addr_in(const struct usbgw_addr *net, unsigned prefix,
+    const struct usbgw_addr *host)
+{
+	static const uint8_t v4mapped[12] = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+	};
+
+	if (host->family == net->family)
+		return prefix_match(net->addr, host->addr, prefix);
+	if (net->family == AF_INET && host->family == AF_INET6 &&
+	    memcmp(host->addr, v4mapped, sizeof(v4mapped)) == 0)
+		return prefix_match(net->addr, host->addr + 12, prefix);
+	return false;
+}

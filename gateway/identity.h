@@ -8,6 +8,7 @@
 #define USBGW_IDENTITY_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -86,6 +87,10 @@ int	identity_hash(const struct iovec *parts, size_t n,
 
 /* Parse "a.b.c.d" or an IPv6 address (no prefix).  Returns 0 or -1. */
 int	usbgw_addr_parse(const char *s, struct usbgw_addr *out);
+
+/* Is host inside net/prefix (an IPv4 net takes IPv4-mapped IPv6 hosts)? */
+bool	usbgw_addr_in(const struct usbgw_addr *net, unsigned prefix,
+	    const struct usbgw_addr *host);
 
 /* Format an address into buf (INET6_ADDRSTRLEN is enough).  Returns buf. */
 char	*usbgw_addr_format(const struct usbgw_addr *a, char *buf, size_t len);

@@ -1786,36 +1786,12 @@ glob_match(const char *pat, const char *s, int fold)
 }
 
 static int
-prefix_match(const uint8_t *net, const uint8_t *a, unsigned prefix)
-{
-	unsigned	full = prefix / 8, rem = prefix % 8;
-	uint8_t		mask;
-
-	if (memcmp(net, a, full) != 0)
-		return 0;
-	if (rem == 0)
-		return 1;
-	mask = (uint8_t)(0xff << (8 - rem));
-	return (net[full] & mask) == (a[full] & mask);
-}
-
-static int
 host_match(const struct rvalue *v, const struct usbgw_context *ctx)
 {
-	static const uint8_t v4mapped[12] = {
-		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
-	};
-	const struct usbgw_addr *h = &ctx->host_addr;
-
 	if (!v->is_addr)
 		return ctx->host_name != NULL &&
 		    glob_match(v->str, ctx->host_name, 1);
-	if (h->family == v->addr.family)
-		return prefix_match(v->addr.addr, h->addr, v->prefix);
-	if (v->addr.family == AF_INET && h->family == AF_INET6 &&
-	    memcmp(h->addr, v4mapped, sizeof(v4mapped)) == 0)
-		return prefix_match(v->addr.addr, h->addr + 12, v->prefix);
-	return 0;
+	return usbgw_addr_in(&v->addr, v->prefix, &ctx->host_addr);
 }
 
 struct mctx {
