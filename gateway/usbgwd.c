@@ -236,6 +236,7 @@ main(int argc, char *argv[])
 	size_t nctl;
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
 	struct hostname_opts ho;
+	char err[512];
 	size_t i;
 
 	log_init("usbgwd", 1, LOG_LVL_INFO);
@@ -292,6 +293,11 @@ main(int argc, char *argv[])
 		config_free(cfg);
 		return 0;
 	}
+	/* before daemon(): whoever started us sees the refusal */
+	if (store_lock(cfg->database, err, sizeof(err)) == -1) {
+		config_free(cfg);
+		fatalx("%s", err);
+	}
 	if (foreground)
 		cfg->log_stderr = 1;
 	log_init("usbgwd", cfg->log_stderr, cfg->log_level);
@@ -306,6 +312,7 @@ main(int argc, char *argv[])
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	if (!foreground && daemon(0, 0) == -1)
 		fatal("daemon");
+	store_lock_owner();
 
 	raise_nofile();
 	if ((base = event_base_new()) == NULL)
