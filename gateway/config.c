@@ -175,10 +175,7 @@ config_new(void)
 	c->control_max_output = 4 * SIZE_K * SIZE_K;
 	c->control_timeout_ms = 30 * MS_S;
 	c->control_lookup_timeout_ms = 5 * MS_S;
-	c->nlisten = 1;
-	c->listen[0].host[0] = '\0';
-	usbgw_strlcpy(c->listen[0].port, CONFIG_DEFAULT_PORT,
-	    sizeof(c->listen[0].port));
+	c->nlisten = 0;			/* config_listen_addrs() */
 	c->poll_interval_ms = 3 * MS_S;
 	c->probe_timeout_ms = 5 * MS_S;
 	c->attach_pending_wait_ms = 0;
@@ -209,6 +206,19 @@ void
 config_free(struct config *c)
 {
 	free(c);
+}
+
+size_t
+config_listen_addrs(const struct config *c, const struct config_addr **addrs)
+{
+	static const struct config_addr any = { "", CONFIG_DEFAULT_PORT };
+
+	if (c->nlisten > 0) {
+		*addrs = c->listen;
+		return c->nlisten;
+	}
+	*addrs = &any;
+	return c->mode == CONFIG_MODE_LOCAL ? 0 : 1;
 }
 
 int

@@ -44,6 +44,52 @@ bad(const char *text, const char *want)
 	config_free(c);
 }
 
+/*
+ * Where the daemon listens: what is configured, else *:3240 in proxy
+ * mode and nothing in local mode (issue 12, item 10).
+ */
+static void
+test_listen_addrs(void)
+{
+	static const char local[] = "mode = local\n";
+	static const char local_l[] = "mode = local\nlisten = 127.0.0.1:0\n";
+	const struct config_addr *a;
+	struct config *c;
+	char *errs, err[256];
+	size_t n;
+
+	c = config_new();
+	n = config_listen_addrs(c, &a);
+	is_int(n, 1, "proxy mode, no listen: one address");
+	is_str(n == 1 ? a[0].host : "?", "", "... the wildcard");
+	is_str(n == 1 ? a[0].port : "?", "3240", "... port 3240");
+	config_free(c);
+
+	c = config_new();
+	ok(config_parse_buf(c, "l.conf", local, strlen(local), &errs) == 0,
+	    "mode = local");
+	is_int(config_listen_addrs(c, &a), 0, "local mode, no listen: none");
+	config_free(c);
+
+	c = config_new();
+	ok(config_parse_buf(c, "l.conf", local_l, strlen(local_l),
+	    &errs) == 0, "mode = local, listen = 127.0.0.1:0");
+	n = config_listen_addrs(c, &a);
+	is_int(n, 1, "local mode, one listen: that one");
+	is_str(n == 1 ? a[0].host : "?", "127.0.0.1", "... its host");
+	is_str(n == 1 ? a[0].port : "?", "0", "... its port");
+	config_free(c);
+
+	c = config_new();
+	ok(config_set(c, "mode", "local", err, sizeof(err)) == 0 &&
+	    config_set(c, "listen", "*:3240", err, sizeof(err)) == 0,
+	    "mode local, then a -l flag *:3240");
+	n = config_listen_addrs(c, &a);
+	is_int(n, 1, "local mode, listen *:3240 set explicitly: listened on");
+	is_str(n == 1 ? a[0].host : "?", "", "... every address");
+	config_free(c);
+}
+
 static void
 test_defaults(void)
 {
@@ -52,9 +98,7 @@ test_defaults(void)
 	is_str(c->database, CONFIG_DEFAULT_DB, "default database");
 	is_str(c->control_socket, CONFIG_DEFAULT_SOCKET, "default socket");
 	is_int(c->control_mode, 0660, "default socket mode");
-	is_int(c->nlisten, 1, "one default listen address");
-	is_str(c->listen[0].host, "", "wildcard host");
-	is_str(c->listen[0].port, "3240", "port 3240");
+	is_int(c->nlisten, 0, "no listen address configured");
 	is_int(c->poll_interval_ms, 3000, "poll 3 s");
 	is_int(c->probe_timeout_ms, 5000, "probe 5 s");
 	is_int(c->attach_pending_wait_ms, 0, "no attach wait");
@@ -488,6 +532,7 @@ int
 main(void)
 {
 	test_defaults();
+	test_listen_addrs();
 	test_full();
 	test_errors();
 	test_set_and_load();
