@@ -113,6 +113,7 @@ struct config {
 	unsigned	max_new_devices_per_minute;	/* per exporter */
 	unsigned	audit_limit_per_host;	/* rows a minute, 0: none */
 	unsigned	audit_limit_total;
+	unsigned	audit_retention_s;	/* audit prune keeps younger */
 
 	/* vhci host names (hostname.c): forward-confirmed reverse DNS. */
 	int		host_names;			/* look them up */

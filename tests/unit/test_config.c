@@ -111,6 +111,7 @@ test_defaults(void)
 	is_int(c->max_sessions_per_host, 16, "16 requests at once per host");
 	is_int(c->audit_limit_per_host, 60, "60 rows a minute per host");
 	is_int(c->audit_limit_total, 600, "600 rows a minute in all");
+	is_int(c->audit_retention_s, 30 * 86400, "audit rows kept 30 days");
 	is_int(c->host_names, 1, "host names looked up");
 	is_int(c->host_name_ttl_ms, 300000, "host names cached 300 s");
 	is_int(c->host_name_timeout_ms, 2000, "host name lookups 2 s");
@@ -155,6 +156,7 @@ static const char full[] =
     "max-sessions-per-host = 8\n"
     "audit-limit-per-host = 0\n"
     "audit-limit-total = 1000\n"
+    "audit-retention = 90d\n"
     "host-names = no\n"
     "host-name-ttl = 600\n"
     "host-name-timeout = 1500ms\n"
@@ -181,7 +183,7 @@ test_full(void)
 	/* The last line is wrong: everything else must still be checked. */
 	c = parse(full, &errs);
 	ok(c == NULL, "unknown key refuses the file");
-	is_str(errs, "t.conf:45: unknown key \"database2\" (see usbgwd.conf(5))\n",
+	is_str(errs, "t.conf:46: unknown key \"database2\" (see usbgwd.conf(5))\n",
 	    "unknown key reported with its line");
 	free(errs);
 
@@ -226,6 +228,8 @@ test_full(void)
 	is_int(c->max_sessions_per_host, 8, "max-sessions-per-host");
 	is_int(c->audit_limit_per_host, 0, "audit-limit-per-host 0: none");
 	is_int(c->audit_limit_total, 1000, "audit-limit-total");
+	is_int(c->audit_retention_s, 90 * 86400, "audit-retention 90d, in "
+	    "seconds");
 	is_int(c->host_names, 0, "host-names no");
 	is_int(c->host_name_ttl_ms, 600000, "host-name-ttl 600: seconds");
 	is_int(c->host_name_timeout_ms, 1500, "host-name-timeout 1500ms");
@@ -239,7 +243,7 @@ test_full(void)
 	is_str(c->exporters[0].name, "tc17", "exporter name");
 	is_str(c->exporters[0].addr.host, "192.0.2.17", "exporter host");
 	is_str(c->exporters[0].addr.port, "3240", "default exporter port");
-	is_int(c->exporters[0].line, 40, "exporter line");
+	is_int(c->exporters[0].line, 41, "exporter line");
 	is_str(c->exporters[1].addr.host, "2001:db8::2", "IPv6 exporter");
 	is_str(c->exporters[1].addr.port, "3300", "IPv6 exporter port");
 	is_int(c->nhooks, 2, "two hooks");
@@ -300,8 +304,8 @@ test_errors(void)
 	bad("poll-interval = 5ms\n", "t.conf:1: poll-interval: expected a "
 	    "duration from 100ms to 1h, got \"5ms\"\n");
 	bad("poll-interval = 99999999999999999999999s\n", "t.conf:1: "
-	    "poll-interval: expected a duration like 1500ms, 30s, 10m, 2h or "
-	    "1d, got \"99999999999999999999999s\"\n");
+	    "poll-interval: expected a duration from 100ms to 1h, got "
+	    "\"99999999999999999999999s\"\n");
 	bad("max-sessions-per-host = 0\n", "t.conf:1: max-sessions-per-host: "
 	    "expected a number from 1 to 1024, got \"0\"\n");
 	bad("control-lookup-timeout = 10m\n", "t.conf:1: control-lookup-timeout: "
@@ -460,6 +464,21 @@ test_set_and_load(void)
 	is_str(err, "host-name-timeout: expected a duration from 100ms to 30s, "
 	    "got \"31s\"", "its message");
 	is_int(c->host_name_timeout_ms, 30000, "and the value unchanged");
+	is_int(config_set(c, "audit-retention", "0", err, sizeof(err)), 0,
+	    "audit-retention 0");
+	is_int(c->audit_retention_s, 0, "0: a prune may go up to now");
+	is_int(config_set(c, "audit-retention", "3650d", err, sizeof(err)), 0,
+	    "audit-retention 3650d");
+	is_int(c->audit_retention_s, 3650 * 86400, "3650 days in seconds");
+	is_int(config_set(c, "audit-retention", "1500ms", err, sizeof(err)),
+	    -1, "audit-retention 1500ms refused");
+	is_str(err, "audit-retention: expected whole seconds, got \"1500ms\"",
+	    "its message");
+	is_int(config_set(c, "audit-retention", "3651d", err, sizeof(err)),
+	    -1, "audit-retention 3651d refused");
+	is_str(err, "audit-retention: expected a duration from 0s to 3650d, "
+	    "got \"3651d\"", "its message");
+	is_int(c->audit_retention_s, 3650 * 86400, "and the value unchanged");
 	is_int(config_set(c, "listen", "127.0.0.1:5000", err, sizeof(err)), 0,
 	    "first -l");
 	is_int(config_set(c, "listen", "[::1]:5000", err, sizeof(err)), 0,
