@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/evp.h>
 #include <sqlite3.h>
@@ -665,6 +666,56 @@ audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
 
 /* ------------------------------------------------------------------ */
 /* Pruning                                                              */
+
+/* Unix seconds as 2025-01-31T17:00:00Z (what usbgw's time parser reads). */
+static void
+fmt_utc(char *buf, size_t len, int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, len, "@%" PRId64, t);
+}
+
+/* A whole number of seconds as 90d, 12h, 30m or 45s. */
+static void
+fmt_span(char *buf, size_t len, int64_t s)
+{
+	if (s != 0 && s % 86400 == 0)
+		snprintf(buf, len, "%" PRId64 "d", s / 86400);
+	else if (s != 0 && s % 3600 == 0)
+		snprintf(buf, len, "%" PRId64 "h", s / 3600);
+	else if (s != 0 && s % 60 == 0)
+		snprintf(buf, len, "%" PRId64 "m", s / 60);
+	else
+		snprintf(buf, len, "%" PRId64 "s", s);
+}
+
+enum audit_prune_check
+audit_prune_check(int64_t before, int64_t now, int64_t retention_s,
+    char *err, size_t errlen)
+{
+	char b[32], latest[32], span[32];
+
+	fmt_utc(b, sizeof(b), before);
+	if (before > now) {
+		fmt_utc(latest, sizeof(latest), now);
+		snprintf(err, errlen, "before %s is later than now (%s): "
+		    "expected a time no later than now", b, latest);
+		return AUDIT_PRUNE_FUTURE;
+	}
+	if (before > now - retention_s) {
+		fmt_utc(latest, sizeof(latest), now - retention_s);
+		fmt_span(span, sizeof(span), retention_s);
+		snprintf(err, errlen, "before %s would delete rows younger than "
+		    "audit-retention (%s): expected a time no later than %s",
+		    b, span, latest);
+		return AUDIT_PRUNE_RETAINED;
+	}
+	return AUDIT_PRUNE_OK;
+}
 
 int
 audit_prune(struct audit *a, int64_t before, const struct actor *who,

@@ -83,6 +83,21 @@ int		 audit_verify(struct db *, int64_t expect_seq,
 int		 audit_head(struct db *, int64_t *seq, char hash[65]);
 
 /*
+ * Whether a prune made at `now` may remove the rows older than `before`
+ * (Unix seconds) when the rows younger than retention_s must stay
+ * (audit-retention): a cut-off in the future would take every row,
+ * the newest included.  AUDIT_PRUNE_OK, or why not with a message in err
+ * that names the latest cut-off allowed.  Pure: decides, touches nothing.
+ */
+enum audit_prune_check {
+	AUDIT_PRUNE_OK = 0,
+	AUDIT_PRUNE_FUTURE,		/* before > now */
+	AUDIT_PRUNE_RETAINED,		/* before > now - retention_s */
+};
+enum audit_prune_check audit_prune_check(int64_t before, int64_t now,
+		    int64_t retention_s, char *err, size_t errlen);
+
+/*
  * Remove the rows older than `before` (Unix seconds): every row up to
  * the last row with ts < before.  It first appends, in the same
  * transaction, a checkpoint row (event AUDIT_EVENT_PRUNE, detail

@@ -42,6 +42,7 @@ enum ktype {
 	K_UINT,		/* unsigned */
 	K_SIZE,		/* size_t, bytes with k/m suffix */
 	K_DURATION,	/* unsigned, milliseconds */
+	K_SECONDS,	/* unsigned, seconds (a duration; min, max in ms) */
 	K_LOGLEVEL,	/* int */
 	K_LOGTARGET,	/* int log_stderr */
 	K_SOCKMODE,	/* mode_t */
@@ -94,6 +95,8 @@ static const struct key keys[] = {
 	{ "max-new-devices-per-minute", K_UINT, F(max_new_devices_per_minute), 1, 100000 },
 	{ "audit-limit-per-host", K_UINT,	F(audit_limit_per_host), 0, 1000000 },
 	{ "audit-limit-total",	K_UINT,		F(audit_limit_total), 0, 1000000 },
+	{ "audit-retention",	K_SECONDS,	F(audit_retention_s), 0,
+	    DURATION_MAX },
 	{ "host-names",		K_BOOL,		F(host_names), 0, 0 },
 	{ "host-name-ttl",	K_DURATION,	F(host_name_ttl_ms), MS_S, MS_DAY },
 	{ "host-name-timeout",	K_DURATION,	F(host_name_timeout_ms),
@@ -175,10 +178,7 @@ config_new(void)
 	c->control_max_output = 4 * SIZE_K * SIZE_K;
 	c->control_timeout_ms = 30 * MS_S;
 	c->control_lookup_timeout_ms = 5 * MS_S;
-	c->nlisten = 1;
-	c->listen[0].host[0] = '\0';
-	usbgw_strlcpy(c->listen[0].port, CONFIG_DEFAULT_PORT,
-	    sizeof(c->listen[0].port));
+	c->nlisten = 0;			/* config_listen_addrs() */
 	c->poll_interval_ms = 3 * MS_S;
 	c->probe_timeout_ms = 5 * MS_S;
 	c->attach_pending_wait_ms = 0;
@@ -189,6 +189,7 @@ config_new(void)
 	c->max_new_devices_per_minute = 64;
 	c->audit_limit_per_host = 60;
 	c->audit_limit_total = 600;
+	c->audit_retention_s = 30 * 86400;
 	c->host_names = 1;
 	c->host_name_ttl_ms = 300 * MS_S;
 	c->host_name_timeout_ms = 2 * MS_S;
@@ -209,6 +210,19 @@ void
 config_free(struct config *c)
 {
 	free(c);
+}
+
+size_t
+config_listen_addrs(const struct config *c, const struct config_addr **addrs)
+{
+	static const struct config_addr any = { "", CONFIG_DEFAULT_PORT };
+
+	if (c->nlisten > 0) {
+		*addrs = c->listen;
+		return c->nlisten;
+	}
+	*addrs = &any;
+	return c->mode == CONFIG_MODE_LOCAL ? 0 : 1;
 }
 
 int
@@ -433,6 +447,7 @@ ktype_expect(enum ktype t)
 	case K_UINT:		return "a number";
 	case K_SIZE:		return "a size in bytes (suffix k or m allowed)";
 	case K_DURATION:	return "a duration like 1500ms, 30s, 10m, 2h or 1d";
+	case K_SECONDS:		return "a duration like 30s, 10m, 2h or 90d";
 	case K_LOGLEVEL:	return "error, warning, info or debug";
 	case K_LOGTARGET:	return "stderr or syslog";
 	case K_SOCKMODE:	return "0600, 0660 or 0666";
@@ -566,8 +581,12 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 		*(size_t *)field = (size_t)u;
 		return 0;
 	case K_DURATION:
-		if (config_parse_duration(v, DURATION_MAX, &ms, &errstr) != 0)
-			goto bad;
+	case K_SECONDS:
+		if (config_parse_duration(v, DURATION_MAX, &ms, &errstr) != 0) {
+			if (strcmp(errstr, "too large") != 0)
+				goto bad;
+			ms = UINT64_MAX;	/* said with the range */
+		}
 		if (ms < k->min || ms > k->max) {
 			fmt_duration(lo, sizeof(lo), k->min);
 			fmt_duration(hi, sizeof(hi), k->max);
@@ -575,7 +594,15 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 			    "%s, got \"%s\"", lo, hi, shown);
 			return -1;
 		}
-		*(unsigned *)field = (unsigned)ms;
+		if (k->type == K_DURATION)
+			*(unsigned *)field = (unsigned)ms;
+		else if (ms % MS_S == 0)
+			*(unsigned *)field = (unsigned)(ms / MS_S);
+		else {
+			snprintf(err, errlen, "expected whole seconds, got "
+			    "\"%s\"", shown);
+			return -1;
+		}
 		return 0;
 	case K_LOGLEVEL:
 		if ((lvl = log_level_parse(v)) < 0)
@@ -1058,6 +1085,11 @@ config_dump(const struct config *c)
 			break;
 		case K_DURATION:
 			fmt_duration(buf, sizeof(buf), *(const unsigned *)fld);
+			dump_add(&out, &len, "%s = %s\n", k->name, buf);
+			break;
+		case K_SECONDS:
+			fmt_duration(buf, sizeof(buf),
+			    *(const unsigned *)fld * MS_S);
 			dump_add(&out, &len, "%s = %s\n", k->name, buf);
 			break;
 		case K_LOGLEVEL:

@@ -99,8 +99,8 @@ struct config {
 	struct config_privlist	priv[PRIV_ADMIN + 1];	/* [PRIV_READ..ADMIN] */
 
 	/* USB/IP side. */
-	struct config_addr	listen[CONFIG_MAX_LISTEN];
-	size_t		nlisten;
+	struct config_addr	listen[CONFIG_MAX_LISTEN];	/* configured */
+	size_t		nlisten;		/* 0: see config_listen_addrs() */
 	struct config_exporter	exporters[CONFIG_MAX_EXPORTERS];
 	size_t		nexporters;
 	unsigned	poll_interval_ms;
@@ -113,6 +113,7 @@ struct config {
 	unsigned	max_new_devices_per_minute;	/* per exporter */
 	unsigned	audit_limit_per_host;	/* rows a minute, 0: none */
 	unsigned	audit_limit_total;
+	unsigned	audit_retention_s;	/* audit prune keeps younger */
 
 	/* vhci host names (hostname.c): forward-confirmed reverse DNS. */
 	int		host_names;			/* look them up */
@@ -179,6 +180,15 @@ int		 config_parse_addr(const char *s, const char *dflt_port,
 /* The same for a listen address: port 0 (any free port) is allowed. */
 int		 config_parse_listen(const char *s, struct config_addr *out,
 		    const char **errstr);
+
+/*
+ * Where the daemon serves USB/IP: the listen addresses configured (file
+ * or flags) or, when none is, *:3240 in proxy mode and nowhere in local
+ * mode, where the gateway attaches devices itself and serves other hosts
+ * only on addresses set explicitly.  The number of addresses, in *addrs.
+ */
+size_t		 config_listen_addrs(const struct config *,
+		    const struct config_addr **addrs);
 
 /* Write the effective configuration, in file syntax, to a malloc'd text. */
 char		*config_dump(const struct config *);

@@ -2,11 +2,16 @@
  * The SQLite database: schema migrations from the embedded schema.sql,
  * and the daemon's reads and writes as cached prepared statements.
  */
+#include <sys/stat.h>
+
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "db.h"
 #include "log.h"
@@ -531,6 +536,44 @@ migrate(struct db *db, int target, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The database holds who approved what: create it 0600 whatever the
+ * umask, before SQLite would create it with 0644 & ~umask.  SQLite gives
+ * the -wal and -shm files it creates the database file's mode, so they
+ * follow.  An existing file keeps its mode (the operator may mean it), with
+ * a warning when others can read or write it.
+ */
+static int
+file_prepare(const char *path, char *err, size_t errlen)
+{
+	struct stat	 st;
+	int		 fd;
+
+	if (path[0] == '\0' || strcmp(path, ":memory:") == 0)
+		return 0;
+	if ((fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOCTTY, 0600)) != -1) {
+		if (fchmod(fd, 0600) == -1) {
+			snprintf(err, errlen, "%s: chmod 0600: %s", path,
+			    strerror(errno));
+			close(fd);
+			return -1;
+		}
+		close(fd);
+		return 0;
+	}
+	if (errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (stat(path, &st) == 0 && (st.st_mode & 077) != 0)
+		log_warnx("database %s is %s by group or others (mode %04o): "
+		    "left as it is; chmod 0600 it and its -wal and -shm files "
+		    "unless that is meant", path, (st.st_mode & 044) != 0 ?
+		    "readable" : "writable", (unsigned)(st.st_mode & 07777));
+	return 0;
+}
+
 struct db *
 db_open_version(const char *path, int version, char *err, size_t errlen)
 {
@@ -539,6 +582,8 @@ db_open_version(const char *path, int version, char *err, size_t errlen)
 
 	if (errlen > 0)
 		err[0] = '\0';
+	if (file_prepare(path, err, errlen) == -1)
+		return NULL;
 	db = xcalloc(1, sizeof(*db));
 	db->path = xstrdup(path);
 	rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE |

@@ -30,8 +30,8 @@ struct rule;
 #define DB_ERR_MAX	256
 
 /*
- * Open (creating the file, not its directory) and migrate to the newest
- * schema version.  NULL on error with a message in err.
+ * Open (creating the file 0600, not its directory) and migrate to the
+ * newest schema version.  NULL on error with a message in err.
  * db_open_version() stops at `version` (tests build old databases).
  */
 struct db	*db_open(const char *path, char *err, size_t errlen);

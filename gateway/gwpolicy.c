@@ -13,6 +13,7 @@
 #include <event2/event.h>
 
 #include "audit.h"
+#include "config.h"
 #include "control.h"
 #include "db.h"
 #include "gw.h"
@@ -510,6 +511,15 @@ h_audit_prune(json_t *args, const struct actor *who, json_t **res,
 	if ((e = ctl_arg_int(args, "before", 1, 1, INT64_MAX, &before, err,
 	    errlen)) != CTL_OK)
 		return e;
+	switch (audit_prune_check(before, now_s(), gw->cfg->audit_retention_s,
+	    err, errlen)) {
+	case AUDIT_PRUNE_OK:
+		break;
+	case AUDIT_PRUNE_FUTURE:
+		return CTL_E_USAGE;
+	case AUDIT_PRUNE_RETAINED:
+		return CTL_E_REFUSED;
+	}
 	store_flush();
 	if (store_audit_prune(before, who, &pruned) == -1)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));

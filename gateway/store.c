@@ -9,10 +9,16 @@
  * device keeps working from memory and the audit queue holds rows
  * (bounded) until the database accepts them again.
  */
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -24,6 +30,7 @@
 #include "util.h"
 
 static struct db	*db;
+static int		 lock_fd = -1;
 static struct audit	*audit;
 static struct event	*flush_ev;
 static sqlite3_stmt	*st_history;
@@ -61,6 +68,91 @@ void
 store_flush(void)
 {
 	flush_cb(-1, 0, NULL);
+}
+
+/* The pid a lock file names, 0 if it names none. */
+static long
+lock_holder(int fd)
+{
+	char	 buf[32], *end;
+	ssize_t	 n;
+	long	 pid;
+
+	if ((n = pread(fd, buf, sizeof(buf) - 1, 0)) <= 0)
+		return 0;
+	buf[n] = '\0';
+	pid = strtol(buf, &end, 10);
+	if (pid <= 0 || (*end != '\n' && *end != '\0'))
+		return 0;
+	return pid;
+}
+
+/*
+ * One daemon per database: two would poll the same exporters and claim
+ * the same devices.  The daemon holds an exclusive flock(2) on
+ * DATABASE.lock, a file of its own (SQLite's POSIX locks on the database
+ * file are left alone), for its whole life: the kernel drops it when the
+ * process dies, however it dies, so no stale lock blocks a restart.  The
+ * file holds the holder's pid for the refusal message; the lock, not the
+ * pid, decides.  A flock belongs to the open file description, so the
+ * child of daemon(3) keeps it (store_lock_owner() then writes its pid);
+ * O_CLOEXEC keeps it from the hooks the daemon runs.
+ */
+int
+store_lock(const char *path, char *err, size_t errlen)
+{
+	struct stat	 st;
+	char		*lpath;
+	long		 pid;
+	int		 fd;
+
+	if (path[0] == '\0' || strcmp(path, ":memory:") == 0)
+		return 0;
+	xasprintf(&lpath, "%s.lock", path);
+	if ((fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY,
+	    0600)) == -1) {
+		snprintf(err, errlen, "lock file %s: %s", lpath, strerror(errno));
+		free(lpath);
+		return -1;
+	}
+	while (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK)
+			snprintf(err, errlen, "lock file %s: %s", lpath,
+			    strerror(errno));
+		else if ((pid = lock_holder(fd)) != 0)
+			snprintf(err, errlen, "database %s is in use by usbgwd "
+			    "pid %ld", path, pid);
+		else
+			snprintf(err, errlen, "database %s is in use by another "
+			    "usbgwd (lock file %s)", path, lpath);
+		close(fd);
+		free(lpath);
+		return -1;
+	}
+	/* it says no more than a pid, but keep it like the database */
+	if (fstat(fd, &st) == 0 && (st.st_mode & 077) != 0)
+		(void)fchmod(fd, 0600);
+	free(lpath);
+	lock_fd = fd;
+	store_lock_owner();
+	return 0;
+}
+
+/* Write this process's pid into the lock file (again, after a fork). */
+void
+store_lock_owner(void)
+{
+	char	buf[32];
+	int	n;
+
+	if (lock_fd == -1)
+		return;
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (ftruncate(lock_fd, 0) == -1 ||
+	    pwrite(lock_fd, buf, (size_t)n, 0) != n)
+		log_warn("database lock file: cannot write the pid");
 }
 
 int
@@ -103,6 +195,9 @@ store_close(void)
 	audit = NULL;
 	db_close(db);
 	db = NULL;
+	if (lock_fd != -1)
+		close(lock_fd);		/* last: the database is closed */
+	lock_fd = -1;
 }
 
 static void

@@ -15,6 +15,13 @@
 /* store.c: persistence and audit (SQLite) */
 struct db;
 struct usbgw_identity;
+/*
+ * Take the database's lock (DATABASE.lock), before store_open(): -1 with
+ * "database PATH is in use by usbgwd pid N" in err when another daemon
+ * holds it.  store_close() lets it go.
+ */
+int		 store_lock(const char *path, char *err, size_t errlen);
+void		 store_lock_owner(void);	/* our pid in it, after daemon() */
 int		 store_open(const char *path);
 struct db	*store_db(void);
 void		 store_flush(void);

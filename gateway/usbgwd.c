@@ -42,7 +42,8 @@ usage(int code)
 	    "  -c FILE       configuration file (default %s)\n"
 	    "  -d DATABASE   SQLite database (default %s)\n"
 	    "  -s SOCKET     control socket (default %s)\n"
-	    "  -l ADDR:PORT  USB/IP listen address, may repeat (default *:%s)\n"
+	    "  -l ADDR:PORT  USB/IP listen address, may repeat (default *:%s;\n"
+	    "                none in local mode)\n"
 	    "  -p PIDFILE    pid file\n"
 	    "  -v LEVEL      log level: error, warning, info, debug\n"
 	    "  -n            check the configuration and exit\n"
@@ -236,7 +237,9 @@ main(int argc, char *argv[])
 	size_t nctl;
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
 	struct hostname_opts ho;
-	size_t i;
+	const struct config_addr *la;
+	char err[512];
+	size_t i, nla;
 
 	log_init("usbgwd", 1, LOG_LVL_INFO);
 	while ((ch = getopt_long(argc, argv, "c:d:fhl:np:P:s:v:V", longopts,
@@ -292,6 +295,11 @@ main(int argc, char *argv[])
 		config_free(cfg);
 		return 0;
 	}
+	/* before daemon(): whoever started us sees the refusal */
+	if (store_lock(cfg->database, err, sizeof(err)) == -1) {
+		config_free(cfg);
+		fatalx("%s", err);
+	}
 	if (foreground)
 		cfg->log_stderr = 1;
 	log_init("usbgwd", cfg->log_stderr, cfg->log_level);
@@ -306,6 +314,7 @@ main(int argc, char *argv[])
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	if (!foreground && daemon(0, 0) == -1)
 		fatal("daemon");
+	store_lock_owner();
 
 	raise_nofile();
 	if ((base = event_base_new()) == NULL)
@@ -325,18 +334,13 @@ main(int argc, char *argv[])
 	ctl_table = gw_ctl_table(&nctl);
 	if (control_init(base, cfg, ctl_table, nctl, gw_audit_refusal) == -1)
 		fatalx("cannot start the control socket %s", cfg->control_socket);
-	/*
-	 * In local mode the gateway attaches devices itself: it serves
-	 * USB/IP to other hosts only on addresses configured explicitly.
-	 */
-	if (cfg->nlisten == 0 && cfg->mode != CONFIG_MODE_LOCAL) {
-		if (server_listen("", CONFIG_DEFAULT_PORT) == -1)
-			fatalx("cannot listen on port %s", CONFIG_DEFAULT_PORT);
-	}
-	for (i = 0; i < cfg->nlisten; i++)
-		if (server_listen(cfg->listen[i].host, cfg->listen[i].port) == -1)
-			fatalx("cannot listen on %s:%s", cfg->listen[i].host,
-			    cfg->listen[i].port);
+	nla = config_listen_addrs(cfg, &la);
+	for (i = 0; i < nla; i++)
+		if (server_listen(la[i].host, la[i].port) == -1)
+			fatalx("cannot listen on %s:%s", la[i].host[0] != '\0' ?
+			    la[i].host : "*", la[i].port);
+	if (nla == 0)
+		log_info("local mode: no USB/IP listener (no listen configured)");
 	write_portfile();
 	write_pidfile(cfg->pidfile);
 

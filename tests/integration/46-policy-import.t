@@ -9,7 +9,8 @@ need_prog "$USBGWD" "$USBGW" "$SIM"
 plan 27
 
 sim_start sim || bail_out "simulator did not start"
-gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 500ms"
+gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 500ms" \
+    "audit-retention = 0"
 gw_start gw || bail_out "usbgwd did not start"
 gw_wait_state gw sim1:1-5 pending || { gw_diag gw; bail_out "no pending device"; }
 
@@ -60,8 +61,8 @@ is "$RC" 0 "policy apply --json"
 like "$OUT" '"busid": *"sim1:1-2"' "apply reports the device it changed"
 like "$OUT" '"to": *"authorized"' "...which the moved allow rule now authorizes"
 is "$(gw_state gw sim1:1-2)" authorized "after apply the device is authorized"
-gwctl gw audit prune --before "$(date -d "+1 min" +%Y-%m-%dT%H:%M:%S)"
-is "$RC" 0 "audit prune --before (every row so far)"
+gwctl gw audit prune --before "@$(date +%s)"
+is "$RC" 0 "audit prune --before now (audit-retention 0: every older row)"
 gwctl gw audit verify --json
 like "$OUT" '"ok": *true' "the chain still verifies after the prune"
 gwctl gw audit --json

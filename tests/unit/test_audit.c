@@ -449,6 +449,54 @@ test_prune(void)
 	db_close(db);
 }
 
+/*
+ * Which cut-offs a prune may take (issue 12, item 9): none in the future,
+ * none inside the retention; the edges are allowed.
+ */
+static void
+test_prune_check(void)
+{
+	static const struct {
+		int64_t		 before, now, retention;
+		enum audit_prune_check want;
+		const char	*msg;
+	} t[] = {
+		{ 1000, 1000, 0, AUDIT_PRUNE_OK, "" },
+		{ 999, 1000, 0, AUDIT_PRUNE_OK, "" },
+		{ 1001, 1000, 0, AUDIT_PRUNE_FUTURE,
+		  "before 1970-01-01T00:16:41Z is later than now "
+		  "(1970-01-01T00:16:40Z): expected a time no later than now" },
+		{ 1001, 1000, 86400, AUDIT_PRUNE_FUTURE, NULL },
+		{ 1000 + 365 * 86400, 1000, 0, AUDIT_PRUNE_FUTURE, NULL },
+		{ 1700000000 - 30 * 86400, 1700000000, 30 * 86400,
+		  AUDIT_PRUNE_OK, "" },
+		{ 1700000000 - 30 * 86400 + 1, 1700000000, 30 * 86400,
+		  AUDIT_PRUNE_RETAINED,
+		  "before 2023-10-15T22:13:21Z would delete rows younger than "
+		  "audit-retention (30d): expected a time no later than "
+		  "2023-10-15T22:13:20Z" },
+		{ 1700000000, 1700000000, 30 * 86400, AUDIT_PRUNE_RETAINED,
+		  NULL },
+		{ 1700000000 - 3600, 1700000000, 7200, AUDIT_PRUNE_RETAINED,
+		  "before 2023-11-14T21:13:20Z would delete rows younger than "
+		  "audit-retention (2h): expected a time no later than "
+		  "2023-11-14T20:13:20Z" },
+		{ 1, 1700000000, 3650 * 86400, AUDIT_PRUNE_OK, "" },
+	};
+	char err[256];
+	size_t i;
+
+	for (i = 0; i < nitems(t); i++) {
+		err[0] = '\0';
+		is_int(audit_prune_check(t[i].before, t[i].now, t[i].retention,
+		    err, sizeof(err)), t[i].want, "cut-off %lld at %lld, "
+		    "retention %llds", (long long)t[i].before,
+		    (long long)t[i].now, (long long)t[i].retention);
+		if (t[i].msg != NULL)
+			is_str(err, t[i].msg, "... message");
+	}
+}
+
 static double
 now_us(void)
 {
@@ -510,6 +558,7 @@ main(void)
 	test_tamper();
 	test_anchor();
 	test_prune();
+	test_prune_check();
 	test_cost();
 	{
 		static const char *const files[] = { "chain.db", "actors.db",

@@ -44,6 +44,52 @@ bad(const char *text, const char *want)
 	config_free(c);
 }
 
+/*
+ * Where the daemon listens: what is configured, else *:3240 in proxy
+ * mode and nothing in local mode (issue 12, item 10).
+ */
+static void
+test_listen_addrs(void)
+{
+	static const char local[] = "mode = local\n";
+	static const char local_l[] = "mode = local\nlisten = 127.0.0.1:0\n";
+	const struct config_addr *a;
+	struct config *c;
+	char *errs, err[256];
+	size_t n;
+
+	c = config_new();
+	n = config_listen_addrs(c, &a);
+	is_int(n, 1, "proxy mode, no listen: one address");
+	is_str(n == 1 ? a[0].host : "?", "", "... the wildcard");
+	is_str(n == 1 ? a[0].port : "?", "3240", "... port 3240");
+	config_free(c);
+
+	c = config_new();
+	ok(config_parse_buf(c, "l.conf", local, strlen(local), &errs) == 0,
+	    "mode = local");
+	is_int(config_listen_addrs(c, &a), 0, "local mode, no listen: none");
+	config_free(c);
+
+	c = config_new();
+	ok(config_parse_buf(c, "l.conf", local_l, strlen(local_l),
+	    &errs) == 0, "mode = local, listen = 127.0.0.1:0");
+	n = config_listen_addrs(c, &a);
+	is_int(n, 1, "local mode, one listen: that one");
+	is_str(n == 1 ? a[0].host : "?", "127.0.0.1", "... its host");
+	is_str(n == 1 ? a[0].port : "?", "0", "... its port");
+	config_free(c);
+
+	c = config_new();
+	ok(config_set(c, "mode", "local", err, sizeof(err)) == 0 &&
+	    config_set(c, "listen", "*:3240", err, sizeof(err)) == 0,
+	    "mode local, then a -l flag *:3240");
+	n = config_listen_addrs(c, &a);
+	is_int(n, 1, "local mode, listen *:3240 set explicitly: listened on");
+	is_str(n == 1 ? a[0].host : "?", "", "... every address");
+	config_free(c);
+}
+
 static void
 test_defaults(void)
 {
@@ -52,9 +98,7 @@ test_defaults(void)
 	is_str(c->database, CONFIG_DEFAULT_DB, "default database");
 	is_str(c->control_socket, CONFIG_DEFAULT_SOCKET, "default socket");
 	is_int(c->control_mode, 0660, "default socket mode");
-	is_int(c->nlisten, 1, "one default listen address");
-	is_str(c->listen[0].host, "", "wildcard host");
-	is_str(c->listen[0].port, "3240", "port 3240");
+	is_int(c->nlisten, 0, "no listen address configured");
 	is_int(c->poll_interval_ms, 3000, "poll 3 s");
 	is_int(c->probe_timeout_ms, 5000, "probe 5 s");
 	is_int(c->attach_pending_wait_ms, 0, "no attach wait");
@@ -67,6 +111,7 @@ test_defaults(void)
 	is_int(c->max_sessions_per_host, 16, "16 requests at once per host");
 	is_int(c->audit_limit_per_host, 60, "60 rows a minute per host");
 	is_int(c->audit_limit_total, 600, "600 rows a minute in all");
+	is_int(c->audit_retention_s, 30 * 86400, "audit rows kept 30 days");
 	is_int(c->host_names, 1, "host names looked up");
 	is_int(c->host_name_ttl_ms, 300000, "host names cached 300 s");
 	is_int(c->host_name_timeout_ms, 2000, "host name lookups 2 s");
@@ -111,6 +156,7 @@ static const char full[] =
     "max-sessions-per-host = 8\n"
     "audit-limit-per-host = 0\n"
     "audit-limit-total = 1000\n"
+    "audit-retention = 90d\n"
     "host-names = no\n"
     "host-name-ttl = 600\n"
     "host-name-timeout = 1500ms\n"
@@ -137,7 +183,7 @@ test_full(void)
 	/* The last line is wrong: everything else must still be checked. */
 	c = parse(full, &errs);
 	ok(c == NULL, "unknown key refuses the file");
-	is_str(errs, "t.conf:45: unknown key \"database2\" (see usbgwd.conf(5))\n",
+	is_str(errs, "t.conf:46: unknown key \"database2\" (see usbgwd.conf(5))\n",
 	    "unknown key reported with its line");
 	free(errs);
 
@@ -182,6 +228,8 @@ test_full(void)
 	is_int(c->max_sessions_per_host, 8, "max-sessions-per-host");
 	is_int(c->audit_limit_per_host, 0, "audit-limit-per-host 0: none");
 	is_int(c->audit_limit_total, 1000, "audit-limit-total");
+	is_int(c->audit_retention_s, 90 * 86400, "audit-retention 90d, in "
+	    "seconds");
 	is_int(c->host_names, 0, "host-names no");
 	is_int(c->host_name_ttl_ms, 600000, "host-name-ttl 600: seconds");
 	is_int(c->host_name_timeout_ms, 1500, "host-name-timeout 1500ms");
@@ -195,7 +243,7 @@ test_full(void)
 	is_str(c->exporters[0].name, "tc17", "exporter name");
 	is_str(c->exporters[0].addr.host, "192.0.2.17", "exporter host");
 	is_str(c->exporters[0].addr.port, "3240", "default exporter port");
-	is_int(c->exporters[0].line, 40, "exporter line");
+	is_int(c->exporters[0].line, 41, "exporter line");
 	is_str(c->exporters[1].addr.host, "2001:db8::2", "IPv6 exporter");
 	is_str(c->exporters[1].addr.port, "3300", "IPv6 exporter port");
 	is_int(c->nhooks, 2, "two hooks");
@@ -256,8 +304,8 @@ test_errors(void)
 	bad("poll-interval = 5ms\n", "t.conf:1: poll-interval: expected a "
 	    "duration from 100ms to 1h, got \"5ms\"\n");
 	bad("poll-interval = 99999999999999999999999s\n", "t.conf:1: "
-	    "poll-interval: expected a duration like 1500ms, 30s, 10m, 2h or "
-	    "1d, got \"99999999999999999999999s\"\n");
+	    "poll-interval: expected a duration from 100ms to 1h, got "
+	    "\"99999999999999999999999s\"\n");
 	bad("max-sessions-per-host = 0\n", "t.conf:1: max-sessions-per-host: "
 	    "expected a number from 1 to 1024, got \"0\"\n");
 	bad("control-lookup-timeout = 10m\n", "t.conf:1: control-lookup-timeout: "
@@ -416,6 +464,21 @@ test_set_and_load(void)
 	is_str(err, "host-name-timeout: expected a duration from 100ms to 30s, "
 	    "got \"31s\"", "its message");
 	is_int(c->host_name_timeout_ms, 30000, "and the value unchanged");
+	is_int(config_set(c, "audit-retention", "0", err, sizeof(err)), 0,
+	    "audit-retention 0");
+	is_int(c->audit_retention_s, 0, "0: a prune may go up to now");
+	is_int(config_set(c, "audit-retention", "3650d", err, sizeof(err)), 0,
+	    "audit-retention 3650d");
+	is_int(c->audit_retention_s, 3650 * 86400, "3650 days in seconds");
+	is_int(config_set(c, "audit-retention", "1500ms", err, sizeof(err)),
+	    -1, "audit-retention 1500ms refused");
+	is_str(err, "audit-retention: expected whole seconds, got \"1500ms\"",
+	    "its message");
+	is_int(config_set(c, "audit-retention", "3651d", err, sizeof(err)),
+	    -1, "audit-retention 3651d refused");
+	is_str(err, "audit-retention: expected a duration from 0s to 3650d, "
+	    "got \"3651d\"", "its message");
+	is_int(c->audit_retention_s, 3650 * 86400, "and the value unchanged");
 	is_int(config_set(c, "listen", "127.0.0.1:5000", err, sizeof(err)), 0,
 	    "first -l");
 	is_int(config_set(c, "listen", "[::1]:5000", err, sizeof(err)), 0,
@@ -488,6 +551,7 @@ int
 main(void)
 {
 	test_defaults();
+	test_listen_addrs();
 	test_full();
 	test_errors();
 	test_set_and_load();

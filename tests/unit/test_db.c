@@ -5,6 +5,7 @@
  */
 #include <sys/stat.h>
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -699,6 +700,57 @@ test_helpers(void)
 	db_close(db);
 }
 
+static unsigned
+mode_of(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 ? (unsigned)(st.st_mode & 07777) : 0;
+}
+
+/*
+ * A database the program creates is 0600 with its -wal and -shm,
+ * whatever the umask; an existing file keeps its mode.
+ */
+static void
+test_modes(void)
+{
+	struct db	*db;
+	char		 err[DB_ERR_MAX], wal[PATH_MAX], shm[PATH_MAX];
+	mode_t		 old;
+	int		 fd;
+
+	old = umask(000);
+	db = db_open(path("m0.db"), err, sizeof(err));
+	if (!ok(db != NULL, "umask 000: open a new database"))
+		diag("%s", err);
+	snprintf(wal, sizeof(wal), "%s-wal", path("m0.db"));
+	snprintf(shm, sizeof(shm), "%s-shm", path("m0.db"));
+	is_int(mode_of(path("m0.db")), 0600, "the database file is 0600");
+	is_int(mode_of(wal), 0600, "its -wal file is 0600");
+	is_int(mode_of(shm), 0600, "its -shm file is 0600");
+	db_close(db);
+
+	umask(0277);
+	db = db_open(path("m1.db"), err, sizeof(err));
+	if (!ok(db != NULL, "umask 0277: open a new database"))
+		diag("%s", err);
+	is_int(mode_of(path("m1.db")), 0600, "the database file is 0600 "
+	    "(writable: the umask took nothing the daemon needs)");
+	db_close(db);
+
+	umask(022);
+	fd = open(path("m2.db"), O_RDWR | O_CREAT | O_EXCL, 0644);
+	ok(fd != -1, "an existing empty file, 0644");
+	if (fd != -1)
+		close(fd);
+	db = db_open(path("m2.db"), err, sizeof(err));
+	ok(db != NULL, "opened (a warning says others can read it)");
+	is_int(mode_of(path("m2.db")), 0644, "its mode is left as it is");
+	db_close(db);
+	umask(old);
+}
+
 int
 main(void)
 {
@@ -712,9 +764,10 @@ main(void)
 	test_migrate_fixture();
 	test_migrate_built();
 	test_helpers();
+	test_modes();
 	{
 		const char *const files[] = { "fresh.db", "fresh2.db", "v1.db",
-		    "built.db", "h.db" };
+		    "built.db", "h.db", "m0.db", "m1.db", "m2.db" };
 		size_t i;
 
 		for (i = 0; i < nitems(files); i++)
