@@ -160,7 +160,7 @@ would_check() {
 	fi
 	is "$RC" 0 "... then the rule added for real"
 	sleep 0.5
-	got= want=
+	got='' want=''
 	for d in 1-1 1-2 1-3 1-4 1-5; do
 		got="$got $d=$(gw_state gw sim1:$d)"
 		want="$want $d=${WOULD[$d]:-?}"
