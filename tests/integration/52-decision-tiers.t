@@ -57,7 +57,8 @@ add_rule() {
 }
 
 as_app status
-like "$OUT" "privilege approve" "$APP holds the approve privilege (only)"
+like "$OUT" "privilege approve" "$APP holds the approve privilege (only)" ||
+    bail_out "$APP cannot use the control socket ($ERR); can other users reach $T?"
 
 RB=$(add_rule 'block id 1209:0002')
 RR=$(add_rule 'reject id 1209:0004')
