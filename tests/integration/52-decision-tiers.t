@@ -57,7 +57,8 @@ add_rule() {
 }
 
 as_app status
-like "$OUT" "privilege approve" "$APP holds the approve privilege (only)"
+like "$OUT" "privilege approve" "$APP holds the approve privilege (only)" ||
+    bail_out "$APP cannot use the control socket ($ERR); can other users reach $T?"
 
 RB=$(add_rule 'block id 1209:0002')
 RR=$(add_rule 'reject id 1209:0004')
@@ -160,7 +161,7 @@ would_check() {
 	fi
 	is "$RC" 0 "... then the rule added for real"
 	sleep 0.5
-	got= want=
+	got='' want=''
 	for d in 1-1 1-2 1-3 1-4 1-5; do
 		got="$got $d=$(gw_state gw sim1:$d)"
 		want="$want $d=${WOULD[$d]:-?}"

@@ -1,4 +1,5 @@
 # tests/lib/decision.sh -- helpers for the decision tests (5x-*.t), bash.
+# shellcheck shell=bash
 #
 # Source it after common.sh, sim.sh and gw.sh:
 #
