@@ -171,8 +171,7 @@ device_make_busid(const char *exporter, const char *up_busid, char *out)
 }
 
 struct device *
-device_new(struct exporter *exp, const struct usbip_dev *rec,
-    const struct usbip_intf *intf)
+device_new(struct exporter *exp, const struct usbip_dev *rec)
 {
 	struct device *dev;
 
@@ -341,7 +340,7 @@ device_restore(struct exporter *exp, const struct usbip_dev *rec,
 	struct device *dev;
 	int i;
 
-	dev = device_new(exp, rec, NULL);
+	dev = device_new(exp, rec);
 	dev->ident.vid = id->vid;
 	dev->ident.pid = id->pid;
 	dev->ident.bcd = id->bcd_device;

@@ -92,8 +92,7 @@ void		 device_forget(struct device *);
 int		 device_allowed_matches(void *dev, const struct rule *);
 int64_t		 device_now(void);
 void		 device_set_clock(int64_t (*)(void));	/* tests */
-struct device	*device_new(struct exporter *, const struct usbip_dev *,
-		    const struct usbip_intf *);
+struct device	*device_new(struct exporter *, const struct usbip_dev *);
 struct device	*device_restore(struct exporter *, const struct usbip_dev *,
 		    const struct usbgw_identity *, struct upstream *);
 void		 device_free(struct device *);

@@ -417,7 +417,7 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 				continue;
 			}
 			exp_evict_gone(exp);
-			dev = device_new(exp, &rec, intf);
+			dev = device_new(exp, &rec);
 			device_listed(dev, &rec, intf);
 		} else
 			device_listed(dev, &rec, intf);

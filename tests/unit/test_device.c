@@ -754,7 +754,7 @@ mkdev(const char *up_busid, const struct tmpl *t)
 	struct device *dev;
 
 	record(t, up_busid, &rec, intf);
-	dev = device_new(tc17, &rec, intf);
+	dev = device_new(tc17, &rec);
 	device_listed(dev, &rec, intf);
 	return dev;
 }
