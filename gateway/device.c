@@ -197,7 +197,6 @@ device_new(struct exporter *exp, const struct usbip_dev *rec)
 void
 device_free(struct device *dev)
 {
-	int i;
 
 	size_t k;
 
@@ -210,8 +209,7 @@ device_free(struct device *dev)
 		event_free(dev->core->reclaim_ev);
 	if (dev->core->recheck_ev != NULL)
 		event_free(dev->core->recheck_ev);
-	for (i = 0; i < GW_MAX_CONFIGS; i++)
-		free(dev->ident.config[i]);
+	gw_ident_clear(&dev->ident);
 	free(dev->core);
 	free(dev);
 }
@@ -788,6 +786,19 @@ device_anomaly(struct device *dev, const char *what)
 	gw_emit("identity-anomaly", d);
 	if (dev->probed && dev->state != DEV_GONE)
 		device_eval(dev, NULL, NULL);
+}
+
+/*
+ * A vhci host was shown a descriptor that is not the one the probe read
+ * (relay.c): the device shows different things to different readers.
+ * Raised again at every occurrence, even one acknowledged before: each
+ * is audited, and the device is blocked until an operator looks again.
+ */
+void
+device_descriptor_anomaly(struct device *dev, const char *what)
+{
+	dev->core->anomaly[0] = '\0';
+	device_anomaly(dev, what);
 }
 
 /*

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "ctl.h"
+#include "ident.h"
 #include "decision.h"
 #include "loop.h"
 #include "upstream.h"
@@ -21,21 +22,6 @@ struct gw_ep {
 	uint16_t	maxp;
 };
 
-/* What the probe read from the device. */
-struct gw_ident {
-	uint16_t	vid, pid, bcd;
-	uint8_t		dclass, dsubclass, dprotocol;
-	uint8_t		nconfigs;
-	uint32_t	speed;
-	uint8_t		dev_desc[18];
-	uint8_t		*config[GW_MAX_CONFIGS];	/* full descriptors */
-	uint16_t	config_len[GW_MAX_CONFIGS];
-	char		manufacturer[GW_STR_MAX];
-	char		product[GW_STR_MAX];
-	char		serial[GW_STR_MAX];
-	char		hash[65];	/* hex SHA-256 over dev_desc + configs */
-	char		identity[65];	/* the whole identity's digest (below) */
-};
 
 
 struct device {
@@ -150,6 +136,7 @@ void		 gw_device_event(struct device *, enum dev_state old,
 void		 gw_access_event(struct device *, struct dsession *);
 void		 gw_identity_event(struct device *);
 void		 gw_probed_event(struct device *);
+void		 device_descriptor_anomaly(struct device *, const char *what);
 void		 device_audit_malformed(struct device *, struct dsession *,
 		    const char *msg);
 /* device.c: the descriptors the probe read */

@@ -37,6 +37,7 @@
 
 #include "desc.h"
 #include "evbuf.h"
+#include "ident.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
@@ -174,6 +175,32 @@ relay_control_done(struct device *dev, const struct inflight *f)
 	    wIndex < DESC_MAX_INTF) {
 		device_set_interface(dev, (uint8_t)wIndex, (uint8_t)wValue);
 	}
+}
+
+/*
+ * A standard request that selects a configuration or an alternate
+ * setting must name one the probe read: the endpoint table (and the
+ * policy's interface set) follow it, and the device may not be moved
+ * into a setting nobody verified.
+ */
+static const char *
+relay_ep0_fits(const struct device *dev, const uint8_t *s)
+{
+	uint16_t wValue = (uint16_t)(s[2] | s[3] << 8);
+	uint16_t wIndex = (uint16_t)(s[4] | s[5] << 8);
+
+	if (s[0] == 0x00 && s[1] == USB_REQ_SET_CONFIGURATION &&
+	    (wValue > 0xff || !gw_ident_has_config(&dev->ident,
+	    (uint8_t)wValue)))
+		return "SET_CONFIGURATION to a configuration the device "
+		    "does not have";
+	if (s[0] == 0x01 && s[1] == USB_REQ_SET_INTERFACE &&
+	    (wValue > 0xff || wIndex > 0xff ||
+	    !gw_ident_has_alt(&dev->ident, dev->cur_config, (uint8_t)wIndex,
+	    (uint8_t)wValue)))
+		return "SET_INTERFACE to an alternate setting the device "
+		    "does not have in its current configuration";
+	return NULL;
 }
 
 /* ---- the relay ------------------------------------------------------- */
@@ -539,6 +566,40 @@ rside_after(struct rside *s, size_t need)
 	rside_lowat(s, need);
 }
 
+/*
+ * The reply to a vhci host's GET_DESCRIPTOR: the descriptor must be the
+ * one the probe read.  The data are copied out of the input (descriptor
+ * replies are few and short).  Returns 0, or -1 when the session was
+ * ended (the reply is not forwarded).
+ */
+static int
+relay_check_descriptor(struct relay *r, size_t at, const struct inflight *f,
+    uint32_t n)
+{
+	struct dsession *ds = r->ds;
+	struct device *dev = r->dev;
+	uint8_t *data;
+	const char *what;
+	char buf[192], msg[256];
+
+	if (n == 0 || (f->setup[0] & 0xe0) != 0x80 ||
+	    f->setup[1] != USB_REQ_GET_DESCRIPTOR)
+		return 0;
+	data = xmalloc(n);
+	evbuf_copyout_at(r->up.in, at + USBIP_URB_HDR_LEN, data, n);
+	what = gw_ident_check_read(&dev->ident, f->setup, data, n, buf,
+	    sizeof(buf));
+	free(data);
+	if (what == NULL)
+		return 0;
+	snprintf(msg, sizeof(msg), "descriptor mismatch: %s", what);
+	/* the anomaly blocks the device, which may end the session */
+	device_descriptor_anomaly(dev, what);
+	if (!ds->dead && ds->relay == r)
+		r->end(ds, msg);
+	return -1;
+}
+
 /* vhci host → exporter */
 static void
 relay_from_down(struct relay *r)
@@ -580,9 +641,14 @@ relay_from_down(struct relay *r)
 
 			if (!e->present)
 				return relay_malformed(r, "vhci host",
-				    "request to an endpoint the device does not have");
+				    "request to an endpoint the device does not "
+				    "have in its current configuration and "
+				    "alternate setting");
 			ep_iso = e->type == USB_XFER_ISO;
 		}
+		if (h.command == USBIP_CMD_SUBMIT && h.ep == 0 &&
+		    (why = relay_ep0_fits(dev, h.u.submit.setup)) != NULL)
+			return relay_malformed(r, "vhci host", why);
 		if (usbip_urb_layout(&h, NULL, ep_iso, &lay, &why) == -1)
 			return relay_malformed(r, "vhci host", why);
 		if (len < lay.total) {
@@ -693,6 +759,9 @@ relay_from_up(struct relay *r)
 		if (lay.niso > 0 && relay_iso_check(in, fwd, &h, &lay, req.length,
 		    &why) == -1)
 			return relay_malformed(r, "exporter", why);
+		if (f->ep == 0 && f->direction == USBIP_DIR_IN &&
+		    relay_check_descriptor(r, fwd, f, lay.data_len) == -1)
+			return;
 		{
 			struct inflight done = *f;
 

@@ -2,8 +2,11 @@
  * The claim: the gateway imports a device at its exporter itself, so
  * that the exporter reports it busy to anybody else, then reads its
  * descriptors with its own control URBs (device, every configuration in
- * full, the language table, manufacturer/product/serial strings) under
- * a timeout per step.  What it read becomes the device's identity.
+ * full, BOS, device qualifier and other-speed configurations where the
+ * device's USB version has them, the language table,
+ * manufacturer/product/serial strings) under a timeout per step.  What
+ * it read becomes the device's identity; the relay (relay.c) holds
+ * every later read of the same descriptors by a vhci host to it.
  *
  * After the probe the connection stays open and idle (UP_IDLE) until a
  * vhci host attaches; the relay then takes the bufferevent over.
@@ -25,6 +28,11 @@ enum probe_step {
 	PROBE_DEVICE,
 	PROBE_CONFIG_HDR,
 	PROBE_CONFIG,
+	PROBE_BOS_HDR,		/* bcdUSB >= 2.01, as the kernel's hub */
+	PROBE_BOS,
+	PROBE_QUALIFIER,	/* bcdUSB >= 2.00 */
+	PROBE_OTHER_HDR,	/* other-speed configurations, if qualified */
+	PROBE_OTHER,
 	PROBE_LANGS,
 	PROBE_MANUFACTURER,
 	PROBE_PRODUCT,
@@ -201,6 +209,19 @@ up_hash(struct device *dev)
 		fatalx("SHA-256 failed");
 }
 
+/* Keep a string descriptor as read: slot 0 the language table. */
+static void
+probe_keep_string(struct gw_ident *id, int slot, const uint8_t *data,
+    uint32_t len)
+{
+	if (len > 255)
+		len = 255;
+	free(id->str_raw[slot]);
+	id->str_raw[slot] = xmalloc(len);
+	memcpy(id->str_raw[slot], data, len);
+	id->str_len[slot] = (uint8_t)len;
+}
+
 /* One control reply of the probe arrived (status, data). */
 static void
 up_probe_reply(struct upstream *up, int32_t status, const uint8_t *data,
@@ -218,6 +239,15 @@ up_probe_reply(struct upstream *up, int32_t status, const uint8_t *data,
 			return up_fail(up, -1, "device descriptor unreadable");
 		if (desc_parse_device(data, len, &dd, &why) == -1)
 			return up_fail(up, -1, why);
+		if (dd.bNumConfigurations > GW_MAX_CONFIGS)
+			return up_fail(up, -1, "device has more configurations "
+			    "than the gateway reads (" GW_MAX_CONFIGS_STR ")");
+		{
+			uint32_t speed = id->speed;
+
+			gw_ident_clear(id);	/* nothing of an earlier probe stays */
+			id->speed = speed;
+		}
 		memcpy(id->dev_desc, data, USB_DT_DEVICE_SIZE);
 		id->vid = dd.idVendor;
 		id->pid = dd.idProduct;
@@ -225,10 +255,10 @@ up_probe_reply(struct upstream *up, int32_t status, const uint8_t *data,
 		id->dclass = dd.bDeviceClass;
 		id->dsubclass = dd.bDeviceSubClass;
 		id->dprotocol = dd.bDeviceProtocol;
-		id->nconfigs = dd.bNumConfigurations < GW_MAX_CONFIGS ?
-		    dd.bNumConfigurations : GW_MAX_CONFIGS;
+		id->nconfigs = dd.bNumConfigurations;
+		up->bcd_usb = dd.bcdUSB;
 		up->probe_cfg = 0;
-		up->probe_step = id->nconfigs ? PROBE_CONFIG_HDR : PROBE_LANGS;
+		up->probe_step = id->nconfigs ? PROBE_CONFIG_HDR : PROBE_BOS_HDR;
 		break;
 	case PROBE_CONFIG_HDR:
 		if (status != 0 || len < USB_DT_CONFIG_SIZE)
@@ -255,12 +285,75 @@ up_probe_reply(struct upstream *up, int32_t status, const uint8_t *data,
 		if (++up->probe_cfg < id->nconfigs)
 			up->probe_step = PROBE_CONFIG_HDR;
 		else
-			up->probe_step = PROBE_LANGS;
+			up->probe_step = PROBE_BOS_HDR;
+		break;
+	/*
+	 * BOS, qualifier and other-speed configurations are optional: a
+	 * stall means the device has none, and then it may not show one
+	 * to a vhci host either.
+	 */
+	case PROBE_BOS_HDR:
+		up->probe_step = PROBE_QUALIFIER;
+		if (status != 0 || len < 5 || data[0] < 5 || data[1] != USB_DT_BOS)
+			break;
+		total = (uint16_t)(data[2] | data[3] << 8);
+		if (total < 5 || total > GW_MAX_CONFIG_LEN)
+			return up_fail(up, -1, "BOS wTotalLength out of range");
+		up->cfg_total = total;
+		up->probe_step = PROBE_BOS;
+		break;
+	case PROBE_BOS:
+		if (status != 0 || len != up->cfg_total)
+			return up_fail(up, -1, "BOS descriptor short");
+		id->bos = xmalloc(len);
+		memcpy(id->bos, data, len);
+		id->bos_len = (uint16_t)len;
+		up->probe_step = PROBE_QUALIFIER;
+		break;
+	case PROBE_QUALIFIER:
+		up->probe_step = PROBE_LANGS;
+		if (status != 0 || len == 0)
+			break;
+		if (len > sizeof(id->qualifier))
+			return up_fail(up, -1, "device qualifier too long");
+		memcpy(id->qualifier, data, len);
+		id->qualifier_len = (uint8_t)len;
+		up->probe_cfg = 0;
+		if (len == sizeof(id->qualifier) &&
+		    data[1] == USB_DT_DEVICE_QUALIFIER && id->nconfigs > 0)
+			up->probe_step = PROBE_OTHER_HDR;
+		break;
+	case PROBE_OTHER_HDR:
+		if (status != 0 || len < USB_DT_CONFIG_SIZE) {
+			/* none for this index: the next */
+			up->probe_step = ++up->probe_cfg < id->nconfigs ?
+			    PROBE_OTHER_HDR : PROBE_LANGS;
+			break;
+		}
+		total = (uint16_t)(data[2] | data[3] << 8);
+		if (total < USB_DT_CONFIG_SIZE || total > GW_MAX_CONFIG_LEN)
+			return up_fail(up, -1,
+			    "other-speed wTotalLength out of range");
+		up->cfg_total = total;
+		up->probe_step = PROBE_OTHER;
+		break;
+	case PROBE_OTHER:
+		if (status != 0 || len != up->cfg_total)
+			return up_fail(up, -1,
+			    "other-speed configuration descriptor short");
+		id->other[up->probe_cfg] = xmalloc(len);
+		memcpy(id->other[up->probe_cfg], data, len);
+		id->other_len[up->probe_cfg] = (uint16_t)len;
+		up->probe_step = ++up->probe_cfg < id->nconfigs ?
+		    PROBE_OTHER_HDR : PROBE_LANGS;
 		break;
 	case PROBE_LANGS:
 		up->langid = 0;
 		if (status == 0 && len >= 4 && data[1] == USB_DT_STRING)
 			up->langid = (uint16_t)(data[2] | data[3] << 8);
+		if (status == 0 && len > 0)
+			probe_keep_string(id, 0, data, len);
+		id->langid = up->langid;
 		up->probe_step = up->langid ? PROBE_MANUFACTURER : PROBE_DONE;
 		break;
 	case PROBE_MANUFACTURER:
@@ -270,8 +363,11 @@ up_probe_reply(struct upstream *up, int32_t status, const uint8_t *data,
 		    id->manufacturer : up->probe_step == PROBE_PRODUCT ?
 		    id->product : id->serial;
 
-		if (status == 0)
+		if (status == 0) {
 			desc_string(data, len, out, GW_STR_MAX);
+			probe_keep_string(id, 1 + up->probe_step -
+			    PROBE_MANUFACTURER, data, len);
+		}
 		up->probe_step++;
 		break;
 	}
@@ -298,6 +394,27 @@ up_probe_next(struct upstream *up)
 			    (uint8_t)up->probe_cfg, 0, USB_DT_CONFIG_SIZE);
 		case PROBE_CONFIG:
 			return get_descriptor(up, USB_DT_CONFIG,
+			    (uint8_t)up->probe_cfg, 0, up->cfg_total);
+		case PROBE_BOS_HDR:
+			if (up->bcd_usb >= 0x0201)
+				return get_descriptor(up, USB_DT_BOS, 0, 0, 5);
+			up->probe_step = PROBE_QUALIFIER;
+			break;
+		case PROBE_BOS:
+			return get_descriptor(up, USB_DT_BOS, 0, 0,
+			    up->cfg_total);
+		case PROBE_QUALIFIER:
+			if (up->bcd_usb >= 0x0200)
+				return get_descriptor(up,
+				    USB_DT_DEVICE_QUALIFIER, 0, 0,
+				    sizeof(id->qualifier));
+			up->probe_step = PROBE_LANGS;
+			break;
+		case PROBE_OTHER_HDR:
+			return get_descriptor(up, USB_DT_OTHER_SPEED_CONFIG,
+			    (uint8_t)up->probe_cfg, 0, USB_DT_CONFIG_SIZE);
+		case PROBE_OTHER:
+			return get_descriptor(up, USB_DT_OTHER_SPEED_CONFIG,
 			    (uint8_t)up->probe_cfg, 0, up->cfg_total);
 		case PROBE_LANGS:
 			return get_descriptor(up, USB_DT_STRING, 0, 0, 255);

@@ -44,6 +44,7 @@ struct upstream {
 	uint32_t		 seqnum;
 	uint32_t		 req_len;
 	uint16_t		 cfg_total;
+	uint16_t		 bcd_usb;
 };
 
 

@@ -459,6 +459,7 @@ spec_clear(struct sim_spec *s)
 	free(s->product_name);
 	free(s->serial);
 	free(s->keys);
+	free(s->disguise_serial);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -476,6 +477,7 @@ spec_copy(struct sim_spec *dst, const struct sim_spec *src)
 	dst->product_name = dupnull(src->product_name);
 	dst->serial = dupnull(src->serial);
 	dst->keys = dupnull(src->keys);
+	dst->disguise_serial = dupnull(src->disguise_serial);
 }
 
 static bool
@@ -505,12 +507,22 @@ spec_equal(const struct sim_spec *a, const struct sim_spec *b)
 	    a->list_nintf * sizeof(a->list_intf[0])) == 0 &&
 	    a->list_vendor == b->list_vendor &&
 	    a->list_product == b->list_product &&
-	    a->import_config == b->import_config;
+	    a->import_config == b->import_config &&
+	    a->nconfigs == b->nconfigs &&
+	    (a->set & SPEC_DISGUISE) == (b->set & SPEC_DISGUISE) &&
+	    a->disguise_type == b->disguise_type &&
+	    a->disguise_bcd == b->disguise_bcd &&
+	    streq_null(a->disguise_serial, b->disguise_serial) &&
+	    a->disguise_after == b->disguise_after &&
+	    a->disguise_bos == b->disguise_bos &&
+	    a->disguise_other == b->disguise_other;
 }
 
 #define SPEC_KEYS_LIST	"type vendor product bcd speed devnum manufacturer " \
 			"product_name serial keys interval repeat fifo pattern " \
-			"list-interfaces list-id import-config"
+			"list-interfaces list-id import-config configs " \
+			"disguise disguise-bcd disguise-serial disguise-after " \
+			"disguise-bos disguise-other-speed"
 
 /* Exactly two hex digits; -1 otherwise. */
 static int
@@ -744,6 +756,62 @@ spec_set(struct sim_spec *s, const char *key, const char *value, char *err,
 		s->set |= SPEC_IMPORT_CFG;
 		return 0;
 	}
+	if (strcmp(key, "configs") == 0) {
+		if (parse_u32(value, 255, &v) == -1 || v == 0) {
+			snprintf(err, errsz, "configs: expected a number of "
+			    "configurations 1..255");
+			return -1;
+		}
+		s->nconfigs = (uint8_t)v;
+		return 0;
+	}
+	if (strcmp(key, "disguise") == 0) {
+		for (i = 0; i < nitems(types); i++) {
+			if (strcmp(value, types[i].name) == 0) {
+				s->disguise_type = types[i].type;
+				s->set |= SPEC_DISGUISE | SPEC_DISGUISE_TYPE;
+				return 0;
+			}
+		}
+		snprintf(err, errsz, "disguise: expected keyboard, storage, "
+		    "composite, audio or sourcesink");
+		return -1;
+	}
+	if (strcmp(key, "disguise-bcd") == 0) {
+		if (parse_u32(value, 0xffff, &v) == -1) {
+			snprintf(err, errsz, "disguise-bcd: expected a number "
+			    "0..0xffff");
+			return -1;
+		}
+		s->disguise_bcd = (uint16_t)v;
+		s->set |= SPEC_DISGUISE | SPEC_DISGUISE_BCD;
+		return 0;
+	}
+	if (strcmp(key, "disguise-serial") == 0) {
+		s->set |= SPEC_DISGUISE;
+		return set_string(&s->disguise_serial, value, key, err, errsz);
+	}
+	if (strcmp(key, "disguise-after") == 0) {
+		if (parse_u32(value, 1000000, &v) == -1) {
+			snprintf(err, errsz, "disguise-after: expected a number "
+			    "of descriptor reads 0..1000000");
+			return -1;
+		}
+		s->disguise_after = v;
+		s->set |= SPEC_DISGUISE;
+		return 0;
+	}
+	if (strcmp(key, "disguise-bos") == 0 ||
+	    strcmp(key, "disguise-other-speed") == 0) {
+		bool *b = key[9] == 'b' ? &s->disguise_bos : &s->disguise_other;
+
+		if (parse_bool(value, b) == -1) {
+			snprintf(err, errsz, "%s: expected yes or no", key);
+			return -1;
+		}
+		s->set |= SPEC_DISGUISE;
+		return 0;
+	}
 	snprintf(err, errsz, "unknown property '%s' (expected one of: %s)",
 	    key, SPEC_KEYS_LIST);
 	return -1;
@@ -825,6 +893,12 @@ spec_finish(struct sim_spec *s, char *err, size_t errsz)
 	}
 	if (!(s->set & SPEC_INTERVAL))
 		s->interval_ms = SIM_DEFAULT_INTERVAL;
+	if (s->nconfigs == 0)
+		s->nconfigs = 1;
+	if (!(s->set & SPEC_DISGUISE_TYPE))
+		s->disguise_type = s->type;
+	if (!(s->set & SPEC_DISGUISE_BCD))
+		s->disguise_bcd = s->bcd_device;
 	if (hid && !(s->set & SPEC_KEYS))
 		s->keys = xstrdup(SIM_DEFAULT_KEYS);
 	if (!(s->set & SPEC_FIFO))

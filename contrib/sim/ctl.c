@@ -7,7 +7,7 @@
  *	unplug BUSID
  *	list
  *	reload
- *	inject BUSID seqnum|command|overflow|iso|freeze|raw HEX
+ *	inject BUSID seqnum|command|overflow|iso|freeze|disguise|raw HEX
  *	help
  */
 #include <sys/socket.h>
@@ -153,7 +153,7 @@ cmd_inject(struct ctl_client *c, int argc, char **argv)
 
 	if (argc < 3 || argc > 4) {
 		ctl_reply(c, "error: usage: inject BUSID seqnum|command|"
-		    "overflow|iso|freeze|raw HEX");
+		    "overflow|iso|freeze|disguise|raw HEX");
 		return;
 	}
 	if ((dev = dev_find(argv[1])) == NULL) {
@@ -162,6 +162,16 @@ cmd_inject(struct ctl_client *c, int argc, char **argv)
 	}
 	if (dev->owner == NULL) {
 		ctl_reply(c, "error: device %s is not imported", argv[1]);
+		return;
+	}
+	if (strcmp(argv[2], "disguise") == 0) {
+		if (!(dev->spec.set & SPEC_DISGUISE)) {
+			ctl_reply(c, "error: device %s has no disguise "
+			    "(give it disguise keys)", argv[1]);
+			return;
+		}
+		dev_disguise(dev);	/* until the import ends */
+		ctl_reply(c, "ok");
 		return;
 	}
 	if (conn_inject(dev->owner, argv[2], argc == 4 ? argv[3] : NULL, err,

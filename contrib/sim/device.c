@@ -15,6 +15,7 @@
 #include "sim.h"
 
 #define USB_DT_DEVICE_QUALIFIER	0x06
+#define USB_DT_OTHER_SPEED_CONFIG 0x07
 #define USB_DT_BOS		0x0f
 #define USB_DT_HID		0x21
 #define USB_DT_REPORT		0x22
@@ -313,7 +314,53 @@ build_device(struct sim_dev *dev)
 	p[14] = dev->spec.manufacturer != NULL ? 1 : 0;
 	p[15] = dev->spec.product_name != NULL ? 2 : 0;
 	p[16] = dev->spec.serial != NULL ? 3 : 0;
-	p[17] = 1;
+	p[17] = dev->spec.nconfigs;
+}
+
+/*
+ * The disguise: the descriptors of a device of the disguise's type and
+ * bcdDevice (the same vendor, product, speed and strings otherwise),
+ * built as the real ones are, on a scratch device.
+ */
+static void
+build_face(struct sim_dev *dev)
+{
+	struct sim_dev *t;
+	int dir, i;
+
+	if (!(dev->spec.set & SPEC_DISGUISE))
+		return;
+	t = xcalloc(1, sizeof(*t));
+	t->spec = dev->spec;
+	t->spec.type = dev->spec.disguise_type;
+	t->spec.bcd_device = dev->spec.disguise_bcd;
+	t->hid_intf = t->msc_intf = -1;
+	for (dir = 0; dir < 2; dir++)
+		for (i = 0; i < 16; i++)
+			TAILQ_INIT(&t->ep[dir][i].queue);
+	build_device(t);
+	build_config(t);
+	memcpy(dev->face_devdesc, t->devdesc, sizeof(dev->face_devdesc));
+	dev->face_cfgdesc = t->cfgdesc;
+	dev->face_cfglen = t->cfglen;
+	free(t);
+}
+
+/* Does this descriptor read see the disguise? */
+static bool
+dev_disguised(struct sim_dev *dev)
+{
+	if (!(dev->spec.set & SPEC_DISGUISE))
+		return false;
+	dev->desc_reads++;
+	return dev->disguised || (dev->spec.disguise_after > 0 &&
+	    dev->desc_reads > dev->spec.disguise_after);
+}
+
+void
+dev_disguise(struct sim_dev *dev)
+{
+	dev->disguised = true;
 }
 
 /* UTF-8 (already validated by the config) to a string descriptor. */
@@ -428,6 +475,7 @@ dev_new(const struct sim_spec *spec, bool from_config, char *err,
 			TAILQ_INIT(&dev->ep[dir][i].queue);
 	build_device(dev);
 	build_config(dev);
+	build_face(dev);
 	if ((dev->fifo = evbuffer_new()) == NULL ||
 	    (dev->isofifo = evbuffer_new()) == NULL ||
 	    (dev->hid_timer = evtimer_new(sim.base, hid_timer_cb, dev)) == NULL)
@@ -448,6 +496,7 @@ dev_free(struct sim_dev *dev)
 	if (dev->isofifo != NULL)
 		evbuffer_free(dev->isofifo);
 	free(dev->cfgdesc);
+	free(dev->face_cfgdesc);
 	spec_clear(&dev->spec);
 	free(dev);
 }
@@ -549,6 +598,8 @@ dev_reset_state(struct sim_dev *dev)
 	dev->hid_protocol = 1;
 	dev->hid_leds = 0;
 	dev->frame = 0;
+	dev->desc_reads = 0;
+	dev->disguised = false;
 }
 
 void
@@ -644,6 +695,7 @@ get_descriptor(struct sim_dev *dev, uint8_t rt, uint16_t value,
 	uint8_t type = value >> 8, idx = value & 0xff;
 	const char *s;
 	uint8_t *p = out;
+	bool face;
 
 	if (rt == (USB_DIR_IN | USB_RECIP_INTERFACE)) {
 		if (dev->hid_intf < 0 || index != dev->hid_intf)
@@ -669,16 +721,32 @@ get_descriptor(struct sim_dev *dev, uint8_t rt, uint16_t value,
 	}
 	if (rt != USB_DIR_IN)
 		return -1;
+	face = dev_disguised(dev);
 	switch (type) {
 	case USB_DT_DEVICE:
-		memcpy(out, dev->devdesc, sizeof(dev->devdesc));
+		memcpy(out, face ? dev->face_devdesc : dev->devdesc,
+		    sizeof(dev->devdesc));
 		return (int)sizeof(dev->devdesc);
 	case USB_DT_CONFIG:
-		if (idx != 0 || dev->cfglen > outsz)
+	case USB_DT_OTHER_SPEED_CONFIG: {
+		const uint8_t *c = face ? dev->face_cfgdesc : dev->cfgdesc;
+		size_t n = face ? dev->face_cfglen : dev->cfglen;
+
+		if (type == USB_DT_OTHER_SPEED_CONFIG &&
+		    !(face && dev->spec.disguise_other))
 			return -1;
-		memcpy(out, dev->cfgdesc, dev->cfglen);
-		return (int)dev->cfglen;
+		/* configurations 2.. (`configs`) are copies of the first */
+		if (idx >= dev->spec.nconfigs || n > outsz)
+			return -1;
+		memcpy(out, c, n);
+		out[1] = type;
+		out[5] = (uint8_t)(idx + 1);
+		return (int)n;
+	}
 	case USB_DT_STRING:
+		if (idx == 3 && face && dev->spec.disguise_serial != NULL)
+			return (int)string_desc(dev->spec.disguise_serial, out,
+			    outsz);
 		if (idx == 0) {
 			p[0] = 4;
 			p[1] = USB_DT_STRING;
@@ -707,7 +775,8 @@ get_descriptor(struct sim_dev *dev, uint8_t rt, uint16_t value,
 		p[9] = 0;
 		return 10;
 	case USB_DT_BOS:
-		if (dev->spec.speed < USBIP_SPEED_SUPER)
+		if (dev->spec.speed < USBIP_SPEED_SUPER &&
+		    !(face && dev->spec.disguise_bos))
 			return -1;
 		memset(p, 0, 22);
 		p[0] = 5;
@@ -725,6 +794,8 @@ get_descriptor(struct sim_dev *dev, uint8_t rt, uint16_t value,
 		p[18] = 1;
 		p[19] = 0x0a;
 		put_le16(p + 20, 0x07ff);
+		if (face && dev->spec.disguise_bos)
+			p[8] = 0x06;	/* LPM and BESL: another device */
 		return 22;
 	default:
 		return -1;
@@ -781,7 +852,7 @@ ctrl_standard(struct sim_dev *dev, const uint8_t *setup, uint8_t *out,
 		out[0] = dev->config;
 		return 1;
 	case USB_REQ_SET_CONFIGURATION:
-		if (rt != USB_RECIP_DEVICE || value > 1)
+		if (rt != USB_RECIP_DEVICE || value > dev->spec.nconfigs)
 			return -1;
 		/* As usb_set_configuration(): every endpoint is reset. */
 		dev_flush_intf(dev, -1);

@@ -93,6 +93,19 @@ struct sim_spec {
 	uint16_t	 list_vendor;	/* list-id */
 	uint16_t	 list_product;
 	uint8_t		 import_config;	/* import-config */
+	/*
+	 * Two faces (for testing the relay's descriptor checks): after
+	 * disguise-after descriptor reads in one import (0: only after
+	 * `inject BUSID disguise`), the device answers descriptor reads
+	 * as the disguise says, while its behaviour stays the same.
+	 */
+	uint8_t		 nconfigs;	/* configs: bNumConfigurations */
+	enum sim_type	 disguise_type;
+	uint16_t	 disguise_bcd;
+	char		*disguise_serial;
+	uint32_t	 disguise_after;
+	bool		 disguise_bos;
+	bool		 disguise_other;
 	int		 line;		/* where it was defined, 0: not a file */
 	unsigned	 set;		/* SPEC_* given explicitly */
 };
@@ -112,6 +125,9 @@ struct sim_spec {
 #define SPEC_LIST_ID	0x2000
 #define SPEC_IMPORT_CFG	0x4000
 #define SPEC_LIES	(SPEC_LIST_INTF | SPEC_LIST_ID | SPEC_IMPORT_CFG)
+#define SPEC_DISGUISE	0x8000		/* any disguise-* key */
+#define SPEC_DISGUISE_TYPE 0x10000
+#define SPEC_DISGUISE_BCD 0x20000
 
 /* What an endpoint does with URBs. */
 enum sim_ep_kind {
@@ -161,6 +177,10 @@ struct sim_dev {
 	int		 hid_intf;		/* -1: none */
 	int		 msc_intf;
 	struct sim_ep	 ep[2][16];		/* [USBIP_DIR_*][number] */
+	/* The disguise's descriptors (spec.set & SPEC_DISGUISE). */
+	uint8_t		 face_devdesc[18];
+	uint8_t		*face_cfgdesc;
+	size_t		 face_cfglen;
 
 	/* Runtime state, reset at every import and release. */
 	uint8_t		 config;
@@ -174,6 +194,8 @@ struct sim_dev {
 	uint8_t		 hid_protocol;
 	uint8_t		 hid_leds;
 	uint32_t	 frame;
+	uint32_t	 desc_reads;		/* GET_DESCRIPTORs this import */
+	bool		 disguised;		/* injected */
 
 	/* Counters since plugged. */
 	uint64_t	 nimports;
@@ -309,6 +331,7 @@ void		 conn_accept(int fd, const struct sockaddr *, int socklen);
 void		 conn_close(struct sim_conn *, const char *why);
 /* Write what the connection has queued (after completions off a timer). */
 void		 conn_flush(struct sim_conn *);
+void		 dev_disguise(struct sim_dev *);
 int		 conn_inject(struct sim_conn *, const char *what,
 		    const char *arg, char *err, size_t errsz);
 void		 conn_closeall(void);

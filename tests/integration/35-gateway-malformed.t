@@ -183,8 +183,8 @@ is "$(gw_sql gw "SELECT busid || ': ' || detail FROM audit_log WHERE event = 'ma
 "sim1:1-2: malformed PDU from vhci host: unknown URB command
 sim1:1-2: malformed PDU from vhci host: devid does not name the imported device
 sim1:1-2: malformed PDU from vhci host: endpoint out of range 0..15
-sim1:1-2: malformed PDU from vhci host: request to an endpoint the device does not have
-sim1:1-2: malformed PDU from vhci host: request to an endpoint the device does not have
+sim1:1-2: malformed PDU from vhci host: request to an endpoint the device does not have in its current configuration and alternate setting
+sim1:1-2: malformed PDU from vhci host: request to an endpoint the device does not have in its current configuration and alternate setting
 sim1:1-2: malformed PDU from vhci host: transfer_buffer_length exceeds USBIP_MAX_TRANSFER
 sim1:1-2: malformed PDU from vhci host: negative transfer_buffer_length
 sim1:1-2: malformed PDU from vhci host: transfer_buffer_length exceeds USBIP_MAX_TRANSFER
