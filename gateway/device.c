@@ -371,6 +371,8 @@ device_restore(struct exporter *exp, const struct usbip_dev *rec,
  * first (a changed hash is a different device), then what the exporter
  * claimed is compared with it, then the decision.
  */
+static void	device_anomaly(struct device *, const char *);
+
 void
 device_claimed(struct device *dev)
 {
@@ -390,6 +392,14 @@ device_claimed(struct device *dev)
 		gw_probed_event(dev);
 	device_listed(dev, &dev->core->listed, NULL);
 	device_import_reply_ok(dev, &up->rec);
+	if (dev->ident.nconfigs_dev > GW_MAX_CONFIGS) {
+		char what[160];
+
+		snprintf(what, sizeof(what), "the device has %u "
+		    "configurations, more than the %d the gateway reads: "
+		    "refused", dev->ident.nconfigs_dev, GW_MAX_CONFIGS);
+		device_anomaly(dev, what);
+	}
 	device_eval(dev, NULL, NULL);
 }
 
@@ -846,10 +856,10 @@ device_listed(struct device *dev, const struct usbip_dev *rec,
 		    rec->bDeviceClass, rec->bDeviceSubClass,
 		    rec->bDeviceProtocol, id->dclass, id->dsubclass,
 		    id->dprotocol);
-	else if (rec->bNumConfigurations != id->nconfigs)
+	else if (rec->bNumConfigurations != id->nconfigs_dev)
 		snprintf(what, sizeof(what), "the exporter lists %u "
 		    "configurations, the device has %u",
-		    rec->bNumConfigurations, id->nconfigs);
+		    rec->bNumConfigurations, id->nconfigs_dev);
 	if (what[0] == '\0' && rec->bNumInterfaces != 0) {
 		/* the listed interfaces are those of its current configuration */
 		if (ident_interfaces(id, rec->bConfigurationValue, probed,
@@ -1027,6 +1037,9 @@ device_host(const struct dsession *ds, struct host_id *h)
 static bool
 anomaly_open(const struct device *dev)
 {
+	/* a device with configurations nobody read stays refused */
+	if (dev->ident.nconfigs_dev > GW_MAX_CONFIGS)
+		return true;
 	return dev->core->anomaly[0] != '\0' &&
 	    strcmp(dev->core->anomaly, dev->core->anomaly_ack) != 0;
 }

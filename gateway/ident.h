@@ -16,7 +16,8 @@
 struct gw_ident {
 	uint16_t	vid, pid, bcd;
 	uint8_t		dclass, dsubclass, dprotocol;
-	uint8_t		nconfigs;
+	uint8_t		nconfigs;	/* read: at most GW_MAX_CONFIGS */
+	uint8_t		nconfigs_dev;	/* bNumConfigurations */
 	uint32_t	speed;
 	uint8_t		dev_desc[18];
 	uint8_t		*config[GW_MAX_CONFIGS];	/* full descriptors */

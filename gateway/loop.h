@@ -16,7 +16,6 @@
 #define GW_STR_MAX		128	/* descriptor strings, sanitized */
 #define GW_MAX_CONFIG_LEN	4096	/* one configuration descriptor */
 #define GW_MAX_CONFIGS		8
-#define GW_MAX_CONFIGS_STR	"8"
 #define GW_MAX_INFLIGHT		1024	/* URBs in flight per attachment */
 #define GW_RELAY_HIWAT		(4u << 20) /* output bytes before backpressure */
 #define GW_MAX_DOWNSTREAM	1024	/* downstream connections */

@@ -182,7 +182,7 @@ ds_dev_record(const struct device *dev, struct usbip_dev *rec)
 	rec->bDeviceClass = dev->ident.dclass;
 	rec->bDeviceSubClass = dev->ident.dsubclass;
 	rec->bDeviceProtocol = dev->ident.dprotocol;
-	rec->bNumConfigurations = dev->ident.nconfigs;
+	rec->bNumConfigurations = dev->ident.nconfigs_dev;
 }
 
 bool

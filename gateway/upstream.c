@@ -239,9 +239,6 @@ up_probe_reply(struct upstream *up, int32_t status, const uint8_t *data,
 			return up_fail(up, -1, "device descriptor unreadable");
 		if (desc_parse_device(data, len, &dd, &why) == -1)
 			return up_fail(up, -1, why);
-		if (dd.bNumConfigurations > GW_MAX_CONFIGS)
-			return up_fail(up, -1, "device has more configurations "
-			    "than the gateway reads (" GW_MAX_CONFIGS_STR ")");
 		{
 			uint32_t speed = id->speed;
 
@@ -255,7 +252,10 @@ up_probe_reply(struct upstream *up, int32_t status, const uint8_t *data,
 		id->dclass = dd.bDeviceClass;
 		id->dsubclass = dd.bDeviceSubClass;
 		id->dprotocol = dd.bDeviceProtocol;
-		id->nconfigs = dd.bNumConfigurations;
+		/* more than it reads: the device is refused (device.c) */
+		id->nconfigs_dev = dd.bNumConfigurations;
+		id->nconfigs = dd.bNumConfigurations < GW_MAX_CONFIGS ?
+		    dd.bNumConfigurations : GW_MAX_CONFIGS;
 		up->bcd_usb = dd.bcdUSB;
 		up->probe_cfg = 0;
 		up->probe_step = id->nconfigs ? PROBE_CONFIG_HDR : PROBE_BOS_HDR;

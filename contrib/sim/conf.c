@@ -920,7 +920,8 @@ spec_finish(struct sim_spec *s, char *err, size_t errsz)
 	s->set = SPEC_VENDOR | SPEC_PRODUCT | SPEC_BCD | SPEC_SPEED |
 	    SPEC_MANUF | SPEC_PRODNAME | SPEC_SERIAL | SPEC_INTERVAL |
 	    SPEC_FIFO | (hid ? SPEC_KEYS : 0) |
-	    (s->set & (SPEC_PATTERN | SPEC_REPEAT | SPEC_LIES));
+	    (s->set & (SPEC_PATTERN | SPEC_REPEAT | SPEC_LIES | SPEC_DISGUISE |
+	    SPEC_DISGUISE_TYPE | SPEC_DISGUISE_BCD));
 	return 0;
 }
 

@@ -548,7 +548,7 @@ dev_record(const struct sim_dev *dev, struct usbip_dev *r)
 	r->bDeviceSubClass = dev->devdesc[5];
 	r->bDeviceProtocol = dev->devdesc[6];
 	r->bConfigurationValue = dev->config;
-	r->bNumConfigurations = 1;
+	r->bNumConfigurations = dev->spec.nconfigs;
 	r->bNumInterfaces = dev->nintf;
 }
 

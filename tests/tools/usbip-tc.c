@@ -179,6 +179,8 @@ enum lat_kind {
 struct tc_opts {
 	const char	*hostport;
 	const char	*busid;
+	char		**extra;	/* arguments after BUSID */
+	int		 nextra;
 	int		 timeout_ms;
 	int		 verbose;
 	bool		 json;
@@ -2055,6 +2057,70 @@ out:
 	return rc;
 }
 
+/* ---- desc ---------------------------------------------------------------- */
+
+/*
+ * Read the descriptors named TYPE:INDEX[:LANGID[:LENGTH]] (numbers in C
+ * syntax; LENGTH default 255, at most 4096) one after the other, as a
+ * host's driver would, and print each reply in hex.
+ */
+static int
+cmd_desc(struct tc_opts *o)
+{
+	struct usbip_dev d;
+	struct tc_sync s;
+	struct tc *tc;
+	unsigned long v[4];
+	uint8_t buf[4096];
+	char hex[2 * sizeof(buf) + 1];
+	int i, k, rc;
+
+	if ((rc = open_import(&tc, o, &d)) != TC_EXIT_OK)
+		goto out;
+	for (i = 0; i < o->nextra; i++) {
+		char *p = o->extra[i], *end;
+
+		v[2] = 0;
+		v[3] = 255;
+		for (k = 0; k < 4; k++) {
+			v[k] = strtoul(p, &end, 0);
+			if (end == p || (*end != ':' && *end != '\0'))
+				break;
+			p = end + (*end == ':');
+			if (*end == '\0') {
+				k++;
+				break;
+			}
+		}
+		if (k < 2 || *p != '\0' || v[0] > 255 || v[1] > 255 ||
+		    v[2] > 0xffff || v[3] == 0 || v[3] > sizeof(buf)) {
+			errmsg("desc: \"%s\": expected TYPE:INDEX[:LANGID[:LENGTH]]",
+			    o->extra[i]);
+			rc = TC_EXIT_USAGE;
+			goto out;
+		}
+		memset(&s, 0, sizeof(s));
+		rc = get_descriptor(tc, (uint8_t)v[0], (uint8_t)v[1],
+		    (uint16_t)v[2], buf, (uint16_t)v[3], &s, o->timeout_ms);
+		if (!s.done) {
+			printf("desc %s: no reply (%s)\n", o->extra[i],
+			    tc->close != CLOSE_NONE ? "connection closed" :
+			    "timeout");
+			rc = rc != 0 ? rc : TC_EXIT_CONN;
+			goto out;
+		}
+		for (k = 0; k < (int)s.actual && k < (int)sizeof(buf); k++)
+			snprintf(hex + 2 * k, 3, "%02x", buf[k]);
+		hex[2 * k] = '\0';
+		printf("desc %s: status=%d len=%u data=%s\n", o->extra[i],
+		    s.status, s.actual, hex);
+		rc = TC_EXIT_OK;
+	}
+out:
+	tc_free(tc);
+	return rc;
+}
+
 /* ---- script -------------------------------------------------------------- */
 
 struct script {
@@ -3371,6 +3437,9 @@ static const struct tc_cmd cmds[] = {
 	{ "iso", "HOST[:PORT] BUSID [--packets P] [--iterations N]", 2, 2,
 	    O_COMMON | O_DISC | O(OPT_PACKETS) | O(OPT_ITERATIONS), cmd_iso,
 	    "ISO OUT and IN on the device's ISO endpoints, data checked" },
+	{ "desc", "HOST[:PORT] BUSID TYPE:INDEX[:LANGID[:LENGTH]]...", 3, 34,
+	    O_COMMON, cmd_desc,
+	    "GET_DESCRIPTOR each, in order; print the replies in hex" },
 	{ "raw", "HOST[:PORT] [BUSID] --hex HEX... [--op] [--wait MS] "
 	    "[--expect-close|--expect-open]", 1, 2,
 	    O_COMMON | O(OPT_HEX) | O(OPT_OP) | O(OPT_WAIT) |
@@ -3647,6 +3716,8 @@ parse_opts(const struct tc_cmd *cmd, int argc, char **argv, struct tc_opts *o)
 		return -1;
 	}
 	o->hostport = argv[0];
+	o->extra = argv + 2;
+	o->nextra = argc > 2 ? argc - 2 : 0;
 	if (argc > 1) {
 		o->busid = argv[1];
 		if (!usbip_busid_valid(o->busid)) {
