@@ -700,7 +700,7 @@ ident_fill(struct device *dev, const struct tmpl *t)
 	id->pid = t->pid;
 	id->bcd = t->bcd;
 	id->dclass = id->dsubclass = id->dprotocol = 0;
-	id->nconfigs = 1;
+	id->nconfigs = id->nconfigs_dev = 1;
 	id->speed = USBIP_SPEED_FULL;
 	memset(id->dev_desc, 0, sizeof(id->dev_desc));
 	id->dev_desc[0] = 18;
