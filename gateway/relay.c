@@ -44,8 +44,6 @@
 #define IF_SUBMIT	1
 #define IF_UNLINK	2
 
-#define RELAY_STALL_SEC	30	/* partial PDU or unwritten output this long */
-
 
 /* ---- in-flight table: open addressing on seqnum ---------------------- */
 
@@ -194,7 +192,7 @@ relay_control_done(struct device *dev, const struct inflight *f)
  */
 #define RELAY_READ		(128u * 1024)	/* one readv, one callback */
 #define RELAY_LOWAT_MAX		(256u * 1024)
-#define RELAY_TICK_SEC		5
+#define RELAY_TICK_MS		5000	/* at most; a quarter of the stall limit */
 
 struct relay;
 
@@ -368,12 +366,12 @@ rside_write_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Stalls: a partial PDU or unwritten output for RELAY_STALL_SEC. */
+/* Stalls: a partial PDU or unwritten output for relay-stall-timeout. */
 static void
 relay_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct relay *r = arg;
-	uint64_t now = now_usec(), lim = RELAY_STALL_SEC * 1000000ull;
+	uint64_t now = now_usec(), lim = gw->relay_stall_ms * 1000ull;
 	struct rside *sides[2] = { &r->down, &r->up };
 	int i;
 
@@ -440,8 +438,15 @@ relay_start(struct dsession *ds, struct device *dev, const void *first,
 {
 	struct upstream *up = dev->up;
 	struct relay *r;
-	struct timeval tv = { RELAY_TICK_SEC, 0 };
+	unsigned tick = gw->relay_stall_ms / 4;
+	struct timeval tv;
 
+	if (tick > RELAY_TICK_MS)
+		tick = RELAY_TICK_MS;
+	if (tick < 100)
+		tick = 100;
+	tv.tv_sec = tick / 1000;
+	tv.tv_usec = (tick % 1000) * 1000;
 	r = xcalloc(1, sizeof(*r));
 	r->ds = ds;
 	r->dev = dev;
