@@ -72,6 +72,11 @@ static const struct key keys[] = {
 	{ "control-socket-mode", K_SOCKMODE,	F(control_mode), 0, 0 },
 	{ "max-connections",	K_UINT,		F(max_connections), 1, 4096 },
 	{ "max-connections-per-uid", K_UINT,	F(max_connections_per_uid), 1, 4096 },
+	{ "control-admin-reserve", K_UINT,	F(control_admin_reserve), 1, 1024 },
+	{ "control-audit-limit-per-uid", K_UINT, F(control_audit_limit_per_uid),
+	    0, 1000000 },
+	{ "control-audit-limit-total", K_UINT,	F(control_audit_limit_total),
+	    0, 1000000 },
 	{ "control-max-message", K_SIZE,	F(control_max_message),
 	    SIZE_K, 16 * SIZE_K * SIZE_K },
 	{ "control-max-output",	K_SIZE,		F(control_max_output),
@@ -175,6 +180,9 @@ config_new(void)
 	c->control_mode = 0660;
 	c->max_connections = 64;
 	c->max_connections_per_uid = 16;
+	c->control_admin_reserve = 8;
+	c->control_audit_limit_per_uid = 10;
+	c->control_audit_limit_total = 100;
 	c->control_max_message = 64 * SIZE_K;
 	c->control_max_output = 4 * SIZE_K * SIZE_K;
 	c->control_timeout_ms = 30 * MS_S;
