@@ -72,6 +72,11 @@ static const struct key keys[] = {
 	{ "control-socket-mode", K_SOCKMODE,	F(control_mode), 0, 0 },
 	{ "max-connections",	K_UINT,		F(max_connections), 1, 4096 },
 	{ "max-connections-per-uid", K_UINT,	F(max_connections_per_uid), 1, 4096 },
+	{ "control-admin-reserve", K_UINT,	F(control_admin_reserve), 1, 1024 },
+	{ "control-audit-limit-per-uid", K_UINT, F(control_audit_limit_per_uid),
+	    0, 1000000 },
+	{ "control-audit-limit-total", K_UINT,	F(control_audit_limit_total),
+	    0, 1000000 },
 	{ "control-max-message", K_SIZE,	F(control_max_message),
 	    SIZE_K, 16 * SIZE_K * SIZE_K },
 	{ "control-max-output",	K_SIZE,		F(control_max_output),
@@ -93,6 +98,7 @@ static const struct key keys[] = {
 	{ "max-sessions-per-host", K_UINT,	F(max_sessions_per_host), 1, 1024 },
 	{ "max-devices-per-exporter", K_UINT,	F(max_devices_per_exporter), 1, 1024 },
 	{ "max-new-devices-per-minute", K_UINT, F(max_new_devices_per_minute), 1, 100000 },
+	{ "relay-stall-timeout", K_DURATION,	F(relay_stall_ms), 500, 3600 * MS_S },
 	{ "audit-limit-per-host", K_UINT,	F(audit_limit_per_host), 0, 1000000 },
 	{ "audit-limit-total",	K_UINT,		F(audit_limit_total), 0, 1000000 },
 	{ "audit-retention",	K_SECONDS,	F(audit_retention_s), 0,
@@ -174,6 +180,9 @@ config_new(void)
 	c->control_mode = 0660;
 	c->max_connections = 64;
 	c->max_connections_per_uid = 16;
+	c->control_admin_reserve = 8;
+	c->control_audit_limit_per_uid = 10;
+	c->control_audit_limit_total = 100;
 	c->control_max_message = 64 * SIZE_K;
 	c->control_max_output = 4 * SIZE_K * SIZE_K;
 	c->control_timeout_ms = 30 * MS_S;
@@ -187,6 +196,7 @@ config_new(void)
 	c->max_sessions_per_host = 16;
 	c->max_devices_per_exporter = 64;
 	c->max_new_devices_per_minute = 64;
+	c->relay_stall_ms = 30 * MS_S;
 	c->audit_limit_per_host = 60;
 	c->audit_limit_total = 600;
 	c->audit_retention_s = 30 * 86400;

@@ -92,6 +92,9 @@ struct config {
 	mode_t		control_mode;			/* 0600, 0660 or 0666 */
 	unsigned	max_connections;
 	unsigned	max_connections_per_uid;
+	unsigned	control_admin_reserve;	/* slots past max-connections */
+	unsigned	control_audit_limit_per_uid;	/* refused rows/min */
+	unsigned	control_audit_limit_total;
 	size_t		control_max_message;		/* request bytes */
 	size_t		control_max_output;		/* queued bytes/conn */
 	unsigned	control_timeout_ms;
@@ -111,6 +114,7 @@ struct config {
 	unsigned	max_sessions_per_host;	/* in the request phase */
 	unsigned	max_devices_per_exporter;	/* present */
 	unsigned	max_new_devices_per_minute;	/* per exporter */
+	unsigned	relay_stall_ms;		/* no progress this long: cut */
 	unsigned	audit_limit_per_host;	/* rows a minute, 0: none */
 	unsigned	audit_limit_total;
 	unsigned	audit_retention_s;	/* audit prune keeps younger */

@@ -47,6 +47,7 @@
 #include "control.h"
 #include "ctlproto.h"
 #include "hooks.h"
+#include "hostlimit.h"
 #include "log.h"
 #include "usbip.h"
 #include "util.h"
@@ -77,6 +78,9 @@ struct ctl_conn {
 	struct actor		 who;
 	gid_t			 gid;
 	enum ctl_priv		 priv;
+	int			 general;	/* not known to be admin */
+	int			 probation;	/* admitted past max-connections:
+						   kept only if admin */
 	int			 watching;
 	uint32_t		 events;	/* mask when watching */
 	int			 watch_all;
@@ -111,9 +115,20 @@ static struct {
 	struct ctl_conns	 conns;
 	struct ctl_conns	 dead;
 	unsigned		 nconns;
+	unsigned		 ngeneral;	/* conns not known to be admin */
 	unsigned		 nwatchers;
 	uint64_t		 serial;
+	struct hostlimit	*refusals;	/* audit rows per uid */
+	control_summary_fn	 summary;
+	uint64_t		 limit_logged;	/* last "too many" log line */
+	unsigned		 limit_unlogged;
 } C = { .fd = -1 };
+
+/* What the refusal budgets count (hostlimit.h), per uid. */
+enum { RF_CONNECT, RF_COMMAND, RF_NKINDS };
+static const char *const refusal_kinds[RF_NKINDS] = {
+	"refused connect", "refused command",
+};
 
 static void	conn_close(struct ctl_conn *, const char *);
 static void	conn_update_timeouts(struct ctl_conn *);
@@ -144,12 +159,47 @@ conn_set_state(struct ctl_conn *c, enum conn_state s, const char *why)
 }
 
 static void
+uid_key(uid_t uid, char *key, size_t len)
+{
+	snprintf(key, len, "control uid %u", (unsigned)uid);
+}
+
+/*
+ * A refusal is an audit row and a log line, within the uid's budget
+ * (control-audit-limit-per-uid rows a minute, -total from all uids);
+ * past it, counted for the uid's audit-suppressed row and logged at
+ * debug level only.  The peer gets its error either way.
+ */
+static void
 refusal(const struct actor *who, const char *cmd, const char *why)
 {
+	char key[HOSTLIMIT_KEY_MAX];
+
+	uid_key(who->uid, key, sizeof(key));
+	if (C.refusals != NULL && !hostlimit_check(C.refusals, key,
+	    strcmp(cmd, "connect") == 0 ? RF_CONNECT : RF_COMMAND)) {
+		log_debug("control: refused %s for uid %u pid %ld (not "
+		    "audited: over the uid's budget): %s", cmd,
+		    (unsigned)who->uid, (long)who->pid, why);
+		return;
+	}
 	log_info("control: refused %s for uid %u (%s) pid %ld: %s", cmd,
 	    (unsigned)who->uid, who->name, (long)who->pid, why);
 	if (C.audit != NULL)
 		C.audit(who, cmd, why);
+}
+
+static void
+refusals_write(const char *key, const char *detail)
+{
+	if (C.summary != NULL)
+		C.summary(key, detail);
+}
+
+void
+control_set_summary(control_summary_fn fn)
+{
+	C.summary = fn;
 }
 
 /* Queue one message; a peer that does not read its output is dropped. */
@@ -246,6 +296,9 @@ conn_close(struct ctl_conn *c, const char *why)
 	if (c->watching)
 		C.nwatchers--;
 	c->watching = 0;
+	if (c->general)
+		C.ngeneral--;
+	c->general = 0;
 	C.nconns--;
 	TAILQ_REMOVE(&C.conns, c, entry);
 	TAILQ_INSERT_TAIL(&C.dead, c, entry);
@@ -481,6 +534,31 @@ conn_update_timeouts(struct ctl_conn *c)
 		bufferevent_set_timeouts(c->bev, &tv, &tv);
 }
 
+/*
+ * Refuse a connection over a cap: a `limit` error, then close.  Counted
+ * in the uid's audit-suppressed row; logged at most once a second (with
+ * the number not logged meanwhile), whatever the rate of connects.
+ */
+static void
+conn_over_limit(struct ctl_conn *c, const char *why)
+{
+	char key[HOSTLIMIT_KEY_MAX];
+	uint64_t now = now_usec();
+
+	uid_key(c->who.uid, key, sizeof(key));
+	if (C.refusals != NULL)
+		hostlimit_count_refused(C.refusals, key);
+	if (now - C.limit_logged >= 1000000) {
+		log_warnx("control: refusing uid %u pid %ld: %s (%u more "
+		    "refused since the last such line)", (unsigned)c->who.uid,
+		    (long)c->who.pid, why, C.limit_unlogged);
+		C.limit_logged = now;
+		C.limit_unlogged = 0;
+	} else
+		C.limit_unlogged++;
+	conn_fatal(c, CTL_E_LIMIT, why);
+}
+
 static unsigned
 conns_of_uid(uid_t uid)
 {
@@ -530,18 +608,36 @@ conn_new(int fd)
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 
 	snprintf(c->who.name, sizeof(c->who.name), "%u", (unsigned)cred.uid);
-	if (C.nconns > C.cfg->max_connections) {
-		log_warnx("control: %u connections, refusing uid %u pid %ld",
-		    C.nconns - 1, (unsigned)cred.uid, (long)cred.pid);
-		conn_fatal(c, CTL_E_LIMIT, "too many control connections");
-		return;
-	}
 	if (conns_of_uid(cred.uid) > C.cfg->max_connections_per_uid) {
 		snprintf(why, sizeof(why), "too many control connections for "
-		    "uid %u", (unsigned)cred.uid);
-		log_warnx("control: %s", why);
-		conn_fatal(c, CTL_E_LIMIT, why);
+		    "uid %u (max-connections-per-uid %u)", (unsigned)cred.uid,
+		    C.cfg->max_connections_per_uid);
+		conn_over_limit(c, why);
 		return;
+	}
+	/*
+	 * max-connections is for everyone but admins; control-admin-reserve
+	 * more are kept for them, so that no number of read-only watchers
+	 * locks an admin out.  root and the daemon's own user are admins
+	 * before any lookup, and only their per-uid cap applies to them.
+	 * Anyone else counts as general until the lookup says admin; past
+	 * max-connections it may still take a reserved slot on probation,
+	 * and keeps it only if it turns out to be an admin.
+	 */
+	if (cred.uid != 0 && cred.uid != geteuid()) {
+		c->general = 1;
+		C.ngeneral++;
+		if (C.nconns > C.cfg->max_connections +
+		    C.cfg->control_admin_reserve) {
+			snprintf(why, sizeof(why), "too many control "
+			    "connections (max-connections %u and %u reserved "
+			    "for admins are in use)", C.cfg->max_connections,
+			    C.cfg->control_admin_reserve);
+			conn_over_limit(c, why);
+			return;
+		}
+		if (C.ngeneral > C.cfg->max_connections)
+			c->probation = 1;
 	}
 	lookup_start(c);
 }
@@ -565,6 +661,18 @@ conn_resolved(struct ctl_conn *c)
 		conn_fatal(c, CTL_E_REFUSED, why);
 		return;
 	}
+	if (c->priv == PRIV_ADMIN && c->general) {
+		c->general = 0;		/* an admin: off the general count */
+		C.ngeneral--;
+	} else if (c->probation) {
+		snprintf(why, sizeof(why), "too many control connections "
+		    "(max-connections %u in use; the %u past it are reserved "
+		    "for admins)", C.cfg->max_connections,
+		    C.cfg->control_admin_reserve);
+		conn_over_limit(c, why);
+		return;
+	}
+	c->probation = 0;
 	conn_read_cb(c->bev, c);	/* requests sent meanwhile */
 }
 
@@ -909,7 +1017,7 @@ control_init(struct event_base *base, const struct config *cfg,
 	C.cmds = cmds;
 	C.ncmds = ncmds;
 	C.audit = audit;
-	C.nconns = C.nwatchers = 0;
+	C.nconns = C.ngeneral = C.nwatchers = 0;
 	C.cfg = xmalloc(sizeof(*C.cfg));
 	memcpy(C.cfg, cfg, sizeof(*C.cfg));
 	if ((C.fd = socket_create(cfg)) == -1) {
@@ -923,6 +1031,20 @@ control_init(struct event_base *base, const struct config *cfg,
 	    NULL);
 	C.pause_ev = evtimer_new(base, pause_cb, NULL);
 	C.reap_ev = event_new(base, -1, 0, reap_cb, NULL);
+	{
+		static const struct hostlimit_spec spec = {
+			.kinds = refusal_kinds,
+			.nkinds = RF_NKINDS,
+			.refused = "connections refused (max-connections, "
+			    "max-connections-per-uid)",
+			.per_key = "from one uid",
+			.write = refusals_write,
+		};
+
+		C.refusals = hostlimit_new(base, &spec, NULL);
+		hostlimit_limits(C.refusals, cfg->control_audit_limit_per_uid,
+		    cfg->control_audit_limit_total);
+	}
 	event_add(C.accept_ev, NULL);
 	log_info("control: listening on %s (mode %04o%s%s)", C.path,
 	    (unsigned)cfg->control_mode, cfg->control_group[0] != '\0' ?
@@ -942,6 +1064,9 @@ control_reconfigure(const struct config *cfg)
 	memcpy(C.cfg, cfg, sizeof(*C.cfg));
 	usbgw_strlcpy(C.cfg->control_socket, C.path,
 	    sizeof(C.cfg->control_socket));
+	if (C.refusals != NULL)
+		hostlimit_limits(C.refusals, cfg->control_audit_limit_per_uid,
+		    cfg->control_audit_limit_total);
 }
 
 void
@@ -954,6 +1079,8 @@ control_shutdown(void)
 	while ((c = TAILQ_FIRST(&C.conns)) != NULL)
 		conn_close(c, NULL);
 	reap_cb(-1, 0, NULL);
+	hostlimit_free(C.refusals);	/* summaries still held back */
+	C.refusals = NULL;
 	worker_free(lookups);
 	lookups = NULL;
 	event_free(C.accept_ev);

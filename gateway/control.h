@@ -34,6 +34,12 @@ struct config;
  */
 typedef void (*control_audit_fn)(const struct actor *who, const char *cmd,
     const char *why);
+/* One summary row for the refusals of one uid not written one by one
+ * (object: "control uid U"), at the end of its minute. */
+typedef void (*control_summary_fn)(const char *object, const char *detail);
+
+/* Where summary rows go (before control_init; none: not written). */
+void		 control_set_summary(control_summary_fn);
 
 /*
  * Create the socket at cfg->control_socket and start accepting.  Refuses

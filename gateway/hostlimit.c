@@ -1,8 +1,11 @@
 /*
- * Per-address budgets for audit rows caused by unauthenticated peers (see
+ * Per-key budgets for audit rows caused by peers the gateway refuses (see
  * hostlimit.h).  A fixed one-minute window per key, started by the key's
  * first request; one global window for the total.  A chained hash table
  * of at most HOSTLIMIT_MAX_HOSTS keys, and one shared entry beyond that.
+ * Each struct hostlimit is one such set of budgets: the USB/IP side's
+ * (per address, the hostlimit_* functions without an instance) and the
+ * control socket's (per uid).
  */
 #include <arpa/inet.h>
 
@@ -13,6 +16,7 @@
 #include <event2/event.h>
 
 #include "hostlimit.h"
+#include "log.h"
 #include "util.h"
 
 #define HL_BUCKETS	1024
@@ -23,25 +27,35 @@ struct hl_host {
 	char		 key[HOSTLIMIT_KEY_MAX];
 	uint64_t	 window_start;
 	unsigned	 written;
-	unsigned	 suppressed[HL_NKINDS];
+	unsigned	 suppressed[HOSTLIMIT_MAX_KINDS];
 	unsigned	 refused;
 };
 
-static const char *const kind_names[HL_NKINDS] = {
+static const char *const usbip_kinds[HL_NKINDS] = {
 	"import-unknown", "import-refused", "access-request", "malformed",
 };
 
-static struct {
+struct hostlimit {
+	struct hostlimit_spec	 spec;
 	struct hl_host		*bucket[HL_BUCKETS];
 	struct hl_host		*other;
 	unsigned		 nkeys;
 	unsigned		 per_host, total;
 	uint64_t		 total_start;
 	unsigned		 total_written;
-	hostlimit_write_fn	 write;
 	hostlimit_clock_fn	 clock;
 	struct event		*sweep_ev;
-} H;
+};
+
+/* The USB/IP side's budgets, behind the functions without an instance. */
+static struct hostlimit *usbip_hl;
+static const struct hostlimit_spec usbip_spec = {
+	.kinds = usbip_kinds,
+	.nkinds = HL_NKINDS,
+	.refused = "connections refused (max-sessions-per-host)",
+	.per_key = "from one address",
+	.by_prefix = true,
+};
 
 static uint64_t
 hl_default_clock(void)
@@ -50,11 +64,11 @@ hl_default_clock(void)
 }
 
 static uint64_t
-hl_now(void)
+hl_now(struct hostlimit *H)
 {
-	if (H.clock == NULL)
-		H.clock = hl_default_clock;
-	return H.clock();
+	if (H->clock == NULL)
+		H->clock = hl_default_clock;
+	return H->clock();
 }
 
 static uint32_t
@@ -86,13 +100,13 @@ hostlimit_key(const char *addr, char *key, size_t keylen)
 }
 
 static bool
-hl_pending(const struct hl_host *h)
+hl_pending(const struct hostlimit *H, const struct hl_host *h)
 {
 	int k;
 
 	if (h->refused > 0)
 		return true;
-	for (k = 0; k < HL_NKINDS; k++)
+	for (k = 0; k < H->spec.nkinds; k++)
 		if (h->suppressed[k] > 0)
 			return true;
 	return false;
@@ -100,22 +114,22 @@ hl_pending(const struct hl_host *h)
 
 /* Write h's summary (if anything was held back) and start a new window. */
 static void
-hl_close_window(struct hl_host *h, uint64_t now)
+hl_close_window(struct hostlimit *H, struct hl_host *h, uint64_t now)
 {
 	char detail[512];
 	size_t off;
 	int k, first = 1;
 
-	if (hl_pending(h) && H.write != NULL) {
+	if (hl_pending(H, h) && H->spec.write != NULL) {
 		off = (size_t)snprintf(detail, sizeof(detail),
 		    "in %llu s, not written one by one:",
 		    (unsigned long long)((now - h->window_start + 999) / 1000));
-		for (k = 0; k < HL_NKINDS; k++) {
+		for (k = 0; k < H->spec.nkinds; k++) {
 			if (h->suppressed[k] == 0 || off >= sizeof(detail))
 				continue;
 			off += (size_t)snprintf(detail + off, sizeof(detail) - off,
 			    "%s %u %s", first ? "" : ",", h->suppressed[k],
-			    kind_names[k]);
+			    H->spec.kinds[k]);
 			first = 0;
 		}
 		if (first && off < sizeof(detail))
@@ -123,13 +137,12 @@ hl_close_window(struct hl_host *h, uint64_t now)
 			    " nothing");
 		if (h->refused > 0 && off < sizeof(detail))
 			off += (size_t)snprintf(detail + off, sizeof(detail) - off,
-			    "; %u connections refused (max-sessions-per-host)",
-			    h->refused);
+			    "; %u %s", h->refused, H->spec.refused);
 		if (off < sizeof(detail))
 			snprintf(detail + off, sizeof(detail) - off,
-			    " (limits: %u rows a minute from one address, %u "
-			    "from all)", H.per_host, H.total);
-		H.write(h->key, detail);
+			    " (limits: %u rows a minute %s, %u from all)",
+			    H->per_host, H->spec.per_key, H->total);
+		H->spec.write(h->key, detail);
 	}
 	memset(h->suppressed, 0, sizeof(h->suppressed));
 	h->refused = 0;
@@ -138,151 +151,236 @@ hl_close_window(struct hl_host *h, uint64_t now)
 }
 
 static struct hl_host *
-hl_find(const char *addr, uint64_t now)
+hl_find(struct hostlimit *H, const char *addr, uint64_t now)
 {
 	char key[HOSTLIMIT_KEY_MAX];
 	struct hl_host *h;
 	uint32_t b;
 
-	hostlimit_key(addr, key, sizeof(key));
+	if (H->spec.by_prefix)
+		hostlimit_key(addr, key, sizeof(key));
+	else
+		usbgw_strlcpy(key, addr, sizeof(key));
 	b = hl_hash(key) % HL_BUCKETS;
-	for (h = H.bucket[b]; h != NULL; h = h->next)
+	for (h = H->bucket[b]; h != NULL; h = h->next)
 		if (strcmp(h->key, key) == 0)
 			break;
 	if (h == NULL) {
-		if (H.nkeys >= HOSTLIMIT_MAX_HOSTS) {
-			if (H.other == NULL) {
-				H.other = xcalloc(1, sizeof(*H.other));
-				usbgw_strlcpy(H.other->key, HOSTLIMIT_OTHER,
-				    sizeof(H.other->key));
-				H.other->window_start = now;
+		if (H->nkeys >= HOSTLIMIT_MAX_HOSTS) {
+			if (H->other == NULL) {
+				H->other = xcalloc(1, sizeof(*H->other));
+				usbgw_strlcpy(H->other->key, HOSTLIMIT_OTHER,
+				    sizeof(H->other->key));
+				H->other->window_start = now;
 			}
-			h = H.other;
+			h = H->other;
 		} else {
 			h = xcalloc(1, sizeof(*h));
 			usbgw_strlcpy(h->key, key, sizeof(h->key));
 			h->window_start = now;
-			h->next = H.bucket[b];
-			H.bucket[b] = h;
-			H.nkeys++;
+			h->next = H->bucket[b];
+			H->bucket[b] = h;
+			H->nkeys++;
 		}
 	}
 	if (now - h->window_start >= HOSTLIMIT_WINDOW_MS)
-		hl_close_window(h, now);
+		hl_close_window(H, h, now);
 	return h;
 }
 
 bool
-hostlimit_audit(const char *addr, enum hostlimit_kind kind)
+hostlimit_check(struct hostlimit *H, const char *key, int kind)
 {
-	uint64_t now = hl_now();
-	struct hl_host *h = hl_find(addr, now);
+	uint64_t now = hl_now(H);
+	struct hl_host *h = hl_find(H, key, now);
 
-	if (now - H.total_start >= HOSTLIMIT_WINDOW_MS) {
-		H.total_start = now;
-		H.total_written = 0;
+	if (kind < 0 || kind >= H->spec.nkinds)
+		kind = 0;
+	if (now - H->total_start >= HOSTLIMIT_WINDOW_MS) {
+		H->total_start = now;
+		H->total_written = 0;
 	}
-	if ((H.per_host != 0 && h->written >= H.per_host) ||
-	    (H.total != 0 && H.total_written >= H.total)) {
+	if ((H->per_host != 0 && h->written >= H->per_host) ||
+	    (H->total != 0 && H->total_written >= H->total)) {
 		h->suppressed[kind]++;
 		return false;
 	}
 	h->written++;
-	H.total_written++;
+	H->total_written++;
 	return true;
 }
 
 void
-hostlimit_refused(const char *addr)
+hostlimit_count_refused(struct hostlimit *H, const char *key)
 {
-	hl_find(addr, hl_now())->refused++;
+	hl_find(H, key, hl_now(H))->refused++;
 }
 
 void
-hostlimit_sweep(void)
+hostlimit_sweep_of(struct hostlimit *H)
 {
-	uint64_t now = hl_now();
+	uint64_t now = hl_now(H);
 	struct hl_host **pp, *h;
 	int b;
 
 	for (b = 0; b < HL_BUCKETS; b++) {
-		for (pp = &H.bucket[b]; (h = *pp) != NULL; ) {
+		for (pp = &H->bucket[b]; (h = *pp) != NULL; ) {
 			if (now - h->window_start >= HOSTLIMIT_WINDOW_MS) {
-				bool idle = !hl_pending(h) && h->written == 0;
+				bool idle = !hl_pending(H, h) && h->written == 0;
 
-				hl_close_window(h, now);
+				hl_close_window(H, h, now);
 				if (idle) {	/* a whole window without a request */
 					*pp = h->next;
 					free(h);
-					H.nkeys--;
+					H->nkeys--;
 					continue;
 				}
 			}
 			pp = &h->next;
 		}
 	}
-	if (H.other != NULL && now - H.other->window_start >= HOSTLIMIT_WINDOW_MS)
-		hl_close_window(H.other, now);
+	if (H->other != NULL &&
+	    now - H->other->window_start >= HOSTLIMIT_WINDOW_MS)
+		hl_close_window(H, H->other, now);
 }
 
 static void
 hl_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
-	hostlimit_sweep();
+	hostlimit_sweep_of(arg);
+}
+
+struct hostlimit *
+hostlimit_new(struct event_base *base, const struct hostlimit_spec *spec,
+    hostlimit_clock_fn clock)
+{
+	struct timeval tv = { HL_SWEEP_MS / 1000, (HL_SWEEP_MS % 1000) * 1000 };
+	struct hostlimit *H;
+
+	if (spec->nkinds < 1 || spec->nkinds > HOSTLIMIT_MAX_KINDS)
+		fatalx("hostlimit_new: %d kinds", spec->nkinds);
+	H = xcalloc(1, sizeof(*H));
+	H->spec = *spec;
+	H->clock = clock != NULL ? clock : hl_default_clock;
+	H->total_start = H->clock();
+	if (base != NULL) {
+		H->sweep_ev = event_new(base, -1, EV_PERSIST, hl_sweep_cb, H);
+		event_add(H->sweep_ev, &tv);
+	}
+	return H;
+}
+
+void
+hostlimit_limits(struct hostlimit *H, unsigned per_key, unsigned total)
+{
+	H->per_host = per_key;
+	H->total = total;
+}
+
+unsigned
+hostlimit_nkeys_of(const struct hostlimit *H)
+{
+	return H->nkeys + (H->other != NULL);
+}
+
+/* Write every pending summary, empty the table, stop the sweep. */
+static void
+hl_clear(struct hostlimit *H)
+{
+	uint64_t now = hl_now(H);
+	struct hl_host *h, *next;
+	int b;
+
+	if (H->sweep_ev != NULL)
+		event_free(H->sweep_ev);
+	H->sweep_ev = NULL;
+	for (b = 0; b < HL_BUCKETS; b++) {
+		for (h = H->bucket[b]; h != NULL; h = next) {
+			next = h->next;
+			if (hl_pending(H, h))
+				hl_close_window(H, h, now);
+			free(h);
+		}
+		H->bucket[b] = NULL;
+	}
+	if (H->other != NULL) {
+		if (hl_pending(H, H->other))
+			hl_close_window(H, H->other, now);
+		free(H->other);
+		H->other = NULL;
+	}
+	H->nkeys = 0;
+}
+
+void
+hostlimit_free(struct hostlimit *H)
+{
+	if (H == NULL)
+		return;
+	hl_clear(H);
+	free(H);
+}
+
+/* ---- the USB/IP side's budgets ---------------------------------------- */
+
+static struct hostlimit *
+usbip(void)
+{
+	if (usbip_hl == NULL)
+		usbip_hl = hostlimit_new(NULL, &usbip_spec, NULL);
+	return usbip_hl;
+}
+
+bool
+hostlimit_audit(const char *addr, enum hostlimit_kind kind)
+{
+	return hostlimit_check(usbip(), addr, (int)kind);
+}
+
+void
+hostlimit_refused(const char *addr)
+{
+	hostlimit_count_refused(usbip(), addr);
+}
+
+void
+hostlimit_sweep(void)
+{
+	hostlimit_sweep_of(usbip());
 }
 
 void
 hostlimit_init(struct event_base *base, hostlimit_write_fn write,
     hostlimit_clock_fn clock)
 {
-	struct timeval tv = { HL_SWEEP_MS / 1000, (HL_SWEEP_MS % 1000) * 1000 };
+	struct hostlimit_spec spec = usbip_spec;
+	unsigned per = 0, total = 0;
 
-	H.write = write;
-	H.clock = clock != NULL ? clock : hl_default_clock;
-	H.total_start = H.clock();
-	if (base != NULL) {
-		H.sweep_ev = event_new(base, -1, EV_PERSIST, hl_sweep_cb, NULL);
-		event_add(H.sweep_ev, &tv);
+	if (usbip_hl != NULL) {
+		per = usbip_hl->per_host;
+		total = usbip_hl->total;
+		hostlimit_free(usbip_hl);
 	}
+	spec.write = write;
+	usbip_hl = hostlimit_new(base, &spec, clock);
+	hostlimit_limits(usbip_hl, per, total);
 }
 
 void
 hostlimit_set(unsigned per_host, unsigned total)
 {
-	H.per_host = per_host;
-	H.total = total;
+	hostlimit_limits(usbip(), per_host, total);
 }
 
 unsigned
 hostlimit_nkeys(void)
 {
-	return H.nkeys + (H.other != NULL);
+	return hostlimit_nkeys_of(usbip());
 }
 
+/* (the instance stays, empty: limits and writer as they were) */
 void
 hostlimit_shutdown(void)
 {
-	uint64_t now = hl_now();
-	struct hl_host *h, *next;
-	int b;
-
-	if (H.sweep_ev != NULL)
-		event_free(H.sweep_ev);
-	H.sweep_ev = NULL;
-	for (b = 0; b < HL_BUCKETS; b++) {
-		for (h = H.bucket[b]; h != NULL; h = next) {
-			next = h->next;
-			if (hl_pending(h))
-				hl_close_window(h, now);
-			free(h);
-		}
-		H.bucket[b] = NULL;
-	}
-	if (H.other != NULL) {
-		if (hl_pending(H.other))
-			hl_close_window(H.other, now);
-		free(H.other);
-		H.other = NULL;
-	}
-	H.nkeys = 0;
+	hl_clear(usbip());
 }

@@ -31,6 +31,7 @@ gw_init(struct event_base *base)
 	gw->poll_ms = 3000;
 	gw->probe_timeout_ms = 5000;
 	gw->attach_wait_ms = 0;
+	gw->relay_stall_ms = 30000;
 	gw->max_sessions = GW_MAX_DOWNSTREAM;
 	gw->max_sessions_per_host = GW_MAX_DOWNSTREAM;
 	gw->max_devices_per_exporter = 64;

@@ -56,6 +56,7 @@ struct gw {
 	unsigned		 poll_ms;
 	unsigned		 probe_timeout_ms;
 	unsigned		 attach_wait_ms;
+	unsigned		 relay_stall_ms;	/* relay-stall-timeout */
 	bool			 show_pending;
 	bool			 host_names;	/* names verified (FCrDNS) */
 	uint64_t		 rate_at, rate_urbs;

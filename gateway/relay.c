@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -44,8 +45,6 @@
 
 #define IF_SUBMIT	1
 #define IF_UNLINK	2
-
-#define RELAY_STALL_SEC	30	/* partial PDU or unwritten output this long */
 
 
 /* ---- in-flight table: open addressing on seqnum ---------------------- */
@@ -221,7 +220,7 @@ relay_ep0_fits(const struct device *dev, const uint8_t *s)
  */
 #define RELAY_READ		(128u * 1024)	/* one readv, one callback */
 #define RELAY_LOWAT_MAX		(256u * 1024)
-#define RELAY_TICK_SEC		5
+#define RELAY_TICK_MS		5000	/* at most; a quarter of the stall limit */
 
 struct relay;
 
@@ -233,8 +232,17 @@ struct rside {
 	struct evbuffer	*out;		/* bytes to write to this socket */
 	bool		 reading;
 	int		 lowat;
-	uint64_t	 partial_since;	/* a partial PDU is buffered */
-	uint64_t	 blocked_since;	/* output could not be written */
+	/*
+	 * Stall: no progress for relay-stall-timeout, not a buffer that
+	 * is not empty.  A peer reading steadily behind a faster one keeps
+	 * `out` backed up for as long as it likes, and a partial PDU that
+	 * grows is on its way.
+	 */
+	bool		 partial;	/* a partial PDU is buffered */
+	uint64_t	 in_progress;	/* bytes arrived (read, or queued) */
+	int		 in_queued;	/* the socket's queue at the last tick */
+	bool		 out_pending;	/* out holds bytes the socket refused */
+	uint64_t	 out_progress;	/* out became pending, or bytes written */
 	const char	*name;
 };
 
@@ -297,12 +305,14 @@ rside_pause(struct rside *s)
 	}
 }
 
+/* (a partial PDU's clock restarts: we, not the peer, held it up) */
 static void
 rside_resume(struct rside *s)
 {
 	if (!s->reading) {
 		event_add(s->rev, NULL);
 		s->reading = true;
+		s->in_progress = now_usec();
 	}
 }
 
@@ -310,7 +320,7 @@ rside_resume(struct rside *s)
 static int
 rside_flush(struct rside *s)
 {
-	int n;
+	int n = 0;
 
 	if (evbuffer_get_length(s->out) > 0) {
 		n = evbuffer_write(s->out, s->fd);
@@ -321,12 +331,13 @@ rside_flush(struct rside *s)
 		}
 	}
 	if (evbuffer_get_length(s->out) > 0) {
-		if (s->blocked_since == 0)
-			s->blocked_since = now_usec();
+		if (!s->out_pending || n > 0)
+			s->out_progress = now_usec();
+		s->out_pending = true;
 		if (!event_pending(s->wev, EV_WRITE, NULL))
 			event_add(s->wev, NULL);
 	} else {
-		s->blocked_since = 0;
+		s->out_pending = false;
 		event_del(s->wev);
 	}
 	return 0;
@@ -363,6 +374,7 @@ rside_read_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		return rside_lost(s, "read error");
 	}
+	s->in_progress = now_usec();
 	for (i = 0, left = (size_t)n; i < nv; i++) {
 		if (v[i].iov_len > left)
 			v[i].iov_len = left;
@@ -395,29 +407,54 @@ rside_write_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Stalls: a partial PDU or unwritten output for RELAY_STALL_SEC. */
+/*
+ * Has the side stalled: output queued for it and not a byte of it
+ * written for relay-stall-timeout, or a partial PDU from it and not a
+ * byte more for as long?  Bytes of a large PDU wait in the socket below
+ * SO_RCVLOWAT, unread by us: the socket's queue growing is progress too.
+ * A side we stopped reading (backpressure) is not judged on its input.
+ */
+static const char *
+rside_stalled(struct rside *s, uint64_t now, uint64_t lim)
+{
+	int q;
+
+	if (s->out_pending && now - s->out_progress > lim)
+		return "not reading";
+	if (!s->reading || !s->partial)
+		return NULL;
+	if (ioctl(s->fd, FIONREAD, &q) == 0) {
+		if (q > s->in_queued)
+			s->in_progress = now;
+		s->in_queued = q;
+	}
+	if (now - s->in_progress > lim)
+		return "in the middle of a PDU";
+	return NULL;
+}
+
 static void
 relay_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct relay *r = arg;
-	uint64_t now = now_usec(), lim = RELAY_STALL_SEC * 1000000ull;
+	uint64_t now = now_usec(), lim = gw->relay_stall_ms * 1000ull;
 	struct rside *sides[2] = { &r->down, &r->up };
+	const char *how;
 	int i;
 
 	for (i = 0; i < 2; i++) {
 		struct rside *s = sides[i];
+		char msg[128];
 
-		if ((s->partial_since && now - s->partial_since > lim) ||
-		    (s->blocked_since && now - s->blocked_since > lim)) {
-			char msg[96];
-
-			snprintf(msg, sizeof(msg), "%s stalled", s->name);
-			if (s == &r->up)
-				device_up_closed(r->dev, msg);
-			else
-				r->end(r->ds, msg);
-			return;
-		}
+		if ((how = rside_stalled(s, now, lim)) == NULL)
+			continue;
+		snprintf(msg, sizeof(msg), "%s stalled (%s for %u ms)",
+		    s->name, how, gw->relay_stall_ms);
+		if (s == &r->up)
+			device_up_closed(r->dev, msg);
+		else
+			r->end(r->ds, msg);
+		return;
 	}
 }
 
@@ -438,6 +475,7 @@ rside_init(struct relay *r, struct rside *s, struct bufferevent *bev,
 	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 	bufferevent_setfd(bev, -1);	/* the relay owns the socket now */
 	s->lowat = 1;
+	s->in_progress = now_usec();
 	s->rev = event_new(gw->base, s->fd, EV_READ | EV_PERSIST,
 	    rside_read_cb, s);
 	s->wev = event_new(gw->base, s->fd, EV_WRITE | EV_PERSIST,
@@ -467,8 +505,15 @@ relay_start(struct dsession *ds, struct device *dev, const void *first,
 {
 	struct upstream *up = dev->up;
 	struct relay *r;
-	struct timeval tv = { RELAY_TICK_SEC, 0 };
+	unsigned tick = gw->relay_stall_ms / 4;
+	struct timeval tv;
 
+	if (tick > RELAY_TICK_MS)
+		tick = RELAY_TICK_MS;
+	if (tick < 100)
+		tick = 100;
+	tv.tv_sec = tick / 1000;
+	tv.tv_usec = (tick % 1000) * 1000;
 	r = xcalloc(1, sizeof(*r));
 	r->ds = ds;
 	r->dev = dev;
@@ -558,11 +603,7 @@ relay_forward(struct evbuffer *in, size_t n, struct rside *o)
 static void
 rside_after(struct rside *s, size_t need)
 {
-	if (evbuffer_get_length(s->in) > 0) {
-		if (s->partial_since == 0)
-			s->partial_since = now_usec();
-	} else
-		s->partial_since = 0;
+	s->partial = evbuffer_get_length(s->in) > 0;
 	rside_lowat(s, need);
 }
 

@@ -140,6 +140,7 @@ apply_settings(struct config *cfg)
 	gw->poll_ms = cfg->poll_interval_ms;
 	gw->probe_timeout_ms = cfg->probe_timeout_ms;
 	gw->attach_wait_ms = cfg->attach_pending_wait_ms;
+	gw->relay_stall_ms = cfg->relay_stall_ms;
 	gw->show_pending = cfg->show_pending != 0;
 	gw->host_names = cfg->host_names != 0;
 	gw->max_sessions = cfg->max_sessions;
@@ -332,6 +333,7 @@ main(int argc, char *argv[])
 	hooks_init(base, cfg);
 	server_init();
 	ctl_table = gw_ctl_table(&nctl);
+	control_set_summary(hostlimit_write);
 	if (control_init(base, cfg, ctl_table, nctl, gw_audit_refusal) == -1)
 		fatalx("cannot start the control socket %s", cfg->control_socket);
 	nla = config_listen_addrs(cfg, &la);
