@@ -19,7 +19,7 @@
 . "$(dirname "$0")/../lib/gw.sh"
 FORGE=$USBGW_BUILD/audit-forge
 need_prog "$USBGWD" "$USBGW" "$FORGE" sqlite3 stat
-plan 60
+plan 61
 
 gw_conf gw "poll-interval = 1s"
 gw_start gw || bail_out "usbgwd did not start"
@@ -82,7 +82,9 @@ tamper t1
 "$FORGE" "$T/t1.db" edit "UPDATE audit_log SET actor_name = 'mallory' WHERE seq = $X"
 "$FORGE" "$T/t1.db" rechain "$X"
 verify "$T/t1.db"
-is "$RC" 0 "1. re-chained: the plain SHA-256 chain alone says intact (what it cannot see)"
+is "$RC" 1 "1. re-chained: even with no key, the checkpoints stored in the database disagree"
+like "$OUT" "seq $ASEQ: its hash differs from checkpoint id 1" \
+    "... (unsigned without a key: 4. deletes them too)"
 verify "$T/t1.db" --anchor "$T/anchor" "${PUB[@]}"
 is "$RC" 1 "1. re-chained: exit 1 against the anchor (no secret needed)"
 like "$OUT" "does NOT verify: seq $ASEQ: its hash differs from the anchor" \
@@ -107,7 +109,7 @@ tamper t2
 "$FORGE" "$T/t2.db" edit "DELETE FROM audit_log WHERE seq >= $ASEQ"
 verify "$T/t2.db" --anchor "$T/anchor" "${PUB[@]}"
 is "$RC" 6 "2. cut short: exit 6 against the anchor"
-like "$OUT" "does NOT verify: the log was cut short: it ends at seq $((ASEQ - 1)), the anchor names seq $ASEQ" \
+like "$OUT" "does NOT verify: the log was cut short: it ends at seq $((ASEQ - 1)), the anchor \\($T/anchor:1\\) names seq $ASEQ" \
     "... saying where it ends and what the anchor names"
 verify "$T/t2.db" --anchor "$T/logged" "${PUB[@]}"
 is "$RC" 6 "2. cut short: exit 6 against the logged checkpoint"
