@@ -1071,7 +1071,11 @@ config_dump(const struct config *c)
 		switch (k->type) {
 		case K_PATH:
 		case K_SOCKET:
-			dump_add(&out, &len, "%s = %s\n", k->name, fld);
+			if (*fld == '\0')	/* audit-key: derived */
+				dump_add(&out, &len, "# %s = DATABASE.key "
+				    "(default)\n", k->name);
+			else
+				dump_add(&out, &len, "%s = %s\n", k->name, fld);
 			break;
 		case K_PATH_NONE:
 		case K_GROUP:
