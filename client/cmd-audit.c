@@ -188,7 +188,7 @@ verify_local(struct cmd_ctx *ctx, struct audit_anchor *an, size_t n,
 	char err[512], msg[256];
 	int missing, r, st;
 
-	if (kf != NULL && (key = audit_key_load(kf, &missing, err,
+	if (kf != NULL && (key = audit_key_load(kf, geteuid() == 0, &missing, err,
 	    sizeof(err))) == NULL)
 		return usage_error(ctx, "--key: %s", err);
 	if (key != NULL && pub != NULL &&

@@ -290,7 +290,8 @@ out:
 }
 
 struct audit_key *
-audit_key_load(const char *path, int *missing, char *err, size_t errlen)
+audit_key_load(const char *path, int any_owner, int *missing, char *err,
+    size_t errlen)
 {
 	struct stat st;
 	struct audit_key *k;
@@ -311,7 +312,7 @@ audit_key_load(const char *path, int *missing, char *err, size_t errlen)
 		close(fd);
 		return NULL;
 	}
-	if (st.st_uid != geteuid()) {
+	if (st.st_uid != geteuid() && !any_owner) {
 		snprintf(err, errlen, "audit key %s: owned by uid %lu: expected "
 		    "the daemon's user (uid %lu)", path, (unsigned long)st.st_uid,
 		    (unsigned long)geteuid());

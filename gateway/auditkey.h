@@ -47,12 +47,13 @@ struct audit_anchor {
 };
 
 /*
- * Load the key file at path, checking who may read it; NULL with a
- * message naming the file in err.  *missing is set when it does not
- * exist (and nothing else is wrong).
+ * Load the key file at path, checking who may read it (no access for
+ * group or others; owned by this user, or, with any_owner, by anyone:
+ * root verifying the daemon's key); NULL with a message naming the file
+ * in err.  *missing is set when it does not exist.
  */
-struct audit_key *audit_key_load(const char *path, int *missing, char *err,
-		    size_t errlen);
+struct audit_key *audit_key_load(const char *path, int any_owner,
+		    int *missing, char *err, size_t errlen);
 /* Create it (O_EXCL, 0600 whatever the umask) with fresh random keys. */
 struct audit_key *audit_key_create(const char *path, int64_t since,
 		    char *err, size_t errlen);

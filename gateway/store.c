@@ -304,7 +304,7 @@ key_open(const char *dbpath, const char *keypath, int *created)
 		usbgw_strlcpy(path, keypath, sizeof(path));
 	else
 		snprintf(path, sizeof(path), "%s.key", dbpath);
-	if ((akey = audit_key_load(path, &missing, err, sizeof(err))) != NULL)
+	if ((akey = audit_key_load(path, 0, &missing, err, sizeof(err))) != NULL)
 		goto loaded;
 	if (!missing) {
 		log_warnx("%s", err);

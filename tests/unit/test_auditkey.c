@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "audit.h"
@@ -82,7 +83,7 @@ test_key_file(void)
 	int missing;
 	mode_t old;
 
-	ok(audit_key_load(path("none.key"), &missing, err, sizeof(err)) ==
+	ok(audit_key_load(path("none.key"), 0, &missing, err, sizeof(err)) ==
 	    NULL && missing, "a missing key file: missing");
 	old = umask(0);
 	k = audit_key_create(path("a.key"), 7, err, sizeof(err));
@@ -92,29 +93,29 @@ test_key_file(void)
 	    "... it is 0600 anyway");
 	ok(audit_key_create(path("a.key"), 7, err, sizeof(err)) == NULL,
 	    "never over an existing one");
-	k2 = audit_key_load(path("a.key"), &missing, err, sizeof(err));
+	k2 = audit_key_load(path("a.key"), 0, &missing, err, sizeof(err));
 	ok(k2 != NULL && audit_key_has_secret(k2) &&
 	    audit_key_since(k2) == 7, "load it back: since 7");
 	ok(k2 != NULL && strcmp(audit_key_fpr(k), audit_key_fpr(k2)) == 0,
 	    "... the same key (fingerprint %s)", audit_key_fpr(k));
 	audit_key_free(k2);
 	chmod(path("a.key"), 0640);
-	ok(audit_key_load(path("a.key"), &missing, err, sizeof(err)) == NULL &&
+	ok(audit_key_load(path("a.key"), 0, &missing, err, sizeof(err)) == NULL &&
 	    !missing, "group-readable: refused");
 	ok(strncmp(err, "audit key /tmp/", 15) == 0, "... naming the file");
 	ok(strstr(err, "a.key: mode 0640: expected 0600") != NULL,
 	    "... its mode and what is expected (%s)", err);
 	chmod(path("a.key"), 0604);
-	ok(audit_key_load(path("a.key"), &missing, err, sizeof(err)) == NULL,
+	ok(audit_key_load(path("a.key"), 0, &missing, err, sizeof(err)) == NULL,
 	    "world-readable: refused");
 
 	write_file(path("b.key"), "usbgw-audit-key 1\nmac 00\n", 0600);
-	ok(audit_key_load(path("b.key"), &missing, err, sizeof(err)) == NULL,
+	ok(audit_key_load(path("b.key"), 0, &missing, err, sizeof(err)) == NULL,
 	    "a short mac: refused");
 	ok(strstr(err, "b.key:2: mac: expected 64 lowercase hex digits") !=
 	    NULL, "... naming file, line and field (%s)", err);
 	write_file(path("c.key"), "hello\n", 0600);
-	ok(audit_key_load(path("c.key"), &missing, err, sizeof(err)) == NULL &&
+	ok(audit_key_load(path("c.key"), 0, &missing, err, sizeof(err)) == NULL &&
 	    strstr(err, "c.key:1: expected \"usbgw-audit-key 1\" first") !=
 	    NULL, "not a key file: %s", err);
 	{
@@ -124,12 +125,12 @@ test_key_file(void)
 		big[sizeof(big) - 1] = '\0';
 		write_file(path("d.key"), big, 0600);
 	}
-	ok(audit_key_load(path("d.key"), &missing, err, sizeof(err)) == NULL &&
+	ok(audit_key_load(path("d.key"), 0, &missing, err, sizeof(err)) == NULL &&
 	    strstr(err, "larger than 4096 bytes") != NULL, "too large: %s",
 	    err);
 	chmod(path("a.key"), 0600);
 	ok(symlink(path("a.key"), path("e.key")) == 0 &&
-	    audit_key_load(path("e.key"), &missing, err, sizeof(err)) == NULL,
+	    audit_key_load(path("e.key"), 0, &missing, err, sizeof(err)) == NULL,
 	    "a symbolic link is not followed");
 	audit_key_free(k);
 }
@@ -352,6 +353,47 @@ test_anchor_parse(void)
 	    -1, "no anchor at all: refused");
 }
 
+static double
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Not pass/fail: what the MAC costs a batched write and a verify. */
+static void
+test_cost(void)
+{
+	struct audit_verify v;
+	struct audit_key *k = audit_key_generate(1);
+	double t[4];
+	int i, n = 20000;
+
+	for (i = 0; i < 2; i++) {
+		struct db *db = open_db(i ? "cost-k.db" : "cost.db");
+		struct audit *a = audit_new(db);
+		double t0;
+
+		if (i)
+			audit_set_key(a, k);
+		t0 = now_us();
+		rows(a, n, 1000);
+		t[2 * i] = (now_us() - t0) / n;
+		t0 = now_us();
+		ok(verify(db, i ? k : NULL, &v) == 0 && v.rows == n,
+		    "%d rows verify %s", n, i ? "with the key" : "by hash");
+		t[2 * i + 1] = (now_us() - t0) / n;
+		audit_free(a);
+		db_close(db);
+	}
+	diag("audit cost per row: batched write %.2f us unkeyed, %.2f us "
+	    "keyed; verify %.2f us by hash, %.2f us with MACs", t[0], t[2],
+	    t[1], t[3]);
+	audit_key_free(k);
+}
+
 int
 main(void)
 {
@@ -365,6 +407,7 @@ main(void)
 	test_keyed_chain();
 	test_checkpoints();
 	test_anchor_parse();
+	test_cost();
 	{
 		char cmd[128];
 
