@@ -280,6 +280,37 @@ ALTER TABLE approvals ADD COLUMN override INTEGER NOT NULL DEFAULT 0
 
 PRAGMA user_version = 3;
 
+-- @migration 4
+
+-- The keyed chain (protocol.md 1.8): each row written with the daemon's
+-- audit key carries mac = HMAC-SHA256(key, seq || hash).  Rows written
+-- before the key existed have none; the key file says from which seq on
+-- every row must have one.
+ALTER TABLE audit_log ADD COLUMN mac TEXT
+    CHECK (mac IS NULL OR length(mac) = 64);
+-- Signed checkpoints of the chain's head (also logged to syslog as
+-- anchor lines): seq, its hash, when, the signing key's fingerprint and
+-- the Ed25519 signature.  Append-only like the log.
+CREATE TABLE audit_checkpoints (
+	id		INTEGER PRIMARY KEY,
+	seq		INTEGER NOT NULL CHECK (seq > 0),
+	ts		INTEGER NOT NULL,
+	hash		TEXT NOT NULL CHECK (length(hash) = 64),
+	key		TEXT NOT NULL CHECK (length(key) = 16),
+	sig		TEXT NOT NULL CHECK (length(sig) = 128)
+);
+CREATE INDEX audit_checkpoints_seq ON audit_checkpoints(seq);
+CREATE TRIGGER audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+BEGIN
+	SELECT RAISE(ABORT, 'audit_checkpoints is append-only');
+END;
+CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+BEGIN
+	SELECT RAISE(ABORT, 'audit_checkpoints is append-only');
+END;
+
+PRAGMA user_version = 4;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

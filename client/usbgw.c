@@ -39,6 +39,8 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_exporter_remove_entry,
 	&cmd_audit_entry,
 	&cmd_audit_verify_entry,
+	&cmd_audit_anchor_entry,
+	&cmd_audit_pubkey_entry,
 	&cmd_audit_prune_entry,
 	&cmd_attach_entry,
 	&cmd_detach_entry,

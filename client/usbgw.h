@@ -23,6 +23,7 @@
 #define EXIT_NOTFOUND	 3	/* no such device/exporter/rule, or ambiguous */
 #define EXIT_UNREACHABLE 4	/* cannot reach the daemon, or it went away */
 #define EXIT_INTERNAL	 5	/* the daemon or usbgw failed */
+#define EXIT_CUT	 6	/* audit verify: the log was cut short */
 
 #define USBGW_DEFAULT_SOCKET	"/run/usbgw/control.sock"
 #define CLIENT_TIMEOUT_MS	30000	/* waiting for a response */
@@ -139,6 +140,7 @@ extern const struct cmd_entry cmd_list_entry, cmd_show_entry,
     cmd_policy_apply_entry, cmd_policy_import_entry,
     cmd_exporter_list_entry, cmd_exporter_add_entry,
     cmd_exporter_remove_entry, cmd_audit_entry, cmd_audit_verify_entry,
+    cmd_audit_anchor_entry, cmd_audit_pubkey_entry,
     cmd_audit_prune_entry, cmd_watch_entry, cmd_status_entry,
     cmd_attach_entry, cmd_detach_entry;
 

@@ -182,9 +182,10 @@ GROUP BY exporter, state
 ORDER BY exporter, state;
 
 -- name: audit-head
--- The newest audit row: write its seq and hash down somewhere else
--- (a ticket, another host's log); `usbgw audit verify` against them
--- later also detects a log cut short.
+-- The newest audit row's seq and hash.  Unsigned: prefer `usbgw audit
+-- anchor -o FILE` (a signed anchor line) and keep it on another host;
+-- `usbgw audit verify --anchor FILE` (or --seq N --hash H) later also
+-- detects a log cut short.
 SELECT seq, datetime(ts, 'unixepoch') AS at, hash
 FROM audit_log
 ORDER BY seq DESC

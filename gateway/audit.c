@@ -13,6 +13,13 @@
  *   BLOB    0x04, 4-byte big-endian length, the bytes
  * The first row's prev_hash is 64 zeros.  Verification encodes what is
  * stored, so a change of type (5 -> '5') breaks the hash too.
+ *
+ * The hash chain is public: anyone can recompute it, so anyone who can
+ * write the file can rewrite it.  Two things the file's writer cannot
+ * make hold it (protocol.md 1.8): the row MAC (column mac, HMAC-SHA256
+ * with the key outside the database, auditkey.c) on every row from the
+ * key's `since` on, and signed checkpoints of the head (table
+ * audit_checkpoints, logged as anchor lines) compared with the chain.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -25,6 +32,7 @@
 #include <sqlite3.h>
 
 #include "audit.h"
+#include "auditkey.h"
 #include "db.h"
 #include "log.h"
 #include "util.h"
@@ -59,18 +67,24 @@ struct qrow {
 };
 
 struct audit {
-	struct db	*db;
-	struct qrow	*q;
-	size_t		 n, cap;
-	sqlite3_stmt	*st_head;
-	sqlite3_stmt	*st_insert;
+	struct db		*db;
+	struct qrow		*q;
+	size_t			 n, cap;
+	sqlite3_stmt		*st_head;
+	sqlite3_stmt		*st_insert;
+	const struct audit_key	*key;		/* NULL: rows without MAC */
+	unsigned		 cp_rows;	/* checkpoint every N rows, 0 off */
+	unsigned		 since_cp;	/* rows written since the last */
+	int64_t			 cp_seq;	/* the last checkpoint's seq */
+	int64_t			 wrote_seq;	/* the last row we wrote */
+	char			 wrote_hash[65];
 };
 
 static const char insert_sql[] =
     "INSERT INTO audit_log (seq, ts, event, device_id, busid, exporter, "
     "object, old_state, new_state, actor, actor_uid, actor_name, rule_id, "
-    "host, reason, detail, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-    "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+    "host, reason, detail, prev_hash, hash, mac) VALUES (?1, ?2, ?3, ?4, ?5, "
+    "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
 static const char head_sql[] =
     "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1";
 
@@ -368,7 +382,7 @@ write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
 	sqlite3		*h = db_sqlite(a->db);
 	sqlite3_stmt	*st;
 	struct hval	 v[NCOLS];
-	char		 hash[65];
+	char		 hash[65], mac[65];
 	int		 i, rc;
 
 	qrow_values(r, *seq + 1, v);
@@ -387,6 +401,12 @@ write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
 	}
 	sqlite3_bind_text(st, 17, prev, 64, SQLITE_STATIC);
 	sqlite3_bind_text(st, 18, hash, 64, SQLITE_STATIC);
+	if (a->key != NULL) {
+		if (audit_key_mac(a->key, *seq + 1, hash, mac) == -1)
+			return -1;
+		sqlite3_bind_text(st, 19, mac, 64, SQLITE_STATIC);
+	} else
+		sqlite3_bind_null(st, 19);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
@@ -396,6 +416,7 @@ write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
 	}
 	(*seq)++;
 	memcpy(prev, hash, 65);
+	a->since_cp++;
 	return 0;
 }
 
@@ -452,11 +473,20 @@ audit_flush(struct audit *a)
 			goto done;
 	ok = 1;
 done:
-	if (tx_end(a, nested, ok) == -1)
+	if (tx_end(a, nested, ok) == -1) {
+		a->since_cp = 0;	/* recounted from the next checkpoint */
 		return -1;
+	}
 	for (i = 0; i < n; i++)
 		qrow_free(&a->q[i]);
 	a->n = 0;
+	if (!nested) {
+		a->wrote_seq = seq;
+		memcpy(a->wrote_hash, prev, 65);
+	}
+	if (!nested && a->cp_rows > 0 && a->since_cp >= a->cp_rows &&
+	    a->key != NULL)
+		audit_checkpoint(a, (int64_t)time(NULL), 0, NULL);
 	return (int)n;
 }
 
@@ -556,17 +586,117 @@ col_value(sqlite3_stmt *st, int i, struct hval *v)
 	}
 }
 
+/* An anchor the walk compares with: given, stored, or our own head. */
+struct vanchor {
+	struct audit_anchor	 a;
+	char			 what[96];	/* "the anchor", ... */
+	size_t			 ord;		/* keeps qsort stable */
+};
+
+static int
+vanchor_cmp(const void *x, const void *y)
+{
+	const struct vanchor *p = x, *q = y;
+
+	if (p->a.seq != q->a.seq)
+		return p->a.seq < q->a.seq ? -1 : 1;
+	return p->ord < q->ord ? -1 : p->ord > q->ord;
+}
+
+/*
+ * The stored checkpoints, appended to *va (*n of *cap).  With a key,
+ * each signature must verify: 1 and v filled if one does not.
+ */
+static int
+load_checkpoints(sqlite3 *h, const struct audit_key *key,
+    struct vanchor **va, size_t *n, size_t *cap, struct audit_verify *v)
+{
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if (sqlite3_prepare_v2(h, "SELECT id, seq, ts, hash, key, sig FROM "
+	    "audit_checkpoints ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct vanchor *c;
+		const unsigned char *t;
+
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 16;
+			*va = xreallocarray(*va, *cap, sizeof(**va));
+		}
+		c = &(*va)[*n];
+		memset(c, 0, sizeof(*c));
+		snprintf(c->what, sizeof(c->what), "checkpoint id %lld",
+		    (long long)sqlite3_column_int64(st, 0));
+		c->a.seq = sqlite3_column_int64(st, 1);
+		c->a.time = sqlite3_column_int64(st, 2);
+		t = sqlite3_column_text(st, 3);
+		usbgw_strlcpy(c->a.hash, t ? (const char *)t : "",
+		    sizeof(c->a.hash));
+		t = sqlite3_column_text(st, 4);
+		usbgw_strlcpy(c->a.key, t ? (const char *)t : "",
+		    sizeof(c->a.key));
+		t = sqlite3_column_text(st, 5);
+		usbgw_strlcpy(c->a.sig, t ? (const char *)t : "",
+		    sizeof(c->a.sig));
+		if (key != NULL && !audit_anchor_verify(key, &c->a)) {
+			sqlite3_finalize(st);
+			return vfail(v, c->a.seq, "%s (seq %" PRId64 "): its "
+			    "signature does not verify with the key %s (the "
+			    "checkpoint was forged)", c->what, c->a.seq,
+			    audit_key_fpr(key));
+		}
+		(*n)++;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Whether audit_log has the mac column (schema version 4 on). */
+static int
+have_mac_column(sqlite3 *h)
+{
+	sqlite3_stmt	*st;
+	int		 r = 0;
+
+	if (sqlite3_prepare_v2(h, "SELECT 1 FROM pragma_table_info('audit_log') "
+	    "WHERE name = 'mac'", -1, &st, NULL) != SQLITE_OK)
+		return 0;
+	r = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return r;
+}
+
+static void
+vcut(struct audit_verify *v, const struct vanchor *c, int64_t last)
+{
+	v->cut = 1;
+	if (last == 0)
+		vfail(v, c->a.seq, "the log was cut short: it holds no row, "
+		    "%s names seq %" PRId64, c->what, c->a.seq);
+	else
+		vfail(v, c->a.seq, "the log was cut short: it ends at seq %"
+		    PRId64 ", %s names seq %" PRId64, last, c->what, c->a.seq);
+}
+
 int
-audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
+audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
     struct audit_verify *v)
 {
+	static const struct audit_verify_opts none;
 	sqlite3		*h = db_sqlite(db);
-	sqlite3_stmt	*st;
+	sqlite3_stmt	*st = NULL;
 	struct hval	 val[NCOLS];
-	char		 expect_prev[65], hash[65], stored[65], prev[65];
-	int64_t		 seq, last = 0, guard = 0;
-	int		 rc, i, broken = 0, anchor_seen = 0;
+	struct vanchor	*va = NULL;
+	size_t		 nva = 0, cap = 0, ai = 0, i;
+	char		 expect_prev[65], hash[65], stored[65], prev[65], mac[65];
+	int64_t		 seq, last = 0, guard = 0, since = 0;
+	int		 rc, c, broken = 0, macs, secret;
 
+	if (o == NULL)
+		o = &none;
+	secret = audit_key_has_secret(o->key);
 	memset(v, 0, sizeof(*v));
 	memcpy(v->head, ZERO_HASH, 65);
 	if (sqlite3_prepare_v2(h, "SELECT count(*) FROM audit_prune_guard",
@@ -575,20 +705,78 @@ audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
 	if (sqlite3_step(st) == SQLITE_ROW)
 		guard = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
+	st = NULL;
 	if (guard != 0)
 		return vfail(v, 0, "audit_prune_guard is not empty: deletes "
 		    "of audit rows are enabled");
+	macs = have_mac_column(h);
+	if (secret) {
+		since = audit_key_since(o->key);
+		v->keyed = 1;
+	}
 
-	if (sqlite3_prepare_v2(h, "SELECT seq, ts, event, device_id, busid, "
-	    "exporter, object, old_state, new_state, actor, actor_uid, "
-	    "actor_name, rule_id, host, reason, detail, prev_hash, hash "
+	/* the anchors: given, ours, stored (signatures checked first) */
+	for (i = 0; i < o->nanchors; i++) {
+		if (nva == cap) {
+			cap = cap ? cap * 2 : 16;
+			va = xreallocarray(va, cap, sizeof(*va));
+		}
+		memset(&va[nva], 0, sizeof(va[nva]));
+		va[nva].a = o->anchors[i];
+		if (o->anchor_name != NULL && o->anchors[i].line > 0)
+			snprintf(va[nva].what, sizeof(va[nva].what),
+			    "the anchor (%.60s:%d)", o->anchor_name,
+			    o->anchors[i].line);
+		else
+			snprintf(va[nva].what, sizeof(va[nva].what),
+			    "%s", o->anchor_what ? o->anchor_what : "the anchor");
+		if (o->key != NULL && o->anchors[i].sig[0] != '\0' &&
+		    !audit_anchor_verify(o->key, &o->anchors[i])) {
+			broken = vfail(v, o->anchors[i].seq, "%s:%d: the "
+			    "signature does not verify with the public key %s%s%s",
+			    o->anchor_name ? o->anchor_name : "anchor",
+			    o->anchors[i].line, audit_key_fpr(o->key),
+			    o->anchors[i].key[0] ? ": it names key " : "",
+			    o->anchors[i].key);
+			goto out;
+		}
+		nva++;
+	}
+	if (o->own != NULL) {
+		if (nva == cap) {
+			cap = cap ? cap * 2 : 16;
+			va = xreallocarray(va, cap, sizeof(*va));
+		}
+		memset(&va[nva], 0, sizeof(va[nva]));
+		va[nva].a = *o->own;
+		snprintf(va[nva].what, sizeof(va[nva].what), "the last row "
+		    "this daemon wrote");
+		nva++;
+	}
+	if (macs && (c = load_checkpoints(h, o->key, &va, &nva, &cap, v)) != 0) {
+		if (c == -1)
+			goto fail;
+		broken = c;
+		goto out;
+	}
+	for (i = 0; i < nva; i++)
+		va[i].ord = i;
+	if (nva > 0)
+		qsort(va, nva, sizeof(*va), vanchor_cmp);
+
+	if (sqlite3_prepare_v2(h, macs ? "SELECT seq, ts, event, device_id, "
+	    "busid, exporter, object, old_state, new_state, actor, actor_uid, "
+	    "actor_name, rule_id, host, reason, detail, prev_hash, hash, mac "
+	    "FROM audit_log ORDER BY seq" : "SELECT seq, ts, event, device_id, "
+	    "busid, exporter, object, old_state, new_state, actor, actor_uid, "
+	    "actor_name, rule_id, host, reason, detail, prev_hash, hash, NULL "
 	    "FROM audit_log ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
-		return -1;
+		goto fail;
 	memcpy(expect_prev, ZERO_HASH, 65);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		seq = sqlite3_column_int64(st, 0);
 		for (i = 0; i < NCOLS; i++)
-			col_value(st, i, &val[i]);
+			col_value(st, (int)i, &val[i]);
 		usbgw_strlcpy(prev, sqlite3_column_text(st, 16) ?
 		    (const char *)sqlite3_column_text(st, 16) : "", sizeof(prev));
 		usbgw_strlcpy(stored, sqlite3_column_text(st, 17) ?
@@ -599,10 +787,8 @@ audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
 			if (seq > 1) {
 				int f = find_checkpoint(h, seq - 1, expect_prev);
 
-				if (f == -1) {
-					sqlite3_finalize(st);
-					return -1;
-				}
+				if (f == -1)
+					goto fail;
 				if (f == 0) {
 					broken = vfail(v, seq, "seq %" PRId64
 					    ": the rows before it were removed "
@@ -610,6 +796,23 @@ audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
 					break;
 				}
 			}
+			/* anchors in the pruned part: only the last is known */
+			for (; ai < nva && va[ai].a.seq < seq; ai++) {
+				if (va[ai].a.seq != seq - 1) {
+					v->anchors_pruned++;
+					continue;
+				}
+				if (strcmp(va[ai].a.hash, expect_prev) != 0) {
+					broken = vfail(v, seq - 1, "seq %" PRId64
+					    " (pruned): the prune checkpoint's "
+					    "hash differs from %s", seq - 1,
+					    va[ai].what);
+					break;
+				}
+				v->anchors_checked++;
+			}
+			if (broken)
+				break;
 		} else if (seq != last + 1) {
 			if (seq == last + 2)
 				broken = vfail(v, seq, "seq %" PRId64 " follows "
@@ -621,10 +824,8 @@ audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
 				    " are missing", seq, last, last + 1, seq - 1);
 			break;
 		}
-		if (row_hash(prev, val, hash) == -1) {
-			sqlite3_finalize(st);
-			return -1;
-		}
+		if (row_hash(prev, val, hash) == -1)
+			goto fail;
 		if (strcmp(hash, stored) != 0) {
 			broken = vfail(v, seq, "seq %" PRId64 ": its content "
 			    "does not match its hash (the row was changed)",
@@ -638,30 +839,194 @@ audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
 			    "the prune checkpoint" : "the previous row's hash");
 			break;
 		}
-		if (expect_head != NULL && seq == expect_seq) {
-			anchor_seen = 1;
-			if (strcmp(stored, expect_head) != 0) {
-				broken = vfail(v, seq, "seq %" PRId64 ": hash "
-				    "differs from the recorded head", seq);
+		if (secret && seq >= since) {
+			const unsigned char *m = sqlite3_column_text(st, 18);
+
+			if (m == NULL) {
+				broken = vfail(v, seq, "seq %" PRId64 ": no MAC, "
+				    "but the key's chain starts at seq %" PRId64
+				    " (the row was written or rewritten without "
+				    "the key)", seq, since);
 				break;
 			}
+			if (audit_key_mac(o->key, seq, stored, mac) == -1)
+				goto fail;
+			if (strcmp((const char *)m, mac) != 0) {
+				broken = vfail(v, seq, "seq %" PRId64 ": its MAC "
+				    "does not match (the row was changed, or the "
+				    "chain recomputed, without the key)", seq);
+				break;
+			}
+			v->macs++;
 		}
+		for (; ai < nva && va[ai].a.seq <= seq; ai++) {
+			if (strcmp(va[ai].a.hash, stored) != 0) {
+				broken = vfail(v, seq, "seq %" PRId64 ": its hash "
+				    "differs from %s (this row or one before it "
+				    "was changed and the chain recomputed)", seq,
+				    va[ai].what);
+				break;
+			}
+			v->anchors_checked++;
+		}
+		if (broken)
+			break;
 		memcpy(expect_prev, stored, 65);
 		memcpy(v->head, stored, 65);
 		last = seq;
 		v->last_seq = seq;
 		v->rows++;
 	}
-	sqlite3_finalize(st);
 	if (!broken && rc != SQLITE_DONE)
-		return -1;
-	if (!broken && expect_head != NULL && expect_seq > 0 && !anchor_seen)
-		broken = vfail(v, expect_seq, "seq %" PRId64 " (the recorded "
-		    "head) is missing: the log was cut after seq %" PRId64,
-		    expect_seq, last);
+		goto fail;
+	if (!broken && ai < nva) {
+		vcut(v, &va[ai], last);
+		broken = 2;
+	}
+	/* a key that must have signed rows, and none carries its MAC */
+	if (!broken && secret && v->macs == 0 && last >= since && since > 0) {
+		broken = vfail(v, last, "seq %" PRId64 ": no row carries the "
+		    "key's MAC, but its chain starts at seq %" PRId64, last,
+		    since);
+	}
 	if (broken && v->reason[0] == '\0')
 		vfail(v, v->bad_seq, "broken");
-	return broken ? 1 : 0;
+out:
+	sqlite3_finalize(st);
+	free(va);
+	return broken;
+fail:
+	sqlite3_finalize(st);
+	free(va);
+	return -1;
+}
+
+int
+audit_verify(struct db *db, int64_t expect_seq, const char *expect_head,
+    struct audit_verify *v)
+{
+	struct audit_verify_opts o;
+	struct audit_anchor a;
+	int r;
+
+	memset(&o, 0, sizeof(o));
+	if (expect_head != NULL && expect_seq > 0) {
+		memset(&a, 0, sizeof(a));
+		a.seq = expect_seq;
+		usbgw_strlcpy(a.hash, expect_head, sizeof(a.hash));
+		o.anchors = &a;
+		o.nanchors = 1;
+		o.anchor_what = "the recorded head";
+	}
+	r = audit_verify_ex(db, &o, v);
+	return r == 2 ? 1 : r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Keys and checkpoints                                                 */
+
+void
+audit_set_key(struct audit *a, const struct audit_key *key)
+{
+	a->key = key;
+}
+
+void
+audit_set_checkpoint_rows(struct audit *a, unsigned n)
+{
+	a->cp_rows = n;
+}
+
+int
+audit_written(const struct audit *a, int64_t *seq, char hash[65])
+{
+	if (a->wrote_seq == 0)
+		return 0;
+	*seq = a->wrote_seq;
+	memcpy(hash, a->wrote_hash, 65);
+	return 1;
+}
+
+int
+audit_checkpoint(struct audit *a, int64_t now, int force,
+    struct audit_anchor *out)
+{
+	sqlite3		*h = db_sqlite(a->db);
+	sqlite3_stmt	*st = NULL;
+	struct audit_anchor an;
+	char		 line[512];
+	int64_t		 seq;
+	int		 rc;
+
+	if (a->key == NULL || !audit_key_has_secret(a->key))
+		return -1;
+	if (a->n > 0 && audit_flush(a) == -1)
+		return -1;
+	memset(&an, 0, sizeof(an));
+	if (read_head(a, &seq, an.hash) == -1)
+		return -1;
+	if (seq == 0)
+		return 0;		/* nothing to sign */
+	an.seq = seq;
+	/* the newest stored one, if it is already at the head */
+	if (!force && sqlite3_prepare_v2(h, "SELECT ts, hash, key, sig FROM "
+	    "audit_checkpoints WHERE seq = ?1 ORDER BY id DESC LIMIT 1", -1,
+	    &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, seq);
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    sqlite3_column_text(st, 1) != NULL &&
+		    strcmp((const char *)sqlite3_column_text(st, 1), an.hash) ==
+		    0) {
+			an.time = sqlite3_column_int64(st, 0);
+			usbgw_strlcpy(an.key, (const char *)
+			    sqlite3_column_text(st, 2), sizeof(an.key));
+			usbgw_strlcpy(an.sig, (const char *)
+			    sqlite3_column_text(st, 3), sizeof(an.sig));
+			sqlite3_finalize(st);
+			if (out != NULL)
+				*out = an;
+			a->cp_seq = seq;
+			a->since_cp = 0;
+			return 0;
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	an.time = now;
+	if (audit_anchor_sign(a->key, &an) == -1) {
+		log_warnx("audit: cannot sign a checkpoint");
+		return -1;
+	}
+	if (sqlite3_prepare_v2(h, "INSERT INTO audit_checkpoints (seq, ts, hash, "
+	    "key, sig) VALUES (?1, ?2, ?3, ?4, ?5)", -1, &st, NULL) != SQLITE_OK) {
+		log_warnx("audit: checkpoint: %s", sqlite3_errmsg(h));
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, an.seq);
+	sqlite3_bind_int64(st, 2, an.time);
+	sqlite3_bind_text(st, 3, an.hash, 64, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, an.key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, an.sig, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		log_warnx("audit: checkpoint: %s", sqlite3_errmsg(h));
+		return -1;
+	}
+	a->cp_seq = seq;
+	a->since_cp = 0;
+	/* one parseable line: an anchor for `usbgw audit verify --anchor` */
+	audit_anchor_format(&an, line, sizeof(line));
+	log_info("audit checkpoint: %s", line);
+	if (out != NULL)
+		*out = an;
+	return 1;
+}
+
+int64_t
+audit_checkpoint_seq(const struct audit *a)
+{
+	return a->cp_seq;
 }
 
 /* ------------------------------------------------------------------ */

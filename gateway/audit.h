@@ -9,10 +9,12 @@
  * decision that must be on disk before anything else happens (revoke,
  * approve), call it at once.  A full queue flushes synchronously.
  *
- * The chain holds against anyone who changes rows without recomputing
- * every later hash.  Someone with write access who does recompute them
- * is only caught against a copy of the head (audit_head()) kept
- * elsewhere: log it (syslog) or export it regularly.
+ * The hash chain holds against anyone who changes rows without
+ * recomputing every later hash.  Someone with write access to the file
+ * who does recompute them is caught by the row MACs (a key outside the
+ * database, audit_set_key()) and by signed checkpoints of the head
+ * (audit_checkpoint(): stored, and logged as anchor lines to keep
+ * elsewhere).  What each detects and what neither can: protocol.md 1.8.
  */
 #ifndef USBGW_AUDIT_H
 #define USBGW_AUDIT_H
@@ -24,6 +26,8 @@
 
 struct db;
 struct audit;
+struct audit_key;
+struct audit_anchor;
 
 #define AUDIT_QUEUE_MAX		256	/* rows queued before a forced flush */
 #define AUDIT_QUEUE_HARD_MAX	65536	/* rows kept while the database fails */
@@ -61,13 +65,64 @@ int		 audit_append(struct audit *, const struct audit_event *,
 int		 audit_flush(struct audit *);
 size_t		 audit_pending(const struct audit *);
 
+/*
+ * The key for row MACs (the caller keeps it alive; NULL: rows carry no
+ * MAC, for tests only), and a signed checkpoint every n rows (0: none).
+ */
+void		 audit_set_key(struct audit *, const struct audit_key *);
+void		 audit_set_checkpoint_rows(struct audit *, unsigned n);
+
+/*
+ * Sign the head (flushing first), store the checkpoint and log it as an
+ * anchor line at info level.  Unless force, a stored checkpoint that is
+ * already at the head is returned instead of a new one.  1 (new), 0
+ * (the stored one, or an empty log: out->seq 0), -1 (error, or no
+ * secret key).  out may be NULL.
+ */
+int		 audit_checkpoint(struct audit *, int64_t now, int force,
+		    struct audit_anchor *out);
+int64_t		 audit_checkpoint_seq(const struct audit *);
+/* The last row this audit wrote (committed): 1, or 0 if none yet. */
+int		 audit_written(const struct audit *, int64_t *seq,
+		    char hash[65]);
+
 struct audit_verify {
 	int64_t		rows;		/* rows checked */
 	int64_t		first_seq, last_seq;
 	int64_t		bad_seq;	/* first broken row, 0 if intact */
-	char		reason[256];	/* why, "" if intact */
+	char		reason[384];	/* why, "" if intact */
 	char		head[65];	/* hash of the last row */
+	int		keyed;		/* MACs were checked (secret key) */
+	int64_t		macs;		/* rows whose MAC was checked */
+	int64_t		anchors_checked;
+	int64_t		anchors_pruned;	/* older than the first kept row */
+	int		cut;		/* an anchor is past the last row */
 };
+
+/*
+ * What to verify against.  key: with its secret, every row from its
+ * since on must carry its MAC; public or secret, the stored checkpoints'
+ * and the anchors' signatures must verify.  Without a key the stored
+ * checkpoints are compared unsigned.  anchors: (seq, hash) kept
+ * elsewhere; each named in messages as "the anchor (NAME:LINE)" or
+ * anchor_what.
+ */
+struct audit_verify_opts {
+	const struct audit_key		*key;
+	const struct audit_anchor	*anchors;
+	size_t				 nanchors;
+	const char			*anchor_name;	/* file, or NULL */
+	const char			*anchor_what;	/* else this */
+	const struct audit_anchor	*own;	/* "the last row this daemon
+						   wrote", or NULL */
+};
+
+/*
+ * 0 intact, 1 a row is bad (bad_seq, reason), 2 cut short (an anchor
+ * names a seq past the last row), -1 database error.
+ */
+int		 audit_verify_ex(struct db *, const struct audit_verify_opts *,
+		    struct audit_verify *);
 
 /*
  * Recompute the chain.  Returns 0 if intact, 1 if broken (bad_seq and

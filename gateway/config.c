@@ -103,6 +103,10 @@ static const struct key keys[] = {
 	{ "audit-limit-total",	K_UINT,		F(audit_limit_total), 0, 1000000 },
 	{ "audit-retention",	K_SECONDS,	F(audit_retention_s), 0,
 	    DURATION_MAX },
+	{ "audit-key",		K_PATH,		F(audit_key), 0, 0 },
+	{ "audit-checkpoint-rows", K_UINT,	F(audit_checkpoint_rows), 0, 1000000 },
+	{ "audit-checkpoint-interval", K_DURATION, F(audit_checkpoint_interval_ms),
+	    MS_S, 7 * MS_DAY },
 	{ "host-names",		K_BOOL,		F(host_names), 0, 0 },
 	{ "host-name-ttl",	K_DURATION,	F(host_name_ttl_ms), MS_S, MS_DAY },
 	{ "host-name-timeout",	K_DURATION,	F(host_name_timeout_ms),
@@ -200,6 +204,9 @@ config_new(void)
 	c->audit_limit_per_host = 60;
 	c->audit_limit_total = 600;
 	c->audit_retention_s = 30 * 86400;
+	c->audit_key[0] = '\0';		/* DATABASE.key */
+	c->audit_checkpoint_rows = 1000;
+	c->audit_checkpoint_interval_ms = 3600 * MS_S;
 	c->host_names = 1;
 	c->host_name_ttl_ms = 300 * MS_S;
 	c->host_name_timeout_ms = 2 * MS_S;
@@ -1074,7 +1081,11 @@ config_dump(const struct config *c)
 		switch (k->type) {
 		case K_PATH:
 		case K_SOCKET:
-			dump_add(&out, &len, "%s = %s\n", k->name, fld);
+			if (*fld == '\0')	/* audit-key: derived */
+				dump_add(&out, &len, "# %s = DATABASE.key "
+				    "(default)\n", k->name);
+			else
+				dump_add(&out, &len, "%s = %s\n", k->name, fld);
 			break;
 		case K_PATH_NONE:
 		case K_GROUP:

@@ -118,6 +118,9 @@ struct config {
 	unsigned	audit_limit_per_host;	/* rows a minute, 0: none */
 	unsigned	audit_limit_total;
 	unsigned	audit_retention_s;	/* audit prune keeps younger */
+	char		audit_key[CONFIG_PATH_MAX];	/* "": DATABASE.key */
+	unsigned	audit_checkpoint_rows;	/* sign every N rows, 0: never */
+	unsigned	audit_checkpoint_interval_ms;	/* and this often */
 
 	/* vhci host names (hostname.c): forward-confirmed reverse DNS. */
 	int		host_names;			/* look them up */

@@ -610,6 +610,32 @@ db_open_version(const char *path, int version, char *err, size_t errlen)
 }
 
 struct db *
+db_open_readonly(const char *path, char *err, size_t errlen)
+{
+	struct db	*db;
+	int		 rc;
+
+	db = xcalloc(1, sizeof(*db));
+	db->path = xstrdup(path);
+	rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READONLY |
+	    SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_extended_result_codes(db->h, 1);
+		sqlite3_busy_timeout(db->h, DB_BUSY_MS);
+		if (exec(db, "PRAGMA trusted_schema = OFF") == -1 ||
+		    exec(db, "SELECT 1 FROM audit_log LIMIT 1") == -1)
+			rc = SQLITE_ERROR;
+	}
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", path, db->err[0] ? db->err :
+		    db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+		db_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+struct db *
 db_open(const char *path, char *err, size_t errlen)
 {
 	if (errlen > 0)

@@ -37,6 +37,8 @@ struct rule;
 struct db	*db_open(const char *path, char *err, size_t errlen);
 struct db	*db_open_version(const char *path, int version, char *err,
 		    size_t errlen);
+/* Read only, as it is (no migration): for verifying a copy. */
+struct db	*db_open_readonly(const char *path, char *err, size_t errlen);
 void		 db_close(struct db *);
 
 /* The newest version schema.sql defines, and the database's. */

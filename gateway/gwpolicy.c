@@ -13,6 +13,7 @@
 #include <event2/event.h>
 
 #include "audit.h"
+#include "auditkey.h"
 #include "config.h"
 #include "control.h"
 #include "db.h"
@@ -483,20 +484,153 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 	return CTL_OK;
 }
 
+/*
+ * args.anchors (optional): [{"seq": N, "hash": H, "time"?: T, "key"?: F,
+ * "sig"?: S}, ...] as the CLI parsed them from an anchor file; each one
+ * is checked like a line of such a file (auditkey.c).
+ */
+static enum ctl_err
+anchors_arg(json_t *args, struct audit_anchor **out, size_t *n, char *err,
+    size_t errlen)
+{
+	json_t *arr, *o;
+	size_t i;
+	char line[512], why[192];
+	int r, m;
+
+	*out = NULL;
+	*n = 0;
+	if (args == NULL || (arr = json_object_get(args, "anchors")) == NULL)
+		return CTL_OK;
+	if (!json_is_array(arr) || json_array_size(arr) > AUDIT_ANCHORS_MAX)
+		ERR(CTL_E_USAGE, "anchors: expected an array of at most %d "
+		    "anchors", AUDIT_ANCHORS_MAX);
+	*out = xcalloc(json_array_size(arr) + 1, sizeof(**out));
+	json_array_foreach(arr, i, o) {
+		const char *h = json_string_value(json_object_get(o, "hash"));
+		const char *k = json_string_value(json_object_get(o, "key"));
+		const char *sg = json_string_value(json_object_get(o, "sig"));
+		json_t *seq = json_object_get(o, "seq");
+		json_t *t = json_object_get(o, "time");
+
+		if (!json_is_integer(seq) || h == NULL ||
+		    (t != NULL && !json_is_integer(t)) ||
+		    (json_object_get(o, "key") != NULL && k == NULL) ||
+		    (json_object_get(o, "sig") != NULL && sg == NULL)) {
+			free(*out);
+			*out = NULL;
+			ERR(CTL_E_USAGE, "anchors[%zu]: expected {\"seq\": N, "
+			    "\"hash\": H} and optional time, key, sig", i);
+		}
+		/* one syntax for anchors: the line parser checks the fields */
+		m = snprintf(line, sizeof(line), "%s seq=%" JSON_INTEGER_FORMAT
+		    " hash=%.64s", AUDIT_ANCHOR_TAG, json_integer_value(seq), h);
+		if (t != NULL)
+			m += snprintf(line + m, sizeof(line) - (size_t)m,
+			    " time=%" JSON_INTEGER_FORMAT, json_integer_value(t));
+		if (k != NULL)
+			m += snprintf(line + m, sizeof(line) - (size_t)m,
+			    " key=%.16s", k);
+		if (sg != NULL)
+			snprintf(line + m, sizeof(line) - (size_t)m, " sig=%.128s",
+			    sg);
+		r = audit_anchor_parse_line(line, strlen(line), &(*out)[i], why,
+		    sizeof(why));
+		if (r != 1 || strlen(h) != 64 || (k && strlen(k) != 16) ||
+		    (sg && strlen(sg) != AUDIT_SIG_HEX)) {
+			free(*out);
+			*out = NULL;
+			ERR(CTL_E_USAGE, "anchors[%zu]: %s", i, r == -1 ? why :
+			    "expected seq, hash (64 hex digits), key, sig");
+		}
+		(*out)[i].line = 0;
+		(*n)++;
+	}
+	return CTL_OK;
+}
+
 static enum ctl_err
 h_audit_verify(json_t *args, const struct actor *who, json_t **res,
     char *err, size_t errlen)
 {
+	struct audit_verify_opts o;
 	struct audit_verify v;
+	struct audit_anchor *an, own;
+	size_t n;
+	enum ctl_err e;
+	char msg[512];
 	int r;
 
+	if ((e = anchors_arg(args, &an, &n, err, errlen)) != CTL_OK)
+		return e;
 	store_flush();
-	r = audit_verify(store_db(), 0, NULL, &v);
+	memset(&o, 0, sizeof(o));
+	memset(&own, 0, sizeof(own));
+	o.key = store_audit_key();
+	o.anchors = an;
+	o.nanchors = n;
+	o.anchor_what = "the anchor";
+	/* a tail cut while the daemon runs: the last row it wrote */
+	if (store_audit_written(&own.seq, own.hash) == 1)
+		o.own = &own;
+	r = audit_verify_ex(store_db(), &o, &v);
+	free(an);
 	if (r == -1)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
-	*res = json_pack("{s:b, s:I, s:I, s:s, s:s}", "ok", r == 0,
-	    "rows", (json_int_t)v.rows, "bad_seq", (json_int_t)v.bad_seq,
-	    "message", r == 0 ? "chain intact" : v.reason, "head", v.head);
+	if (r == 0)
+		snprintf(msg, sizeof(msg), "chain intact%s, %lld anchors and "
+		    "checkpoints matched", v.keyed ? ", every keyed row's MAC "
+		    "checked" : "", (long long)v.anchors_checked);
+	*res = json_pack("{s:b, s:I, s:I, s:s, s:s, s:b, s:b, s:I, s:I, s:I}",
+	    "ok", r == 0, "rows", (json_int_t)v.rows, "bad_seq",
+	    (json_int_t)v.bad_seq, "message", r == 0 ? msg : v.reason, "head",
+	    v.head, "keyed", v.keyed != 0, "cut", r == 2, "macs",
+	    (json_int_t)v.macs, "anchors_checked",
+	    (json_int_t)v.anchors_checked, "anchors_pruned",
+	    (json_int_t)v.anchors_pruned);
+	return CTL_OK;
+}
+
+static json_t *
+anchor_json(const struct audit_anchor *a)
+{
+	char line[512];
+
+	audit_anchor_format(a, line, sizeof(line));
+	return json_pack("{s:I, s:s, s:I, s:s, s:s, s:s}", "seq",
+	    (json_int_t)a->seq, "hash", a->hash, "time", (json_int_t)a->time,
+	    "key", a->key, "sig", a->sig, "line", line);
+}
+
+static enum ctl_err
+h_audit_anchor(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	struct audit_anchor a;
+	int r;
+
+	memset(&a, 0, sizeof(a));
+	store_flush();
+	if ((r = store_audit_anchor(&a)) == -1)
+		ERR(CTL_E_INTERNAL, "cannot sign a checkpoint: %s",
+		    db_errmsg(store_db()));
+	if (a.seq == 0)
+		ERR(CTL_E_NOTFOUND, "the audit log is empty: nothing to anchor");
+	*res = anchor_json(&a);
+	return CTL_OK;
+}
+
+static enum ctl_err
+h_audit_pubkey(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	const struct audit_key *k = store_audit_key();
+	char pem[512];
+
+	if (k == NULL || audit_key_public_pem(k, pem, sizeof(pem)) == -1)
+		ERR(CTL_E_INTERNAL, "no audit key");
+	*res = json_pack("{s:s, s:s, s:I}", "pem", pem, "key",
+	    audit_key_fpr(k), "since", (json_int_t)audit_key_since(k));
 	return CTL_OK;
 }
 
@@ -532,6 +666,8 @@ const struct ctl_cmd gwpolicy_cmds[] = {
 	{ "policy.test",	PRIV_READ,	h_policy_test },
 	{ "audit.list",		PRIV_READ,	h_audit_list },
 	{ "audit.verify",	PRIV_READ,	h_audit_verify },
+	{ "audit.anchor",	PRIV_READ,	h_audit_anchor },
+	{ "audit.pubkey",	PRIV_READ,	h_audit_pubkey },
 	{ "policy.add",		PRIV_ADMIN,	h_policy_add },
 	{ "policy.insert",	PRIV_ADMIN,	h_policy_insert },
 	{ "policy.remove",	PRIV_ADMIN,	h_policy_remove },

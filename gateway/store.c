@@ -23,6 +23,8 @@
 #include <event2/event.h>
 
 #include "audit.h"
+#include "auditkey.h"
+#include "config.h"
 #include "db.h"
 #include "decision.h"
 #include "gw.h"
@@ -34,6 +36,9 @@ static int		 lock_fd = -1;
 static struct audit	*audit;
 static struct event	*flush_ev;
 static sqlite3_stmt	*st_history;
+static struct audit_key	*akey;		/* the audit key (auditkey.h) */
+static struct event	*cp_ev;		/* checkpoint timer */
+static unsigned		 cp_rows = 1000, cp_interval_ms = 3600 * 1000;
 
 struct db *
 store_db(void)
@@ -155,10 +160,184 @@ store_lock_owner(void)
 		log_warn("database lock file: cannot write the pid");
 }
 
-int
-store_open(const char *path)
+/* A signed checkpoint when rows were written since the last one. */
+static void
+checkpoint_cb(evutil_socket_t fd, short what, void *arg)
 {
-	char err[DB_ERR_MAX];
+	int64_t seq;
+	char hash[65];
+
+	if (audit == NULL || akey == NULL)
+		return;
+	store_flush();
+	if (audit_written(audit, &seq, hash) == 1 &&
+	    seq > audit_checkpoint_seq(audit))
+		audit_checkpoint(audit, now_s(), 0, NULL);
+}
+
+static void
+checkpoint_arm(void)
+{
+	struct timeval tv;
+
+	if (cp_ev == NULL)
+		return;
+	tv.tv_sec = cp_interval_ms / 1000;
+	tv.tv_usec = (cp_interval_ms % 1000) * 1000;
+	evtimer_add(cp_ev, &tv);
+}
+
+void
+store_audit_settings(unsigned rows, unsigned interval_ms)
+{
+	cp_rows = rows;
+	cp_interval_ms = interval_ms > 0 ? interval_ms : 3600 * 1000;
+	if (audit != NULL)
+		audit_set_checkpoint_rows(audit, cp_rows);
+	checkpoint_arm();
+}
+
+/* path with its ".key" suffix (if any) replaced by ".pub". */
+static void
+pub_path(const char *keypath, char *out, size_t len)
+{
+	size_t n = strlen(keypath);
+
+	if (n > 4 && strcmp(keypath + n - 4, ".key") == 0)
+		n -= 4;
+	snprintf(out, len, "%.*s.pub", (int)n, keypath);
+}
+
+/* Write the public key (not secret) beside the key, for auditors. */
+static void
+write_pub(const char *keypath)
+{
+	char path[CONFIG_PATH_MAX + 8], tmp[CONFIG_PATH_MAX + 16], pem[512];
+	int fd, n;
+
+	pub_path(keypath, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (audit_key_public_pem(akey, pem, sizeof(pem)) == -1)
+		return;
+	n = (int)strlen(pem);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0644)) == -1 || fchmod(fd, 0644) == -1 ||
+	    write(fd, pem, (size_t)n) != n || close(fd) == -1 ||
+	    rename(tmp, path) == -1) {
+		log_warn("audit public key %s", path);
+		if (fd != -1)
+			unlink(tmp);
+		return;
+	}
+}
+
+/* The newest row: does it carry this key's MAC?  1 yes/none due, 0 no. */
+static int
+head_mac_ok(int64_t *seq)
+{
+	sqlite3_stmt	*st;
+	char		 mac[65];
+	int		 ok = 1;
+
+	*seq = 0;
+	if (sqlite3_prepare_v2(db_sqlite(db), "SELECT seq, hash, mac FROM "
+	    "audit_log ORDER BY seq DESC LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+		return 1;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		const unsigned char *h = sqlite3_column_text(st, 1);
+		const unsigned char *m = sqlite3_column_text(st, 2);
+
+		*seq = sqlite3_column_int64(st, 0);
+		if (*seq >= audit_key_since(akey))
+			ok = h != NULL && m != NULL && strlen((const char *)h) ==
+			    64 && audit_key_mac(akey, *seq, (const char *)h,
+			    mac) == 0 && strcmp(mac, (const char *)m) == 0;
+	}
+	sqlite3_finalize(st);
+	return ok;
+}
+
+/* The rows that carry a MAC: how many, first and last seq. */
+static int64_t
+keyed_rows(int64_t *first, int64_t *last)
+{
+	sqlite3_stmt	*st;
+	int64_t		 n = 0;
+
+	*first = *last = 0;
+	if (sqlite3_prepare_v2(db_sqlite(db), "SELECT count(*), min(seq), "
+	    "max(seq) FROM audit_log WHERE mac IS NOT NULL", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		n = sqlite3_column_int64(st, 0);
+		*first = sqlite3_column_int64(st, 1);
+		*last = sqlite3_column_int64(st, 2);
+	}
+	sqlite3_finalize(st);
+	return n;
+}
+
+/*
+ * Load the audit key, or create it on a log that has no keyed row yet
+ * (a new database, or one from before keys): rows from the next seq on
+ * carry its MAC.  A log with keyed rows and no key file is refused: a
+ * new key would report every one of them as forged, and a deleted key
+ * must not pass unnoticed.
+ */
+static int
+key_open(const char *dbpath, const char *keypath, int *created)
+{
+	char		 path[CONFIG_PATH_MAX + 8], err[512], hash[65];
+	int64_t		 seq, first, last, n;
+	int		 missing;
+
+	*created = 0;
+	if (dbpath[0] == '\0' || strcmp(dbpath, ":memory:") == 0) {
+		audit_head(db, &seq, hash);
+		if ((akey = audit_key_generate(seq + 1)) == NULL)
+			return -1;
+		log_info("audit key: in memory only (database %s)", dbpath);
+		return 0;
+	}
+	if (keypath != NULL && keypath[0] != '\0')
+		usbgw_strlcpy(path, keypath, sizeof(path));
+	else
+		snprintf(path, sizeof(path), "%s.key", dbpath);
+	if ((akey = audit_key_load(path, 0, &missing, err, sizeof(err))) != NULL)
+		goto loaded;
+	if (!missing) {
+		log_warnx("%s", err);
+		return -1;
+	}
+	if ((n = keyed_rows(&first, &last)) != 0) {
+		log_warnx("audit key %s is missing, but the audit log has keyed "
+		    "rows (seq %lld to %lld): restore the key file (a new key "
+		    "would not verify them)", path, (long long)first,
+		    (long long)last);
+		return -1;
+	}
+	if (audit_head(db, &seq, hash) == -1 ||
+	    (akey = audit_key_create(path, seq + 1, err, sizeof(err))) == NULL) {
+		log_warnx("%s", err[0] ? err : "audit key: cannot create it");
+		return -1;
+	}
+	*created = 1;
+	log_info("audit key %s created: rows from seq %lld on carry its MAC",
+	    path, (long long)(seq + 1));
+loaded:
+	write_pub(path);
+	log_info("audit key %s: public key %s, keyed chain from seq %lld", path,
+	    audit_key_fpr(akey), (long long)audit_key_since(akey));
+	return 0;
+}
+
+int
+store_open(const char *path, const char *keypath)
+{
+	char err[DB_ERR_MAX], detail[256];
+	int64_t seq;
+	int created;
 
 	if ((db = db_open(path, err, sizeof(err))) == NULL) {
 		log_warnx("database %s: %s", path, err);
@@ -168,6 +347,23 @@ store_open(const char *path)
 		log_warnx("database %s: cannot start the audit log", path);
 		return -1;
 	}
+	if (key_open(path, keypath, &created) == -1)
+		return -1;
+	audit_set_key(audit, akey);
+	audit_set_checkpoint_rows(audit, cp_rows);
+	if (created) {
+		snprintf(detail, sizeof(detail), "created: rows from seq %lld on "
+		    "carry its MAC; public key %s", (long long)audit_key_since(
+		    akey), audit_key_fpr(akey));
+		store_audit("audit-key", NULL, "audit key", detail);
+	} else if (!head_mac_ok(&seq)) {
+		log_warnx("audit: the newest row (seq %lld) does not carry this "
+		    "key's MAC: the audit log or the key file was replaced; run "
+		    "usbgw audit verify", (long long)seq);
+		snprintf(detail, sizeof(detail), "at start: the newest row (seq "
+		    "%lld) does not carry the key's MAC", (long long)seq);
+		store_audit("audit-tampered", NULL, "audit_log", detail);
+	}
 	if (sqlite3_prepare_v3(db_sqlite(db),
 	    "SELECT " STORE_AUDIT_COLUMNS " FROM audit_log "
 	    "WHERE device_id = ?1 OR (device_id IS NULL AND "
@@ -176,8 +372,11 @@ store_open(const char *path)
 		log_warnx("database %s: %s", path, db_errmsg(db));
 		return -1;
 	}
-	if (gw != NULL)
+	if (gw != NULL) {
 		flush_ev = evtimer_new(gw->base, flush_cb, NULL);
+		cp_ev = event_new(gw->base, -1, EV_PERSIST, checkpoint_cb, NULL);
+		checkpoint_arm();
+	}
 	log_info("database %s (schema version %d)", path, db_version(db));
 	return 0;
 }
@@ -186,13 +385,21 @@ void
 store_close(void)
 {
 	store_flush();
+	/* the head as it is now, signed: the last anchor of this run */
+	if (audit != NULL && akey != NULL)
+		audit_checkpoint(audit, now_s(), 0, NULL);
 	if (flush_ev != NULL)
 		event_free(flush_ev);
 	flush_ev = NULL;
+	if (cp_ev != NULL)
+		event_free(cp_ev);
+	cp_ev = NULL;
 	sqlite3_finalize(st_history);
 	st_history = NULL;
 	audit_free(audit);
 	audit = NULL;
+	audit_key_free(akey);
+	akey = NULL;
 	db_close(db);
 	db = NULL;
 	if (lock_fd != -1)
@@ -658,7 +865,13 @@ store_audit_prune(int64_t before, const struct actor *who, int64_t *pruned)
 {
 	if (audit == NULL)
 		return -1;
-	return audit_prune(audit, before, who, "audit prune", now_s(), pruned);
+	if (audit_prune(audit, before, who, "audit prune", now_s(), pruned) ==
+	    -1)
+		return -1;
+	/* the kept rows' predecessor, signed and logged */
+	if (akey != NULL)
+		audit_checkpoint(audit, now_s(), 0, NULL);
+	return 0;
 }
 
 /*
@@ -676,4 +889,24 @@ store_set_revoked(const struct device *dev, bool on)
 	snprintf(key, sizeof(key), "revoked.%lld", (long long)dev->id);
 	snprintf(val, sizeof(val), "%lld", on ? (long long)dev->presence_id : 0LL);
 	db_setting_set(db, key, val, now_s());
+}
+
+const struct audit_key *
+store_audit_key(void)
+{
+	return akey;
+}
+
+int
+store_audit_anchor(struct audit_anchor *out)
+{
+	if (audit == NULL || akey == NULL)
+		return -1;
+	return audit_checkpoint(audit, now_s(), 0, out);
+}
+
+int
+store_audit_written(int64_t *seq, char hash[65])
+{
+	return audit != NULL ? audit_written(audit, seq, hash) : 0;
 }

@@ -22,7 +22,21 @@ struct usbgw_identity;
  */
 int		 store_lock(const char *path, char *err, size_t errlen);
 void		 store_lock_owner(void);	/* our pid in it, after daemon() */
-int		 store_open(const char *path);
+/*
+ * Open the database and the audit key (keypath, "" or NULL:
+ * DATABASE.key; created on a log without keyed rows, refused if others
+ * may read it or if it is missing while keyed rows exist).
+ */
+int		 store_open(const char *path, const char *keypath);
+/* Checkpoint every rows rows (0: never) and every interval_ms. */
+void		 store_audit_settings(unsigned rows, unsigned interval_ms);
+struct audit_key;
+struct audit_anchor;
+const struct audit_key *store_audit_key(void);
+/* A signed checkpoint of the head (audit_checkpoint()): 1, 0, -1. */
+int		 store_audit_anchor(struct audit_anchor *);
+/* The last audit row this daemon wrote: 1, or 0 if none. */
+int		 store_audit_written(int64_t *seq, char hash[65]);
 struct db	*store_db(void);
 void		 store_flush(void);
 void		 store_exporter_status(struct exporter *);

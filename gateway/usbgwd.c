@@ -148,6 +148,8 @@ apply_settings(struct config *cfg)
 	gw->max_devices_per_exporter = cfg->max_devices_per_exporter;
 	gw->max_new_devices_per_minute = cfg->max_new_devices_per_minute;
 	hostlimit_set(cfg->audit_limit_per_host, cfg->audit_limit_total);
+	store_audit_settings(cfg->audit_checkpoint_rows,
+	    cfg->audit_checkpoint_interval_ms);
 	log_setlevel(cfg->log_level);
 }
 
@@ -327,7 +329,7 @@ main(int argc, char *argv[])
 	if (hostname_init(base, &ho) == -1)
 		fatalx("cannot start host name look-ups");
 
-	if (store_open(cfg->database) == -1)
+	if (store_open(cfg->database, cfg->audit_key) == -1)
 		fatalx("cannot open database %s", cfg->database);
 	tiers_load();
 	hooks_init(base, cfg);
