@@ -442,6 +442,36 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 	}
 }
 
+/* Does the gateway hold a device (not gone) at this port of exp? */
+static int
+exp_port_present(void *arg, const char *up_busid)
+{
+	struct exporter *exp = arg;
+	struct device *dev;
+
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		if (!dev->dead && dev->state != DEV_GONE &&
+		    strcmp(dev->up_busid, up_busid) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The exporter's second good list since start: rows the database holds
+ * for ports where neither list showed a device (and no claim holds
+ * one) are devices that left while no gateway watched.  Their
+ * presences end.
+ */
+static void
+exp_settle(struct exporter *exp)
+{
+	if (exp->good_lists >= 2 || ++exp->good_lists < 2)
+		return;
+	store_exporter_settle(exp->id, exp_port_present, exp,
+	    "not at its exporter after the gateway restarted (absent from "
+	    "two device lists)");
+}
+
 static void
 exp_read(struct bufferevent *bev, void *arg)
 {
@@ -471,6 +501,7 @@ exp_read(struct bufferevent *bev, void *arg)
 	exp->last_ok = now_usec();
 	exp_set_state(exp, EXP_UP, NULL);
 	exp_devlist(exp, p, (size_t)r);
+	exp_settle(exp);
 	exp_poll_close(exp);
 	exp_schedule(exp, gw->poll_ms);
 }

@@ -175,7 +175,7 @@ test_fresh(void)
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	if (!ok(db != NULL, "open a new database"))
 		diag("%s", err);
-	is_int(db_version(db), 3, "migrated to the newest version");
+	is_int(db_version(db), 4, "migrated to the newest version");
 	is_str(qs(db, "PRAGMA journal_mode"), "wal", "WAL");
 	is_int(q1(db, "PRAGMA foreign_keys"), 1, "foreign keys on");
 	for (i = 0; i < nitems(objects); i++) {
@@ -189,13 +189,13 @@ test_fresh(void)
 	db_close(db);
 
 	db = db_open(path("fresh.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 3, "reopen: nothing to migrate");
+	ok(db != NULL && db_version(db) == 4, "reopen: nothing to migrate");
 	ok(raw(db, "PRAGMA user_version = 99") == NULL, "pretend a newer schema");
 	db_close(db);
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	ok(db == NULL, "a newer database is refused");
 	is_str(err, "database schema version 99 is newer than this program's "
-	    "(3)", "with a clear message");
+	    "(4)", "with a clear message");
 	db_close(db);
 
 	db = db_open("/nonexistent-dir/x.db", err, sizeof(err));
@@ -266,7 +266,7 @@ test_migrate_fixture(void)
 		diag("%s", err);
 	if (db == NULL)
 		return;
-	is_int(db_version(db), 3, "migrated 1 -> 3");
+	is_int(db_version(db), 4, "migrated 1 -> 4");
 	is_str(qs(db, "SELECT group_concat(id || '@' || position, ',') FROM "
 	    "(SELECT * FROM rules ORDER BY position)"), "1@1,2@2",
 	    "migration 3: the operator tier moved after the admin rules");
@@ -321,7 +321,7 @@ test_migrate_built(void)
 	ok(e > 0 && d > 0, "data in version 1");
 	db_close(db);
 	db = db_open(path("built.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 3, "reopen migrates to 3");
+	ok(db != NULL && db_version(db) == 4, "reopen migrates to 4");
 	is_int(q1(db, "SELECT count(*) FROM interfaces WHERE device_id = 1"), 2,
 	    "data kept");
 	is_int(q1(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"),

@@ -320,6 +320,13 @@ store_exporter_status(struct exporter *x)
 {
 }
 
+int
+store_exporter_settle(int64_t exporter_id,
+    int (*present)(void *, const char *), void *arg, const char *why)
+{
+	return 0;
+}
+
 void
 store_audit(const char *action, const struct actor *who, const char *object,
     const char *detail)
