@@ -128,6 +128,7 @@ void		 device_decide_identity(struct device *,
 		    const struct usbgw_identity *, const struct dsession *,
 		    struct decision *);
 bool		 device_allowed_for(struct device *, const struct dsession *);
+bool		 device_rejected(const struct device *);
 enum dev_state	 device_verdict_state(enum verdict);
 void		 device_decide_tiers(struct device *, struct policy *admin,
 		    struct policy *op, const struct usbgw_identity *,
