@@ -47,6 +47,8 @@ struct device {
 	enum dev_state		 state;
 	int64_t			 state_since;	/* unix seconds */
 	bool			 seen;		/* in the last devlist */
+	uint8_t			 missed;	/* good lists in a row without it */
+	uint8_t			 listed_held;	/* ... listing it while claimed */
 	bool			 dead;
 	struct usbip_intf	 intf[USBIP_MAX_INTERFACES];
 	uint8_t			 nintf;

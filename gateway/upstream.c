@@ -316,6 +316,7 @@ up_probe_next(struct upstream *up)
 			up_hash(up->dev);
 			upstream_set_state(up, UP_IDLE, "probed");
 			up_set_timeout(up, 0);
+			gw_socket_keepalive(bufferevent_getfd(up->bev));
 			up->dev->probed = true;
 			up->ops->claimed(up->dev);
 			return;
