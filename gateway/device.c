@@ -411,6 +411,16 @@ device_claim_failed(struct device *dev, int status, const char *why)
 		device_gone(dev, "exporter no longer has the device");
 		return;
 	}
+	/*
+	 * Nobody listens at the exporter's port: nobody can import the
+	 * device there either.  It is gone (its presence ends) until a
+	 * device list shows it again.  A timeout is only retried: a slow
+	 * exporter still has the device.
+	 */
+	if (status == UP_ST_UNREACHABLE && dev->state != DEV_GONE) {
+		device_gone(dev, "exporter unreachable");
+		return;
+	}
 	/* Retry soon (the stub may still be resetting), then on the poll. */
 	if (++dev->core->reclaim_tries <= RECLAIM_MAX_TRIES) {
 		unsigned ms = RECLAIM_FIRST_MS * (dev->core->reclaim_tries < 10 ?

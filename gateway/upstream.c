@@ -154,8 +154,10 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		    "exporter connection error");
 		return;
 	}
+	if (up->state == UP_CONNECTING)
+		return up_fail(up, UP_ST_UNREACHABLE, "cannot reach exporter");
 	up_fail(up, -1, (what & BEV_EVENT_EOF) ? "exporter closed the connection" :
-	    "cannot reach exporter");
+	    "exporter connection error");
 }
 
 /* Send a control IN request on ep0 with the gateway's own seqnum. */
