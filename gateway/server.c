@@ -377,7 +377,13 @@ server_device_decided(struct device *dev)
 				ds->request_id = 0;
 			}
 			ds->dev = NULL;
-			ds_import_refuse(ds, ST_NA, "access request denied");
+			/* a reject rule: the device vanishes for vhci hosts */
+			if (device_rejected(dev))
+				ds_import_refuse(ds, ST_NODEV,
+				    "device rejected");
+			else
+				ds_import_refuse(ds, ST_NA,
+				    "access request denied");
 		}
 	}
 }

@@ -13,19 +13,20 @@
 . "$(dirname "$0")/../lib/decision.sh"
 
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON" socat sqlite3
-plan 22
+plan 25
 
 cat >"$T/sim.conf" <<'EOF2'
 device 1-1 { type storage; }
 device 1-2 { type keyboard; keys ""; }
+device 1-3 { type sourcesink; }
 EOF2
 sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
 SIMP=$(sim_port sim)
 gw_conf gw "exporter sim1 127.0.0.1:$SIMP" "poll-interval = 300ms" \
-    "show-pending = yes" "attach-pending-wait = 0"
+    "show-pending = yes" "attach-pending-wait = 20s"
 gw_start gw || bail_out "usbgwd did not start"
 GWA=$(gw_addr gw)
-for d in 1-1 1-2; do gw_wait_state gw sim1:$d pending; done
+for d in 1-1 1-2 1-3; do gw_wait_state gw sim1:$d pending; done
 peer0=$(sim_dev_field sim 1-1 peer)
 imports0=$(sim_dev_field sim 1-1 imports)
 
@@ -69,5 +70,14 @@ gw_wait_state gw sim1:1-2 blocked 5
 run "$TC" import "$GWA" sim1:1-2
 is "$RC" 11 "a blocked device is refused with ST_NA"
 is "$(sim_dev_field sim 1-2 state)" imported "... and stays claimed"
+
+# ---- a held import of a pending device, then a reject rule: ST_NODEV --------------
+start_bg held "$TC" import "$GWA" sim1:1-3 -t 30000
+gw_wait_sql gw "SELECT count(*) FROM access_requests WHERE busid = 'sim1:1-3' AND outcome = 'waiting'" 1
+gwctl gw policy add 'reject with-interface ff:*:*' --json
+is "$RC" 0 "policy add: reject with-interface ff:*:*"
+wait_bg held 10
+is "$RC" 14 "the held import is answered ST_NODEV: the device vanished"
+is "$(sim_dev_field sim 1-3 state)" imported "... and the gateway still holds it"
 gw_finish gw
 done_testing
