@@ -174,7 +174,9 @@ CREATE UNIQUE INDEX attachments_open ON attachments(device_id)
 
 -- A vhci host asked to import a device that it may not use (yet).
 -- outcome: waiting (held), granted, refused (answered at once), denied
--- (by an operator), timeout, withdrawn (the host went away).
+-- (by an operator), timeout, withdrawn (the host went away), interrupted
+-- (the gateway stopped without answering it: closed at its next start;
+-- migration 4 adds it).
 CREATE TABLE access_requests (
 	id		INTEGER PRIMARY KEY,
 	device_id	INTEGER REFERENCES devices(id),
@@ -310,6 +312,41 @@ BEGIN
 END;
 
 PRAGMA user_version = 4;
+
+-- @migration 5
+
+-- An access request a killed gateway left waiting is closed at the next
+-- start: outcome 'interrupted' (the gateway, not the host, went away).
+-- SQLite cannot change a CHECK constraint: the table is rebuilt.  The
+-- views that read it are dropped first (created again after this).
+DROP VIEW IF EXISTS v_pending;
+DROP VIEW IF EXISTS v_access_requests;
+CREATE TABLE access_requests_new (
+	id		INTEGER PRIMARY KEY,
+	device_id	INTEGER REFERENCES devices(id),
+	busid		TEXT NOT NULL,
+	host_name	TEXT,
+	host_addr	TEXT NOT NULL,
+	requested_at	INTEGER NOT NULL,
+	outcome		TEXT NOT NULL DEFAULT 'waiting'
+			    CHECK (outcome IN ('waiting', 'granted', 'refused',
+			    'denied', 'timeout', 'withdrawn', 'interrupted')),
+	decided_at	INTEGER,
+	decided_by	TEXT,
+	approval_id	INTEGER REFERENCES approvals(id)
+);
+INSERT INTO access_requests_new SELECT id, device_id, busid, host_name,
+    host_addr, requested_at, outcome, decided_at, decided_by, approval_id
+    FROM access_requests;
+DROP TABLE access_requests;
+ALTER TABLE access_requests_new RENAME TO access_requests;
+CREATE INDEX access_requests_time ON access_requests(requested_at);
+CREATE INDEX access_requests_device ON access_requests(device_id);
+CREATE INDEX access_requests_waiting ON access_requests(id)
+    WHERE outcome = 'waiting';
+CREATE INDEX attachments_open_all ON attachments(id) WHERE ended_at IS NULL;
+
+PRAGMA user_version = 5;
 
 -- @views
 

@@ -63,6 +63,9 @@ enum stmt_id {
 	S_ATT_END,
 	S_ACC_INSERT,
 	S_ACC_DECIDE,
+	S_ATT_OPEN,
+	S_ATT_CLOSE,
+	S_ACC_WAITING,
 	S_SET_GET,
 	S_SET_PUT,
 	S_USER_VERSION,
@@ -215,6 +218,21 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "UPDATE access_requests SET outcome = ?2, decided_at = ?3, "
 	    "decided_by = ?4, approval_id = ?5 WHERE id = ?1 AND "
 	    "outcome = 'waiting'",
+	[S_ATT_OPEN] =
+	    "SELECT a.id, a.device_id, IFNULL(d.busid, ''), "
+	    "IFNULL(e.name, ''), IFNULL(a.host_name, IFNULL(a.host_addr, '')), "
+	    "a.mode FROM attachments a LEFT JOIN devices d ON d.id = a.device_id "
+	    "LEFT JOIN exporters e ON e.id = d.exporter_id "
+	    "WHERE a.ended_at IS NULL AND (a.mode = 'proxy' OR ?1) ORDER BY a.id",
+	[S_ATT_CLOSE] =
+	    "UPDATE attachments SET ended_at = ?2, end_reason = ?3 "
+	    "WHERE id = ?1 AND ended_at IS NULL",
+	[S_ACC_WAITING] =
+	    "SELECT r.id, IFNULL(r.device_id, 0), r.busid, IFNULL(e.name, ''), "
+	    "IFNULL(r.host_name, r.host_addr), '' FROM access_requests r "
+	    "LEFT JOIN devices d ON d.id = r.device_id "
+	    "LEFT JOIN exporters e ON e.id = d.exporter_id "
+	    "WHERE r.outcome = 'waiting' ORDER BY r.id",
 	[S_SET_GET] =
 	    "SELECT value FROM settings WHERE key = ?1",
 	[S_SET_PUT] =
@@ -1535,6 +1553,65 @@ db_attachment_end(struct db *db, int64_t id, const struct db_counters *c,
 	sqlite3_bind_int64(st, 6, now);
 	bind_text(st, 7, reason);
 	return step_done(db, st, "attachment end") == -1 ? -1 : 0;
+}
+
+/* Rows of S_ATT_OPEN / S_ACC_WAITING: id, device, busid, exporter, host, mode. */
+static int
+open_rows(struct db *db, sqlite3_stmt *st, const char *what,
+    int (*cb)(void *, const struct db_open_row *), void *arg)
+{
+	struct db_open_row r;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&r, 0, sizeof(r));
+		r.id = sqlite3_column_int64(st, 0);
+		r.device_id = sqlite3_column_int64(st, 1);
+		col_text(st, 2, r.busid, sizeof(r.busid));
+		col_text(st, 3, r.exporter, sizeof(r.exporter));
+		col_text(st, 4, r.host, sizeof(r.host));
+		col_text(st, 5, r.mode, sizeof(r.mode));
+		if (cb(arg, &r) != 0)
+			break;
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(db, "%s", what);
+}
+
+int
+db_open_attachments_foreach(struct db *db, int include_local,
+    int (*cb)(void *, const struct db_open_row *), void *arg)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_ATT_OPEN)) == NULL)
+		return -1;
+	sqlite3_bind_int(st, 1, include_local ? 1 : 0);
+	return open_rows(db, st, "open attachments", cb, arg);
+}
+
+int
+db_attachment_close(struct db *db, int64_t id, const char *reason, int64_t now)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_ATT_CLOSE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, now);
+	bind_text(st, 3, reason);
+	return step_done(db, st, "attachment close");
+}
+
+int
+db_waiting_requests_foreach(struct db *db,
+    int (*cb)(void *, const struct db_open_row *), void *arg)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_ACC_WAITING)) == NULL)
+		return -1;
+	return open_rows(db, st, "waiting access requests", cb, arg);
 }
 
 int64_t

@@ -234,11 +234,34 @@ int		 db_attachment_counters(struct db *, int64_t attachment_id,
 int		 db_attachment_end(struct db *, int64_t attachment_id,
 		    const struct db_counters *, const char *reason, int64_t now);
 
+/*
+ * A row a killed daemon may have left open (an attachment, a waiting
+ * access request), with what the audit row of its closing names.
+ */
+struct db_open_row {
+	int64_t		id;
+	int64_t		device_id;	/* 0: none */
+	char		busid[40];
+	char		exporter[64];
+	char		host[256];	/* verified name, else address */
+	char		mode[8];	/* attachments: proxy or local */
+};
+/* Open attachments: proxy ones, local ones too if include_local. */
+int		 db_open_attachments_foreach(struct db *, int include_local,
+		    int (*cb)(void *, const struct db_open_row *), void *arg);
+/* End an attachment, keeping its counters as last saved.  Changes or -1. */
+int		 db_attachment_close(struct db *, int64_t attachment_id,
+		    const char *reason, int64_t now);
+
 /* --- access requests ------------------------------------------------ */
+
+int		 db_waiting_requests_foreach(struct db *,
+		    int (*cb)(void *, const struct db_open_row *), void *arg);
 
 /*
  * device_id 0: unknown busid.  outcome: "waiting" (held) or any final
- * one: "granted", "refused", "denied", "timeout", "withdrawn".
+ * one: "granted", "refused", "denied", "timeout", "withdrawn",
+ * "interrupted" (the gateway stopped without answering it).
  */
 int64_t		 db_access_request_add(struct db *, int64_t device_id,
 		    const char *busid, const char *host_name,

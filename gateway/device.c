@@ -49,7 +49,7 @@ struct device_core {
 	struct approval		 appr[GW_MAX_APPROVALS];	/* active ones */
 	unsigned		 nappr;
 	bool			 revoked;	/* operator revoked: pending */
-	bool			 rejected;	/* reject rule: not claimed again */
+	bool			 rejected;	/* under a reject rule (audited) */
 	char			 anomaly[160];	/* identity in question, or "" */
 	char			 anomaly_ack[160]; /* decided on by an operator */
 	bool			 identity_changed;
@@ -247,8 +247,6 @@ device_claim(struct device *dev)
 {
 	if (dev->up != NULL || dev->dead || dev->exp->dead)
 		return;
-	if (dev->core->rejected)
-		return;		/* a reject rule released it for this presence */
 	dev->up = upstream_new(dev, &claim_ops);
 	if (dev->up == NULL) {
 		log_warnx("%s: cannot start claim", dev->busid);
@@ -419,6 +417,16 @@ device_claim_failed(struct device *dev, int status, const char *why)
 	}
 	if (status == ST_NODEV && !dev->seen) {
 		device_gone(dev, "exporter no longer has the device");
+		return;
+	}
+	/*
+	 * Nobody listens at the exporter's port: nobody can import the
+	 * device there either.  It is gone (its presence ends) until a
+	 * device list shows it again.  A timeout is only retried: a slow
+	 * exporter still has the device.
+	 */
+	if (status == UP_ST_UNREACHABLE && dev->state != DEV_GONE) {
+		device_gone(dev, "exporter unreachable");
 		return;
 	}
 	/* Retry soon (the stub may still be resetting), then on the poll. */
@@ -1162,6 +1170,38 @@ device_verdict_state(enum verdict v)
 }
 
 /*
+ * A reject rule keeps the claim: with stock usbipd a released device is
+ * importable by anybody who reaches the exporter, so the gateway holds
+ * it, blocked, and hides it from vhci hosts (server.c answers ST_NODEV).
+ * What changes is audited: "reject" when a reject rule starts to decide
+ * the device, "unreject" when none does any more.
+ */
+static void
+device_reject_note(struct device *dev, const struct decision *d)
+{
+	bool now = d->verdict == VERDICT_REJECT;
+
+	if (now == dev->core->rejected)
+		return;
+	dev->core->rejected = now;
+	if (now)
+		store_audit_device(dev, "reject", &d->actor, dev->up != NULL ?
+		    "reject rule: claim kept, the device is hidden from vhci "
+		    "hosts" : "reject rule: the device is hidden from vhci "
+		    "hosts (no claim open now; it is claimed again as usual)");
+	else
+		store_audit_device(dev, "unreject", &d->actor,
+		    "no reject rule decides the device any more");
+}
+
+/* The standing decision rejects the device: vhci hosts do not see it. */
+bool
+device_rejected(const struct device *dev)
+{
+	return dev->core->rejected;
+}
+
+/*
  * Decide the device's standing state (decide(), host NULL) and apply
  * it; an attached host must pass with its own identity too, or it is
  * torn down.  who/reason: the actor and words to credit (an operator's
@@ -1238,10 +1278,7 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 	    d.rule_id : cause_rule);
 	/* The vhci host sees the disconnect now, after the state says why. */
 	device_cut(dev, reason);
-	if (d.verdict == VERDICT_REJECT && !dev->core->rejected) {
-		dev->core->rejected = true;
-		device_release(dev, "reject rule: claim released");
-	}
+	device_reject_note(dev, &d);
 	notify_decided(dev);
 }
 
@@ -1502,13 +1539,12 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 		approval_keep(dev, &a);
 	store_set_revoked(dev, false);
 	dev->core->revoked = false;
-	dev->core->rejected = false;
 	/* the operator looked at this identity: the anomaly is acknowledged */
 	usbgw_strlcpy(dev->core->anomaly_ack, dev->core->anomaly, sizeof(dev->core->anomaly_ack));
 	snprintf(msg, sizeof(msg), "%s%s%s", deny ? "denied" : "approved",
 	    o->message[0] ? ": " : "", o->message);
-	if (dev->up == NULL)
-		device_claim(dev);	/* a rejected device is claimed again */
+	if (dev->up == NULL && !device_reclaim_pending(dev))
+		device_claim(dev);	/* between a failed claim and its retry */
 	device_eval(dev, who, msg);
 	/* a rule was written: it may match other devices too */
 	if (rule_id != 0)

@@ -33,6 +33,8 @@ struct device {
 	enum dev_state		 state;
 	int64_t			 state_since;	/* unix seconds */
 	bool			 seen;		/* in the last devlist */
+	uint8_t			 missed;	/* good lists in a row without it */
+	uint8_t			 listed_held;	/* ... listing it while claimed */
 	bool			 dead;
 	struct usbip_intf	 intf[USBIP_MAX_INTERFACES];
 	uint8_t			 nintf;
@@ -114,6 +116,7 @@ void		 device_decide_identity(struct device *,
 		    const struct usbgw_identity *, const struct dsession *,
 		    struct decision *);
 bool		 device_allowed_for(struct device *, const struct dsession *);
+bool		 device_rejected(const struct device *);
 enum dev_state	 device_verdict_state(enum verdict);
 void		 device_decide_tiers(struct device *, struct policy *admin,
 		    struct policy *op, const struct usbgw_identity *,

@@ -1,8 +1,8 @@
 /*
  * Exporters: the gateway polls each one's device list (OP_REQ_DEVLIST)
  * every poll interval and detects arrivals and removals.  While an
- * exporter is unreachable the interval grows exponentially (up to
- * EXP_BACKOFF_MAX_MS) and its devices are gone.
+ * exporter's list fails the interval grows exponentially (up to
+ * EXP_BACKOFF_MAX_MS); its claims stay (exp_poll_failed).
  *
  * Current usbipd leaves imported devices out of its list, so a device
  * the gateway holds is present while its claim is open, whether or not
@@ -227,19 +227,26 @@ exp_set_state(struct exporter *exp, enum exp_state st, const char *why)
 	gw_exporter_event(exp, why);
 }
 
-/* The poll failed: the exporter is down and its devices are gone. */
+/*
+ * The poll failed (no connection, a timeout, a malformed or closed
+ * list): the exporter is down, and polled again with back-off.  No
+ * claim is dropped for it.  A claim lives on its own connection, and a
+ * list that did not arrive says nothing about the devices: one reply
+ * too slow on a loaded machine must not hand every device back to the
+ * exporter, where anybody could import it.  A claim ends when its own
+ * connection fails (keep-alive finds a dead exporter host); a device
+ * with no claim goes when its claim retries give up, or when two good
+ * lists in a row do not show it.
+ */
 static void
 exp_poll_failed(struct exporter *exp, const char *why)
 {
-	struct device *dev;
 	unsigned ms;
 
 	exp_poll_close(exp);
 	exp->fails++;
+	exp->lists_ok = 0;
 	exp_set_state(exp, EXP_DOWN, why);
-	TAILQ_FOREACH(dev, &exp->devices, entry)
-		if (dev->state != DEV_GONE)
-			device_gone(dev, "exporter unreachable");
 	ms = gw->poll_ms;
 	for (int i = 1; i < exp->fails && ms < EXP_BACKOFF_MAX_MS; i++)
 		ms *= 2;
@@ -389,6 +396,30 @@ exp_may_add(struct exporter *exp, const char *busid, bool first)
 	return false;
 }
 
+/*
+ * The exporter lists a device the gateway holds an idle claim on.  Stock
+ * usbipd lists only devices nobody imported, so the claim does not hold
+ * the device any more (the exporter restarted under a half-open
+ * connection, say): anybody may import it now.  One list may have been
+ * made just before the claim's import; two in a row are not: the stale
+ * claim is closed and the device claimed afresh.
+ */
+static void
+exp_listed_held(struct device *dev)
+{
+	if (dev->up == NULL || dev->up->state != UP_IDLE || dev->ds != NULL) {
+		dev->listed_held = 0;
+		return;
+	}
+	if (++dev->listed_held < 2)
+		return;
+	dev->listed_held = 0;
+	store_audit_device(dev, "claim-stale", NULL, "the exporter lists the "
+	    "device as free in two lists in a row: claimed afresh");
+	device_up_closed(dev, "the exporter lists the device as free: the "
+	    "claim does not hold it");
+}
+
 /* A complete device list arrived: reconcile. */
 static void
 exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
@@ -401,6 +432,8 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 	bool skipped = false, first = !exp->listed_once;
 
 	exp->listed_once = true;
+	if (exp->lists_ok < 2)
+		exp->lists_ok++;
 	TAILQ_FOREACH(dev, &exp->devices, entry)
 		dev->seen = false;
 	while (usbip_devlist_next(buf, len, &off, &rec, intf)) {
@@ -422,24 +455,62 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 		} else
 			device_listed(dev, &rec, intf);
 		dev->seen = true;
+		dev->missed = 0;
 		if (dev->up == NULL && dev->ds == NULL)
 			device_claim(dev);
+		else
+			exp_listed_held(dev);
 	}
 	TAILQ_FOREACH(dev, &exp->devices, entry) {
 		if (dev->seen || dev->state == DEV_GONE)
 			continue;
+		dev->listed_held = 0;
 		if (dev->up != NULL && dev->up->state != UP_CLOSED &&
 		    dev->up->state != UP_CONNECTING)
 			continue;	/* we hold it: usbipd hides it */
 		if (device_reclaim_pending(dev))
 			continue;	/* between release and reclaim */
-		device_gone(dev, "no longer in the exporter's list");
+		/* two good lists in a row without it (one may be stale) */
+		if (++dev->missed < 2)
+			continue;
+		device_gone(dev, "no longer in the exporter's list (two lists "
+		    "in a row)");
 	}
 	if (!skipped && exp->over_limit) {
 		exp->over_limit = false;
 		log_info("exporter %s: within its device limits again",
 		    exp->name);
 	}
+}
+
+/* Does the gateway hold a device (not gone) at this port of exp? */
+static int
+exp_port_present(void *arg, const char *up_busid)
+{
+	struct exporter *exp = arg;
+	struct device *dev;
+
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		if (!dev->dead && dev->state != DEV_GONE &&
+		    strcmp(dev->up_busid, up_busid) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The exporter's second good list since start: rows the database holds
+ * for ports where neither list showed a device (and no claim holds
+ * one) are devices that left while no gateway watched.  Their
+ * presences end.
+ */
+static void
+exp_settle(struct exporter *exp)
+{
+	if (exp->good_lists >= 2 || ++exp->good_lists < 2)
+		return;
+	store_exporter_settle(exp->id, exp_port_present, exp,
+	    "not at its exporter after the gateway restarted (absent from "
+	    "two device lists)");
 }
 
 static void
@@ -471,6 +542,7 @@ exp_read(struct bufferevent *bev, void *arg)
 	exp->last_ok = now_usec();
 	exp_set_state(exp, EXP_UP, NULL);
 	exp_devlist(exp, p, (size_t)r);
+	exp_settle(exp);
 	exp_poll_close(exp);
 	exp_schedule(exp, gw->poll_ms);
 }

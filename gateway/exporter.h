@@ -34,6 +34,8 @@ struct exporter {
 	unsigned		 new_count;
 	bool			 over_limit;
 	bool			 listed_once;	/* its first list: no rate */
+	unsigned		 good_lists;	/* since start, up to 2 */
+	unsigned		 lists_ok;	/* good lists in a row */
 };
 
 

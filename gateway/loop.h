@@ -70,6 +70,7 @@ void		 gw_init(struct event_base *);
 void		 gw_free(void);
 void		 gw_defer(void (*)(void *), void *);
 void		 gw_socket_tune(evutil_socket_t);
+void		 gw_socket_keepalive(evutil_socket_t);
 int		 gw_connect(const char *host, uint16_t port, struct bufferevent **,
 		    bufferevent_data_cb, bufferevent_event_cb, void *arg);
 

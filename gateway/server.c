@@ -9,7 +9,8 @@
  *    device record, then URB phase.  Of a pending device: an access
  *    request (audited, announced), answered ST_NA at once or held up to
  *    attach-pending-wait for an operator.  Attached elsewhere:
- *    ST_DEV_BUSY.  Blocked: ST_NA.  Unknown busid: ST_NODEV.
+ *    ST_DEV_BUSY.  Blocked: ST_NA.  Rejected (blocked by a reject rule,
+ *    still claimed) and unknown busid: ST_NODEV.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -376,7 +377,13 @@ server_device_decided(struct device *dev)
 				ds->request_id = 0;
 			}
 			ds->dev = NULL;
-			ds_import_refuse(ds, ST_NA, "access request denied");
+			/* a reject rule: the device vanishes for vhci hosts */
+			if (device_rejected(dev))
+				ds_import_refuse(ds, ST_NODEV,
+				    "device rejected");
+			else
+				ds_import_refuse(ds, ST_NA,
+				    "access request denied");
 		}
 	}
 }
@@ -493,6 +500,9 @@ ds_import(struct dsession *ds, const char *busid)
 			return ds_import_for_host(ds, dev);
 		if (ds_may_audit(ds, HL_IMPORT_REFUSED))
 			store_audit_device(dev, "import-refused", NULL, ds->peer);
+		/* rejected: the gateway holds it, vhci hosts do not see it */
+		if (device_rejected(dev))
+			return ds_import_refuse(ds, ST_NODEV, "device rejected");
 		return ds_import_refuse(ds, ST_NA, "device blocked");
 	default:
 		return ds_import_refuse(ds, ST_NODEV, "device gone");

@@ -874,6 +874,187 @@ store_audit_prune(int64_t before, const struct actor *who, int64_t *pruned)
 	return 0;
 }
 
+/* ---- what a killed daemon left open -------------------------------------- */
+
+struct open_rows {
+	struct db_open_row	*v;
+	size_t			 n, cap;
+};
+
+static int
+open_rows_add(void *arg, const struct db_open_row *r)
+{
+	struct open_rows *o = arg;
+
+	if (o->n == o->cap) {
+		o->cap = o->cap ? o->cap * 2 : 16;
+		o->v = xreallocarray(o->v, o->cap, sizeof(*o->v));
+	}
+	o->v[o->n++] = *r;
+	return 0;
+}
+
+/* One audit row for a row closed at start: "restart-closed", OBJECT. */
+static void
+audit_restart_closed(const char *object, int64_t device_id, const char *busid,
+    const char *exporter, const char *host, const char *reason,
+    const char *detail)
+{
+	struct audit_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "restart-closed";
+	ev.object = object;
+	ev.device_id = device_id;
+	ev.busid = busid[0] != '\0' ? busid : NULL;
+	ev.exporter = exporter[0] != '\0' ? exporter : NULL;
+	ev.host = host[0] != '\0' ? host : NULL;
+	ev.reason = reason;
+	ev.detail = detail;
+	append(&ev);
+}
+
+/*
+ * At start, after the database lock is taken: close what the previous
+ * run left open because it ended without closing it (SIGKILL, a crash,
+ * power loss).  A proxy attachment's connections died with that process,
+ * and so did every held import; a local one is local mode's to adopt or
+ * end (keep_local), unless this run is not in local mode.  Each row
+ * closed gets one audit row (event restart-closed, object "attachment N"
+ * or "access-request N", reason: why).  Returns the number closed.
+ */
+int
+store_close_stale(bool keep_local, const char *why)
+{
+	struct open_rows o = { NULL, 0, 0 };
+	char object[48], detail[96];
+	int64_t now = now_s();
+	size_t i;
+	int n = 0;
+
+	if (db == NULL)
+		return 0;
+	if (db_open_attachments_foreach(db, !keep_local, open_rows_add,
+	    &o) == -1)
+		log_warnx("database: cannot read the open attachments: %s",
+		    db_errmsg(db));
+	for (i = 0; i < o.n; i++) {
+		const struct db_open_row *r = &o.v[i];
+
+		if (db_attachment_close(db, r->id, why, now) != 1)
+			continue;
+		snprintf(object, sizeof(object), "attachment %lld",
+		    (long long)r->id);
+		snprintf(detail, sizeof(detail), "%s mode; traffic counted "
+		    "up to the last save", r->mode);
+		audit_restart_closed(object, r->device_id, r->busid,
+		    r->exporter, r->host, why, detail);
+		n++;
+	}
+	o.n = 0;
+	if (db_waiting_requests_foreach(db, open_rows_add, &o) == -1)
+		log_warnx("database: cannot read the waiting access requests: "
+		    "%s", db_errmsg(db));
+	for (i = 0; i < o.n; i++) {
+		const struct db_open_row *r = &o.v[i];
+
+		if (db_access_request_decide(db, r->id, "interrupted",
+		    "system", 0, now) != 1)
+			continue;
+		snprintf(object, sizeof(object), "access-request %lld",
+		    (long long)r->id);
+		audit_restart_closed(object, r->device_id, r->busid,
+		    r->exporter, r->host, why, "outcome interrupted: the "
+		    "host's held import was cut off with the process");
+		n++;
+	}
+	free(o.v);
+	if (n > 0) {
+		log_info("closed %d rows the previous run left open", n);
+		store_flush();
+	}
+	return n;
+}
+
+struct settle {
+	int64_t		 exporter_id;
+	int		(*present)(void *, const char *exporter_busid);
+	void		*arg;
+	int64_t		*ids;
+	size_t		 n, cap;
+};
+
+static int
+settle_cb(void *arg, const struct db_device *d)
+{
+	struct settle *s = arg;
+
+	if (d->exporter_id != s->exporter_id ||
+	    s->present(s->arg, d->ident.exporter_busid))
+		return 0;
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 16;
+		s->ids = xreallocarray(s->ids, s->cap, sizeof(*s->ids));
+	}
+	s->ids[s->n++] = d->id;
+	return 0;
+}
+
+/*
+ * The exporter's device lists since this start showed no device at
+ * these rows' ports (present() says which ports it has): the devices
+ * left while no gateway was watching.  Their rows go gone and their
+ * presences end (with their once-approvals), each with a state audit
+ * row and a restart-closed row.  Store decides nothing: the caller
+ * says when and what is present.  Returns the number of rows closed.
+ */
+int
+store_exporter_settle(int64_t exporter_id,
+    int (*present)(void *, const char *exporter_busid), void *arg,
+    const char *why)
+{
+	struct settle s = { exporter_id, present, arg, NULL, 0, 0 };
+	struct db_device d;
+	struct audit_event ev;
+	char object[48];
+	int64_t now = now_s(), pres;
+	size_t i;
+	int n = 0;
+
+	if (db == NULL || exporter_id <= 0)
+		return 0;
+	if (db_device_foreach(db, 0, settle_cb, &s) == -1)
+		log_warnx("database: cannot read the devices: %s", db_errmsg(db));
+	for (i = 0; i < s.n; i++) {
+		if (db_device_get(db, s.ids[i], &d) != 1 || d.state == DEV_GONE)
+			continue;
+		pres = db_presence_current(db, d.id);
+		if (db_device_set_state(db, d.id, DEV_GONE, 0, now) == -1)
+			continue;
+		memset(&ev, 0, sizeof(ev));
+		ev.event = "state";
+		ev.device_id = d.id;
+		ev.busid = d.ident.busid;
+		ev.exporter = d.ident.exporter;
+		ev.old_state = dev_state_name(d.state);
+		ev.new_state = dev_state_name(DEV_GONE);
+		ev.reason = why;
+		append(&ev);
+		if (pres > 0 && db_presence_end(db, d.id, why, now) == 1) {
+			snprintf(object, sizeof(object), "presence %lld",
+			    (long long)pres);
+			audit_restart_closed(object, d.id, d.ident.busid,
+			    d.ident.exporter, "", why, NULL);
+		}
+		n++;
+	}
+	free(s.ids);
+	if (n > 0)
+		log_info("%d devices of exporter %lld left while the gateway "
+		    "was down", n, (long long)exporter_id);
+	return n;
+}
+
 /*
  * An operator's revoke keeps the device pending, whatever the rules say,
  * until the device leaves or an operator decides again; it is kept with

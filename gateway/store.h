@@ -82,6 +82,13 @@ void		 store_exporter_save(struct exporter *, const struct actor *);
 void		 store_exporter_delete(struct exporter *, const struct actor *);
 void		 store_exporters_foreach(int (*)(void *, const char *name,
 		    const char *host, int port, int64_t id), void *);
+#define USBGW_RESTART_REASON \
+	"gateway restarted (the previous run ended without closing it)"
+/* What a killed daemon left open (after the lock, before the exporters). */
+int		 store_close_stale(bool keep_local, const char *why);
+int		 store_exporter_settle(int64_t exporter_id,
+		    int (*present)(void *, const char *exporter_busid), void *arg,
+		    const char *why);
 int64_t		 store_access_request(struct device *, struct dsession *);
 void		 store_access_outcome(int64_t request_id, const char *outcome,
 		    const struct decision *);

@@ -162,8 +162,10 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		    "exporter connection error");
 		return;
 	}
+	if (up->state == UP_CONNECTING)
+		return up_fail(up, UP_ST_UNREACHABLE, "cannot reach exporter");
 	up_fail(up, -1, (what & BEV_EVENT_EOF) ? "exporter closed the connection" :
-	    "cannot reach exporter");
+	    "exporter connection error");
 }
 
 /* Send a control IN request on ep0 with the gateway's own seqnum. */
@@ -433,6 +435,7 @@ up_probe_next(struct upstream *up)
 			up_hash(up->dev);
 			upstream_set_state(up, UP_IDLE, "probed");
 			up_set_timeout(up, 0);
+			gw_socket_keepalive(bufferevent_getfd(up->bev));
 			up->dev->probed = true;
 			up->ops->claimed(up->dev);
 			return;

@@ -23,8 +23,12 @@ enum up_state {
  * upstream_new(): upstream.c is below the device core and calls it only
  * through them.
  */
+/* failed()'s status when no connection to the exporter could be made */
+#define UP_ST_UNREACHABLE	(-2)
+
 struct upstream_ops {
 	void	(*claimed)(struct device *);	/* probed; idle */
+	/* status: the import reply's ST_*, UP_ST_UNREACHABLE, or -1 */
 	void	(*failed)(struct device *, int status, const char *why);
 	void	(*closed)(struct device *, const char *why); /* after idle */
 };

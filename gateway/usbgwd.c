@@ -331,6 +331,8 @@ main(int argc, char *argv[])
 
 	if (store_open(cfg->database, cfg->audit_key) == -1)
 		fatalx("cannot open database %s", cfg->database);
+	/* the lock is ours: what a killed run left open is closed now */
+	store_close_stale(cfg->mode == CONFIG_MODE_LOCAL, USBGW_RESTART_REASON);
 	tiers_load();
 	hooks_init(base, cfg);
 	server_init();

@@ -174,11 +174,11 @@ test_fresh(void)
 	size_t		 i;
 	char		 sql[256];
 
-	is_int(db_schema_version(), 4, "schema.sql defines version 4");
+	is_int(db_schema_version(), 5, "schema.sql defines version 5");
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	if (!ok(db != NULL, "open a new database"))
 		diag("%s", err);
-	is_int(db_version(db), 4, "migrated to the newest version");
+	is_int(db_version(db), 5, "migrated to the newest version");
 	is_str(qs(db, "PRAGMA journal_mode"), "wal", "WAL");
 	is_int(q1(db, "PRAGMA foreign_keys"), 1, "foreign keys on");
 	for (i = 0; i < nitems(objects); i++) {
@@ -192,7 +192,7 @@ test_fresh(void)
 	db_close(db);
 
 	db = db_open(path("fresh.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 4, "reopen: nothing to migrate");
+	ok(db != NULL && db_version(db) == 5, "reopen: nothing to migrate");
 	ok(raw(db, "PRAGMA user_version = 99") == NULL, "pretend a newer schema");
 	db_close(db);
 	db = db_open(path("fresh.db"), err, sizeof(err));
@@ -322,11 +322,23 @@ test_migrate_built(void)
 	identity(&id, "1-1", 0x1234, 0x5678, 'c', "X");
 	d = db_device_upsert(db, e, &id, 100, NULL);
 	ok(e > 0 && d > 0, "data in version 1");
+	ok(db_access_request_add(db, d, "tc17:1-1", NULL, "192.0.2.7",
+	    "waiting", 100) > 0 && db_access_request_add(db, d, "tc17:1-1",
+	    NULL, "192.0.2.8", "refused", 101) > 0,
+	    "access requests in version 1");
 	db_close(db);
 	db = db_open(path("built.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 4, "reopen migrates to 4");
+	ok(db != NULL && db_version(db) == 5, "reopen migrates to 5");
 	is_int(q1(db, "SELECT count(*) FROM interfaces WHERE device_id = 1"), 2,
 	    "data kept");
+	is_int(q1(db, "SELECT count(*) FROM access_requests WHERE "
+	    "(outcome = 'waiting' AND host_addr = '192.0.2.7') OR "
+	    "(outcome = 'refused' AND decided_at = 101)"), 2,
+	    "migration 5: the access requests kept as they were");
+	is_int(db_access_request_decide(db, 1, "interrupted", "system", 0, 200),
+	    1, "migration 5: outcome interrupted accepted");
+	is_int(q1(db, "SELECT count(*) FROM v_access_requests WHERE "
+	    "outcome = 'interrupted'"), 1, "... and shown by v_access_requests");
 	is_int(q1(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"),
 	    9, "views created");
 	db_close(db);

@@ -320,6 +320,13 @@ store_exporter_status(struct exporter *x)
 {
 }
 
+int
+store_exporter_settle(int64_t exporter_id,
+    int (*present)(void *, const char *), void *arg, const char *why)
+{
+	return 0;
+}
+
 void
 store_audit(const char *action, const struct actor *who, const char *object,
     const char *detail)
@@ -1232,24 +1239,27 @@ test_admin_block(void)
 	    "its rule goes to the admin tier, the row names it");
 	devfree(dev);
 
-	/* reject: the claim is released; an override claims it again */
+	/* reject: blocked and hidden, the claim kept (issue 12, item 11) */
 	set_tiers(RULES("reject id 046d:c31c"), NULL);
 	dev = mkdev("4-2", &kbd);
 	claim_probe(dev, &kbd, 141, 541, 0, -1);
-	/* the next device list would claim it (exp_devlist): it does not */
-	device_claim(dev);
-	ok(dev->state == DEV_BLOCKED &&
-	    device_decision(dev)->verdict == VERDICT_REJECT && dev->up == NULL,
-	    "reject: blocked, claim released, not claimed again");
-	is_int(approve(dev, &bob, SCOPE_ONCE, 0, NULL, false), CTL_E_REFUSED,
-	    "approve of a rejected device: refused");
-	ok(dev->up == NULL, "... and not claimed again");
-	o = opts(SCOPE_ONCE, 0, NULL, true);
-	is_int(device_approve(dev, false, &o, &root, err, sizeof(err)), CTL_OK,
-	    "override of a reject");
-	/* a claim again: device_claim() claims no rejected device */
-	ok(dev->up != NULL && dev->state == DEV_AUTHORIZED,
-	    "claimed again, authorized");
+	{
+		struct upstream *held = dev->up;
+
+		ok(dev->state == DEV_BLOCKED &&
+		    device_decision(dev)->verdict == VERDICT_REJECT &&
+		    device_rejected(dev) && held != NULL,
+		    "reject: blocked, hidden from vhci hosts, claim kept");
+		is_int(approve(dev, &bob, SCOPE_ONCE, 0, NULL, false),
+		    CTL_E_REFUSED, "approve of a rejected device: refused");
+		ok(dev->up == held, "... the same claim held");
+		o = opts(SCOPE_ONCE, 0, NULL, true);
+		is_int(device_approve(dev, false, &o, &root, err, sizeof(err)),
+		    CTL_OK, "override of a reject");
+		ok(dev->up == held && !device_rejected(dev),
+		    "... on the same claim, no longer hidden");
+	}
+	ok(dev->up != NULL && dev->state == DEV_AUTHORIZED, "authorized");
 	devfree(dev);
 	set_tiers(NULL, NULL);
 }
