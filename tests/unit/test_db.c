@@ -198,7 +198,7 @@ test_fresh(void)
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	ok(db == NULL, "a newer database is refused");
 	is_str(err, "database schema version 99 is newer than this program's "
-	    "(4)", "with a clear message");
+	    "(5)", "with a clear message");
 	db_close(db);
 
 	db = db_open("/nonexistent-dir/x.db", err, sizeof(err));
@@ -269,7 +269,7 @@ test_migrate_fixture(void)
 		diag("%s", err);
 	if (db == NULL)
 		return;
-	is_int(db_version(db), 4, "migrated 1 -> 4");
+	is_int(db_version(db), 5, "migrated 1 -> 5");
 	is_str(qs(db, "SELECT group_concat(id || '@' || position, ',') FROM "
 	    "(SELECT * FROM rules ORDER BY position)"), "1@1,2@2",
 	    "migration 3: the operator tier moved after the admin rules");
