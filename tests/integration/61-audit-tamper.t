@@ -19,7 +19,7 @@
 . "$(dirname "$0")/../lib/gw.sh"
 FORGE=$USBGW_BUILD/audit-forge
 need_prog "$USBGWD" "$USBGW" "$FORGE" sqlite3 stat
-plan 61
+plan 62
 
 gw_conf gw "poll-interval = 1s"
 gw_start gw || bail_out "usbgwd did not start"
@@ -154,7 +154,10 @@ is "$RC" 1 "4. replaced: the daemon's usbgw audit verify exits 1"
 gw_finish t4
 
 # ---- anchors that are not what they claim --------------------------------------------------
-sed 's/ sig=\(.\)/ sig=0/' "$T/anchor" | sed 's/sig=00/sig=11/' >"$T/badsig"
+# (the signature's first hex digit changed, whatever it was)
+perl -pe 's/ sig=([0-9a-f])/" sig=" . ($1 eq "0" ? "1" : "0")/e' "$T/anchor" >"$T/badsig"
+cmp -s "$T/anchor" "$T/badsig"
+isnt "$?" 0 "the forged anchor differs from the real one"
 verify "$T/pristine.db" --anchor "$T/badsig" "${PUB[@]}"
 is "$RC" 1 "an anchor whose signature is not the gateway's: exit 1"
 like "$OUT$ERR" "badsig:1: the signature does not verify with the public key" \
