@@ -159,13 +159,14 @@ asan:
 # --- fuzzing (clang libFuzzer) ----------------------------------------
 FUZZ_CC     ?= clang
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-	       -D_GNU_SOURCE -Igateway $(PKG_CFLAGS)
+	       -D_GNU_SOURCE -Igateway $(PKG_CFLAGS) \
+	       -fsanitize-coverage-ignorelist=tests/fuzz/nocov.txt
 FUZZ_LIB    := build-fuzz/libusbgw.a
 FUZZ_OBJS   := $(LIB_SRCS:%.c=build-fuzz/%.o) build-fuzz/gen/schema_sql.o
 FUZZ_TIME   ?= 60
 
 # The library is instrumented once (fuzzer-no-link); each harness links it.
-build-fuzz/%.o: %.c
+build-fuzz/%.o: %.c tests/fuzz/nocov.txt
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZCC  $<")
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
