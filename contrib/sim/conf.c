@@ -86,7 +86,8 @@ lex_error(struct lex *lx, int line, const char *fmt, ...)
  * Report an error at a line.  Messages quote words of the file (property
  * names, values, a stray word), so the whole message is escaped here,
  * once, rather than at each call site (found by fuzz_simconf: a quoted
- * property name with a "\n" escape reached the log raw).
+ * property name with a "\n" escape reached the log raw).  log_escape()
+ * also shows '\' as \x5c, so no message names an escape with one.
  */
 static void
 lex_error(struct lex *lx, int line, const char *fmt, ...)
@@ -208,9 +209,10 @@ lex_word(struct lex *lx)
 						    (h1 = hexval(lx->p[0])) < 0 ||
 						    (h2 = hexval(lx->p[1])) < 0 ||
 						    (h1 | h2) == 0) {
-							lx->err = "bad \\x escape "
+							lx->err = "bad hex escape "
 							    "(expected two hex "
-							    "digits, not 00)";
+							    "digits after "
+							    "backslash-x, not 00)";
 							return T_ERR;
 						}
 						c = h1 << 4 | h2;
@@ -670,7 +672,7 @@ spec_set(struct sim_spec *s, const char *key, const char *value, char *err,
 			if (hid_key((unsigned char)*p, &mod, &usage) == -1) {
 				snprintf(err, errsz, "keys: character 0x%02x "
 				    "has no key (expected printable ASCII, "
-				    "\\n or \\t)", (unsigned char)*p);
+				    "newline or tab)", (unsigned char)*p);
 				return -1;
 			}
 		}
