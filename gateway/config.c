@@ -122,10 +122,16 @@ static const struct key keys[] = {
 	{ "vhci-per-interface",	K_BOOL,		F(vhci_per_interface), 0, 0 },
 };
 
-/* Parse state: error text, and where each key was first set. */
+#define PERR_LINE_MAX	768	/* one "NAME:LINE: message\n" */
+
+/*
+ * Parse state: error text, and where each key was first set.  The error
+ * text is bounded (CONFIG_MAX_ERRORS lines and the "giving up" one), so it
+ * is gathered here and copied out once, instead of a realloc per line.
+ */
 struct parse {
 	const char	*name;
-	char		*errs;
+	char		 errs[(CONFIG_MAX_ERRORS + 1) * PERR_LINE_MAX];
 	size_t		 errlen;
 	int		 nerrs;
 	int		 key_line[nitems(keys)];
@@ -140,15 +146,17 @@ perr_append(struct parse *p, const char *s)
 {
 	size_t n = strlen(s);
 
-	p->errs = xreallocarray(p->errs, 1, p->errlen + n + 1);
-	memcpy(p->errs + p->errlen, s, n + 1);
+	if (n >= sizeof(p->errs) - p->errlen)	/* cannot happen: bounded */
+		n = sizeof(p->errs) - p->errlen - 1;
+	memcpy(p->errs + p->errlen, s, n);
 	p->errlen += n;
+	p->errs[p->errlen] = '\0';
 }
 
 static void
 perr(struct parse *p, int line, const char *fmt, ...)
 {
-	char msg[512], out[768];
+	char msg[512], out[PERR_LINE_MAX];
 	va_list ap;
 
 	if (++p->nerrs > CONFIG_MAX_ERRORS) {
@@ -724,7 +732,8 @@ key_find(const char *name, size_t *idx)
 	size_t i;
 
 	for (i = 0; i < nitems(keys); i++)
-		if (strcmp(keys[i].name, name) == 0) {
+		if (keys[i].name[0] == name[0] &&
+		    strcmp(keys[i].name, name) == 0) {
 			if (idx != NULL)
 				*idx = i;
 			return &keys[i];
@@ -954,12 +963,16 @@ config_parse_buf(struct config *c, const char *name, const char *buf,
 	const char *nl;
 	int lineno = 0;
 
-	memset(&p, 0, sizeof(p));
 	p.name = name;
+	p.errs[0] = '\0';
+	p.errlen = 0;
+	p.nerrs = 0;
+	memset(p.key_line, 0, sizeof(p.key_line));
+	p.listen_from_file = 0;
 	*errs = NULL;
 	if (len > CONFIG_MAX_FILE) {
 		perr(&p, 0, "larger than %d bytes", CONFIG_MAX_FILE);
-		*errs = p.errs;
+		*errs = xstrdup(p.errs);
 		return -1;
 	}
 	while (i < len) {
@@ -979,10 +992,9 @@ config_parse_buf(struct config *c, const char *name, const char *buf,
 		i += n + (nl != NULL);
 	}
 	if (p.nerrs > 0) {
-		*errs = p.errs;
+		*errs = xstrdup(p.errs);
 		return -1;
 	}
-	free(p.errs);
 	return 0;
 }
 

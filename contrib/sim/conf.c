@@ -20,6 +20,7 @@
 
 #define CONF_MAX_SIZE	(1u << 20)
 #define CONF_MAX_WORD	4096
+#define GOT_MAX		100	/* bytes of a word quoted in an error */
 
 /* The device set exported when no -c is given (same as example.conf). */
 const char sim_default_conf[] =
@@ -81,10 +82,17 @@ static void
 lex_error(struct lex *lx, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * Report an error at a line.  Messages quote words of the file (property
+ * names, values, a stray word), so the whole message is escaped here,
+ * once, rather than at each call site (found by fuzz_simconf: a quoted
+ * property name with a "\n" escape reached the log raw).  log_escape()
+ * also shows '\' as \x5c, so no message names an escape with one.
+ */
 static void
 lex_error(struct lex *lx, int line, const char *fmt, ...)
 {
-	char msg[512];
+	char msg[512], esc[sizeof(msg) * 4];
 	va_list ap;
 
 	lx->nerrors++;
@@ -93,11 +101,12 @@ lex_error(struct lex *lx, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	log_escape(esc, sizeof(esc), msg, strlen(msg));
 	if (lx->nerrors == SIM_MAX_ERRORS)
 		log_warnx("%s:%d: %s (stopping after %d errors)", lx->name,
-		    line, msg, SIM_MAX_ERRORS);
+		    line, esc, SIM_MAX_ERRORS);
 	else
-		log_warnx("%s:%d: %s", lx->name, line, msg);
+		log_warnx("%s:%d: %s", lx->name, line, esc);
 }
 
 /* A character of a key script as a HID boot-keyboard usage (and shift). */
@@ -200,9 +209,10 @@ lex_word(struct lex *lx)
 						    (h1 = hexval(lx->p[0])) < 0 ||
 						    (h2 = hexval(lx->p[1])) < 0 ||
 						    (h1 | h2) == 0) {
-							lx->err = "bad \\x escape "
+							lx->err = "bad hex escape "
 							    "(expected two hex "
-							    "digits, not 00)";
+							    "digits after "
+							    "backslash-x, not 00)";
 							return T_ERR;
 						}
 						c = h1 << 4 | h2;
@@ -674,7 +684,7 @@ spec_set(struct sim_spec *s, const char *key, const char *value, char *err,
 			if (hid_key((unsigned char)*p, &mod, &usage) == -1) {
 				snprintf(err, errsz, "keys: character 0x%02x "
 				    "has no key (expected printable ASCII, "
-				    "\\n or \\t)", (unsigned char)*p);
+				    "newline or tab)", (unsigned char)*p);
 				return -1;
 			}
 		}
@@ -949,7 +959,7 @@ static void
 parse_device(struct lex *lx, struct sim_conf *conf)
 {
 	struct sim_spec spec;
-	char key[64], err[256], esc[128];
+	char key[64], err[256];
 	enum tok t;
 	int open_line = lx->tokline;
 	size_t i;
@@ -1004,9 +1014,8 @@ parse_device(struct lex *lx, struct sim_conf *conf)
 			continue;
 		}
 		if (spec_set(&spec, key, lx->word, err, sizeof(err)) == -1) {
-			lex_error(lx, lx->tokline, "%s, got \"%s\"", err,
-			    log_escape(esc, sizeof(esc), lx->word,
-			    strlen(lx->word)));
+			lex_error(lx, lx->tokline, "%s, got \"%.*s\"", err,
+			    GOT_MAX, lx->word);
 			ok = false;
 		}
 		if (!expect_end(lx, key))
@@ -1090,19 +1099,22 @@ parse_global(struct lex *lx, struct sim_conf *conf, const char *key)
 int
 conf_load_string(const char *name, const char *text, struct sim_conf *conf)
 {
-	struct lex *lx;
+	struct lex lex, *lx = &lex;
 	enum tok t;
-	char esc[128];
 	int rv;
 
 	memset(conf, 0, sizeof(*conf));
 	conf->legacy_status = -1;
-	lx = xcalloc(1, sizeof(*lx));
+	/* Every field but the 4 KB word buffer, which lex_word() fills. */
 	lx->name = name;
 	lx->p = text;
 	lx->end = text + strlen(text);
 	lx->line = 1;
+	lx->tokline = 1;
+	lx->word[0] = '\0';
+	lx->err = NULL;
 	lx->peeked = -1;
+	lx->nerrors = 0;
 	while ((t = lex_next(lx)) != T_EOF) {
 		if (t == T_NL || t == T_SEMI)
 			continue;
@@ -1116,9 +1128,8 @@ conf_load_string(const char *name, const char *text, struct sim_conf *conf)
 		else {
 			lex_error(lx, lx->tokline, "expected 'device', "
 			    "'listen', 'legacy-status', 'max-connections' or "
-			    "'max-urbs', got %s%s%s", t == T_WORD ? "'" : "",
-			    t == T_WORD ? log_escape(esc, sizeof(esc), lx->word,
-			    strlen(lx->word)) : tok_desc(lx, t),
+			    "'max-urbs', got %s%.*s%s", t == T_WORD ? "'" : "",
+			    GOT_MAX, t == T_WORD ? lx->word : tok_desc(lx, t),
 			    t == T_WORD ? "'" : "");
 			/*
 			 * lex_skip() leaves a '}' for the block it ends; at the
@@ -1130,7 +1141,6 @@ conf_load_string(const char *name, const char *text, struct sim_conf *conf)
 		}
 	}
 	rv = lx->nerrors > 0 ? -1 : 0;
-	free(lx);
 	if (rv == -1)
 		conf_clear(conf);
 	return rv;

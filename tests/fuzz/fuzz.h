@@ -12,6 +12,13 @@
 
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
+/*
+ * For a harness's own checking code: no coverage instrumentation (its
+ * loops and comparisons would be counted as features of the input and
+ * cost a callback per byte compared), sanitizers still on.
+ */
+#define FUZZ_NOCOV	__attribute__((no_sanitize("coverage")))
+
 #define CHECK(c) do {							\
 	if (!(c)) {							\
 		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,	\

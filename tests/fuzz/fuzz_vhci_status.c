@@ -33,7 +33,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static size_t
+FUZZ_NOCOV static size_t
 render(const struct vhci_port *ports, unsigned int n, char *out, size_t size)
 {
 	size_t off = 0;
@@ -57,24 +57,14 @@ render(const struct vhci_port *ports, unsigned int n, char *out, size_t size)
 	return off;
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Every port's fields against its index and state; n ports known. */
+FUZZ_NOCOV static void
+check_ports(const struct vhci_port *ports, unsigned int c, unsigned int hc,
+    int n)
 {
-	static struct vhci_port ports[2 * VHCI_MAX_HC_PORTS];
-	static struct vhci_port again[2 * VHCI_MAX_HC_PORTS];
-	static char text[2 * VHCI_MAX_HC_PORTS * 96 + 64];
-	unsigned int c, hc, i, nbad, nbad2, known = 0;
-	size_t len;
-	int n, n2;
+	unsigned int i, known = 0;
 
-	if (size < 2)
-		return 0;
-	c = data[0] & 3;
-	hc = data[1] % VHCI_MAX_HC_PORTS + 1;
-	n = vhci_status_parse((const char *)data + 2, size - 2, c, hc, ports,
-	    &nbad);
 	CHECK(n >= 0 && n <= (int)(2 * hc));
-
 	for (i = 0; i < 2 * hc; i++) {
 		const struct vhci_port *p = &ports[i];
 
@@ -98,6 +88,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	CHECK(known == (unsigned int)n);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct vhci_port ports[2 * VHCI_MAX_HC_PORTS];
+	static struct vhci_port again[2 * VHCI_MAX_HC_PORTS];
+	static char text[2 * VHCI_MAX_HC_PORTS * 96 + 64];
+	unsigned int c, hc, nbad, nbad2;
+	size_t len;
+	int n, n2;
+
+	if (size < 2)
+		return 0;
+	c = data[0] & 3;
+	hc = data[1] % VHCI_MAX_HC_PORTS + 1;
+	n = vhci_status_parse((const char *)data + 2, size - 2, c, hc, ports,
+	    &nbad);
+	check_ports(ports, c, hc, n);
 
 	len = render(ports, 2 * hc, text, sizeof(text));
 	n2 = vhci_status_parse(text, len, c, hc, again, &nbad2);
