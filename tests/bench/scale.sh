@@ -28,8 +28,10 @@
 # 0.9x one stream; min/max >= 0.8.
 #
 # SCALE_DEVICES=1000 is the quick mode.  SCALE_POLL: the gateway's
-# poll-interval (3s).  SCALE_PERF=DIR: `perf record -g` of the gateway
-# during each storm, to DIR/perf-N.data.  SCALE_STREAMS=0 skips the
+# poll-interval (3s).  SCALE_PERF=DIR: `perf record` of the gateway
+# during each storm, to DIR/perf-N.data (call graphs: SCALE_PERF_CG,
+# default dwarf,16384, as the build has no frame pointers; sampling
+# frequency SCALE_PERF_FREQ, default 499 Hz).  SCALE_STREAMS=0 skips the
 # concurrency part.  The last line is
 #   RESULT scale_pending_s=... cpu_ms_per_dev=... cpu_ratio_10k_1k=...
 #     ctl_p99_ms=... list_ms=... rss_kib_per_dev=... agg_ratio=... fairness=...
@@ -131,7 +133,8 @@ for N in $SIZES; do
 	PERFPID=
 	if [ -n "$PERFDIR" ]; then
 		mkdir -p "$PERFDIR"
-		perf record -q -g -p "$GWPID" -o "$PERFDIR/perf-$N.data" \
+		perf record -q --call-graph "${SCALE_PERF_CG:-dwarf,16384}" \
+		    -F "${SCALE_PERF_FREQ:-499}" -p "$GWPID" -o "$PERFDIR/perf-$N.data" \
 		    >"$W/perf-$N.log" 2>&1 &
 		PERFPID=$!
 		sleep 0.5
