@@ -1096,6 +1096,163 @@ parse_global(struct lex *lx, struct sim_conf *conf, const char *key)
 	expect_end(lx, k);
 }
 
+/*
+ * exporters N [base-port P] [devices-per-exporter K] [type T]
+ *     [name-prefix S] [address A]
+ * N exporters S1..SN of K generated devices each (struct sim_expgroup).
+ */
+static void
+parse_exporters(struct lex *lx, struct sim_conf *conf)
+{
+	struct sim_expgroup g;
+	char key[64], esc[128];
+	enum tok t;
+	uint32_t v;
+	size_t i, total = 0, totaldevs = 0;
+	int line = lx->tokline;
+	bool ok = true;
+
+	memset(&g, 0, sizeof(g));
+	g.line = line;
+	g.ndevs = 10;
+	g.type = SIM_SOURCESINK;
+	usbgw_strlcpy(g.prefix, "sim", sizeof(g.prefix));
+	usbgw_strlcpy(g.addr, "127.0.0.1", sizeof(g.addr));
+	t = lex_next(lx);
+	if (t != T_WORD || parse_u32(lx->word, SIM_MAX_EXPORTERS, &v) == -1 ||
+	    v == 0) {
+		lex_error(lx, line, "exporters: expected a number of exporters "
+		    "1..%d, got %s", SIM_MAX_EXPORTERS, t == T_WORD ?
+		    log_escape(esc, sizeof(esc), lx->word, strlen(lx->word)) :
+		    tok_desc(lx, t));
+		lex_skip(lx, t);
+		return;
+	}
+	g.count = v;
+	for (;;) {
+		t = lex_next(lx);
+		if (t == T_NL || t == T_SEMI || t == T_EOF || t == T_RBRACE) {
+			if (t == T_RBRACE)
+				lex_unget(lx, t);
+			break;
+		}
+		if (t != T_WORD) {
+			lex_error(lx, lx->tokline, "exporters: expected a key "
+			    "(base-port, devices-per-exporter, type, "
+			    "name-prefix, address), got %s", tok_desc(lx, t));
+			lex_skip(lx, t);
+			return;
+		}
+		usbgw_strlcpy(key, lx->word, sizeof(key));
+		if ((t = lex_next(lx)) != T_WORD) {
+			lex_error(lx, lx->tokline, "exporters: expected a value "
+			    "for '%s', got %s", key, tok_desc(lx, t));
+			lex_skip(lx, t);
+			return;
+		}
+		log_escape(esc, sizeof(esc), lx->word, strlen(lx->word));
+		if (strcmp(key, "base-port") == 0) {
+			if (parse_u32(lx->word, 65535, &v) == -1) {
+				lex_error(lx, lx->tokline, "base-port: expected "
+				    "a port 0..65535 (0: each chosen by the "
+				    "kernel), got \"%s\"", esc);
+				ok = false;
+			} else
+				g.base_port = v;
+		} else if (strcmp(key, "devices-per-exporter") == 0) {
+			if (parse_u32(lx->word, SIM_MAX_DEVICES, &v) == -1 ||
+			    v == 0) {
+				lex_error(lx, lx->tokline, "devices-per-exporter:"
+				    " expected a number 1..%d, got \"%s\"",
+				    SIM_MAX_DEVICES, esc);
+				ok = false;
+			} else
+				g.ndevs = v;
+		} else if (strcmp(key, "type") == 0) {
+			for (i = 0; i < nitems(types); i++)
+				if (strcmp(lx->word, types[i].name) == 0)
+					break;
+			if (i == nitems(types)) {
+				lex_error(lx, lx->tokline, "type: expected "
+				    "keyboard, storage, composite, audio or "
+				    "sourcesink, got \"%s\"", esc);
+				ok = false;
+			} else
+				g.type = types[i].type;
+		} else if (strcmp(key, "name-prefix") == 0) {
+			/* Names are PREFIX1..PREFIXN: a prefix ending in a
+			 * digit could make two groups' names meet. */
+			const char *w = lx->word;
+			size_t n = strlen(w);
+
+			if (n == 0 || n > SIM_EXP_PREFIX_MAX ||
+			    !isalpha((unsigned char)w[0]) ||
+			    isdigit((unsigned char)w[n - 1]) ||
+			    strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			    "abcdefghijklmnopqrstuvwxyz0123456789-_.") != n) {
+				lex_error(lx, lx->tokline, "name-prefix: expected"
+				    " 1..%d of A-Z a-z 0-9 - _ . starting with "
+				    "a letter and not ending with a digit, got "
+				    "\"%s\"", SIM_EXP_PREFIX_MAX, esc);
+				ok = false;
+			} else
+				usbgw_strlcpy(g.prefix, w, sizeof(g.prefix));
+		} else if (strcmp(key, "address") == 0) {
+			if (usbgw_strlcpy(g.addr, lx->word, sizeof(g.addr)) >=
+			    sizeof(g.addr) || lx->word[0] == '\0') {
+				lex_error(lx, lx->tokline, "address: expected a "
+				    "numeric address, got \"%s\"", esc);
+				ok = false;
+			}
+		} else {
+			lex_error(lx, lx->tokline, "exporters: unknown key '%s' "
+			    "(expected base-port, devices-per-exporter, type, "
+			    "name-prefix or address)", log_escape(esc,
+			    sizeof(esc), key, strlen(key)));
+			ok = false;
+		}
+	}
+	if (!ok)
+		return;
+	if (g.base_port != 0 && g.base_port + g.count - 1 > 65535) {
+		lex_error(lx, line, "exporters: ports %u..%u: expected a "
+		    "base-port at most %u for %u exporters", g.base_port,
+		    g.base_port + g.count - 1, 65536 - g.count, g.count);
+		return;
+	}
+	for (i = 0; i < conf->ngroups; i++) {
+		total += conf->groups[i].count;
+		totaldevs += (size_t)conf->groups[i].count *
+		    conf->groups[i].ndevs;
+		if (strcmp(conf->groups[i].prefix, g.prefix) == 0) {
+			lex_error(lx, line, "exporters: name-prefix \"%s\" "
+			    "already used at line %d (expected another)",
+			    g.prefix, conf->groups[i].line);
+			return;
+		}
+	}
+	if (conf->ngroups >= SIM_MAX_EXPGROUPS) {
+		lex_error(lx, line, "more than %d 'exporters' statements",
+		    SIM_MAX_EXPGROUPS);
+		return;
+	}
+	if (total + g.count > SIM_MAX_EXPORTERS ||
+	    totaldevs + (size_t)g.count * g.ndevs > SIM_MAX_EXPDEVS) {
+		lex_error(lx, line, "exporters: expected at most %d exporters "
+		    "and %d devices in all", SIM_MAX_EXPORTERS,
+		    SIM_MAX_EXPDEVS);
+		return;
+	}
+	conf->groups[conf->ngroups++] = g;
+}
+
+/* Device i of a generated exporter: buses of 100 ports, 1-1 .. 1-100, 2-1... */
+void
+expgroup_busid(unsigned i, char *busid, size_t size)
+{
+	snprintf(busid, size, "%u-%u", 1 + i / 100, 1 + i % 100);
+}
+
 int
 conf_load_string(const char *name, const char *text, struct sim_conf *conf)
 {
@@ -1120,6 +1277,8 @@ conf_load_string(const char *name, const char *text, struct sim_conf *conf)
 			continue;
 		if (t == T_WORD && strcmp(lx->word, "device") == 0)
 			parse_device(lx, conf);
+		else if (t == T_WORD && strcmp(lx->word, "exporters") == 0)
+			parse_exporters(lx, conf);
 		else if (t == T_WORD && (strcmp(lx->word, "listen") == 0 ||
 		    strcmp(lx->word, "legacy-status") == 0 ||
 		    strcmp(lx->word, "max-connections") == 0 ||
@@ -1127,8 +1286,8 @@ conf_load_string(const char *name, const char *text, struct sim_conf *conf)
 			parse_global(lx, conf, lx->word);
 		else {
 			lex_error(lx, lx->tokline, "expected 'device', "
-			    "'listen', 'legacy-status', 'max-connections' or "
-			    "'max-urbs', got %s%.*s%s", t == T_WORD ? "'" : "",
+			    "'exporters', 'listen', 'legacy-status', "
+			    "'max-connections' or 'max-urbs', got %s%.*s%s", t == T_WORD ? "'" : "",
 			    GOT_MAX, t == T_WORD ? lx->word : tok_desc(lx, t),
 			    t == T_WORD ? "'" : "");
 			/*

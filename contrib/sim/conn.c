@@ -176,8 +176,10 @@ conn_close(struct sim_conn *conn, const char *why)
 	if (conn->state == CONN_DEAD)
 		return;
 	if (conn->dev != NULL)
-		log_info("conn %u %s: closed (%s, device %s)", conn->id,
-		    conn->peer, why, conn->dev->spec.busid);
+		log_info("conn %u %s: closed (%s, device %s%s%s)", conn->id,
+		    conn->peer, why, conn->exp->name,
+		    conn->exp->name[0] != '\0' ? "/" : "",
+		    conn->dev->spec.busid);
 	else
 		log_debug("conn %u %s: closed (%s)", conn->id, conn->peer, why);
 	/* Pending URBs die with the connection: no reply for them. */
@@ -214,6 +216,7 @@ conn_close(struct sim_conn *conn, const char *why)
 	conn_set_state(conn, CONN_DEAD);
 	TAILQ_REMOVE(&sim.conns, conn, entry);
 	sim.nconns--;
+	conn->exp->nconns--;
 	TAILQ_INSERT_TAIL(&dead_conns, conn, entry);
 	event_active(reaper, EV_TIMEOUT, 0);
 }
@@ -512,11 +515,11 @@ op_devlist(struct sim_conn *conn)
 	int i;
 
 	/* As current usbipd: devices in use are not exportable. */
-	TAILQ_FOREACH(dev, &sim.devs, entry)
+	TAILQ_FOREACH(dev, &conn->exp->devs, entry)
 		if (dev->owner == NULL)
 			n++;
 	evbuffer_add(out, hdr, usbip_devlist_rep_hdr_encode(hdr, n));
-	TAILQ_FOREACH(dev, &sim.devs, entry) {
+	TAILQ_FOREACH(dev, &conn->exp->devs, entry) {
 		if (dev->owner != NULL)
 			continue;
 		nintf = dev_listed(dev, &rec, &intf);
@@ -533,7 +536,7 @@ op_devlist(struct sim_conn *conn)
 static void
 op_import(struct sim_conn *conn, const char *busid)
 {
-	struct sim_dev *dev = dev_find(busid);
+	struct sim_dev *dev = dev_find(conn->exp, busid);
 	struct usbip_dev rec;
 	uint8_t rep[USBIP_IMPORT_REP_LEN];
 	char esc[USBIP_BUSID_SIZE * 4 + 1];
@@ -565,8 +568,9 @@ op_import(struct sim_conn *conn, const char *busid)
 	evbuffer_add(conn_out(conn), rep,
 	    usbip_import_rep_encode(rep, ST_OK, &rec));
 	event_del(conn->timeout);
-	log_info("conn %u %s: imported %s (devid 0x%08x)", conn->id,
-	    conn->peer, esc, conn->devid);
+	log_info("conn %u %s: imported %s%s%s (devid 0x%08x)", conn->id,
+	    conn->peer, conn->exp->name, conn->exp->name[0] != '\0' ? "/" : "",
+	    esc, conn->devid);
 	conn_set_state(conn, CONN_URB);
 }
 
@@ -972,7 +976,8 @@ pattern_init(void)
 }
 
 void
-conn_accept(int fd, const struct sockaddr *sa, int socklen)
+conn_accept(struct sim_exp *exp, int fd, const struct sockaddr *sa,
+    int socklen)
 {
 	struct sim_conn *conn;
 	char host[NI_MAXHOST], serv[NI_MAXSERV];
@@ -989,9 +994,11 @@ conn_accept(int fd, const struct sockaddr *sa, int socklen)
 		usbgw_strlcpy(host, "?", sizeof(host));
 		usbgw_strlcpy(serv, "?", sizeof(serv));
 	}
-	if (sim.nconns >= sim.max_conns) {
-		log_warnx("%s:%s: refused, already %u connections", host, serv,
-		    sim.nconns);
+	/* max-connections holds per exporter, as for one usbipd each. */
+	if (exp->nconns >= sim.max_conns) {
+		log_warnx("%s:%s: refused, already %u connections%s%s", host,
+		    serv, exp->nconns, exp->name[0] != '\0' ? " to " : "",
+		    exp->name);
 		close(fd);
 		return;
 	}
@@ -1000,6 +1007,7 @@ conn_accept(int fd, const struct sockaddr *sa, int socklen)
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == -1)
 		log_warn("setsockopt TCP_NODELAY");
 	conn = xcalloc(1, sizeof(*conn));
+	conn->exp = exp;
 	conn->id = conn_nextid++;
 	conn->state = CONN_OP;
 	TAILQ_INIT(&conn->urbs);
@@ -1020,5 +1028,6 @@ conn_accept(int fd, const struct sockaddr *sa, int socklen)
 	evtimer_add(conn->timeout, &tv);
 	TAILQ_INSERT_TAIL(&sim.conns, conn, entry);
 	sim.nconns++;
+	exp->nconns++;
 	log_debug("conn %u %s: accepted", conn->id, conn->peer);
 }

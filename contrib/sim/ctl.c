@@ -5,10 +5,14 @@
  *
  *	plug BUSID TYPE [KEY=VALUE ...]
  *	unplug BUSID
- *	list
+ *	list [EXPORTER]
+ *	exporters
  *	reload
  *	inject BUSID seqnum|command|overflow|iso|freeze|disguise|raw HEX
  *	help
+ *
+ * A BUSID may be EXPORTER/BUSID: a device of an exporter made by an
+ * `exporters` statement ('/' is in no busid).
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -64,12 +68,66 @@ ctl_reply(struct ctl_client *c, const char *fmt, ...)
 	evbuffer_add(out, "\n", 1);
 }
 
+/*
+ * Split arg, "BUSID" or "EXPORTER/BUSID", into its exporter and busid
+ * (pointing into arg).  Replies with an error and returns NULL if there
+ * is no such exporter.
+ */
+static struct sim_exp *
+ctl_target(struct ctl_client *c, char *arg, char **busid)
+{
+	struct sim_exp *exp;
+	char *slash;
+
+	if ((slash = strchr(arg, '/')) == NULL) {
+		*busid = arg;
+		return &sim.main;
+	}
+	*slash = '\0';
+	*busid = slash + 1;
+	if ((exp = sim_exp_find(arg)) == NULL || exp == &sim.main) {
+		ctl_reply(c, "error: no exporter %s (expected a name from an "
+		    "'exporters' statement, see the exporters command)", arg);
+		return NULL;
+	}
+	return exp;
+}
+
 static void
-cmd_list(struct ctl_client *c)
+cmd_exporters(struct ctl_client *c)
 {
 	struct sim_dev *dev;
+	unsigned imported;
+	size_t i;
 
-	TAILQ_FOREACH(dev, &sim.devs, entry) {
+	for (i = 0; i < sim.nexps; i++) {
+		imported = 0;
+		TAILQ_FOREACH(dev, &sim.exps[i].devs, entry)
+			if (dev->owner != NULL)
+				imported++;
+		ctl_reply(c, "%s port=%u devices=%u imported=%u connections=%u",
+		    sim.exps[i].name, sim.exps[i].port, sim.exps[i].ndevs,
+		    imported, sim.exps[i].nconns);
+	}
+	ctl_reply(c, "ok");
+}
+
+static void
+cmd_list(struct ctl_client *c, int argc, char **argv)
+{
+	struct sim_exp *exp = &sim.main;
+	struct sim_dev *dev;
+
+	if (argc > 2) {
+		ctl_reply(c, "error: usage: list [EXPORTER]");
+		return;
+	}
+	if (argc == 2 && ((exp = sim_exp_find(argv[1])) == NULL ||
+	    exp == &sim.main)) {
+		ctl_reply(c, "error: no exporter %s", argv[1]);
+		return;
+	}
+	TAILQ_FOREACH(dev, &exp->devs, entry) {
 		ctl_reply(c, "%s %s %04x:%04x busnum=%u devnum=%u speed=%s "
 		    "state=%s%s%s imports=%llu urbs=%llu bytes_out=%llu "
 		    "bytes_in=%llu origin=%s", dev->spec.busid,
@@ -92,19 +150,22 @@ static void
 cmd_plug(struct ctl_client *c, int argc, char **argv)
 {
 	struct sim_spec spec;
-	char err[256], *eq;
+	struct sim_exp *exp;
+	char err[256], *eq, *busid;
 	int i;
 
 	if (argc < 3) {
 		ctl_reply(c, "error: usage: plug BUSID TYPE [KEY=VALUE ...]");
 		return;
 	}
-	if (!usbip_busid_valid(argv[1])) {
+	if ((exp = ctl_target(c, argv[1], &busid)) == NULL)
+		return;
+	if (!usbip_busid_valid(busid)) {
 		ctl_reply(c, "error: expected a busid (1..31 of A-Z a-z 0-9 "
 		    ". - _ :)");
 		return;
 	}
-	spec_init(&spec, argv[1]);
+	spec_init(&spec, busid);
 	if (spec_set(&spec, "type", argv[2], err, sizeof(err)) == -1)
 		goto fail;
 	for (i = 3; i < argc; i++) {
@@ -118,7 +179,7 @@ cmd_plug(struct ctl_client *c, int argc, char **argv)
 			goto fail;
 	}
 	if (spec_finish(&spec, err, sizeof(err)) == -1 ||
-	    sim_plug(&spec, false, err, sizeof(err)) == -1)
+	    sim_plug(exp, &spec, false, err, sizeof(err)) == -1)
 		goto fail;
 	spec_clear(&spec);
 	ctl_reply(c, "ok");
@@ -132,13 +193,17 @@ static void
 cmd_unplug(struct ctl_client *c, int argc, char **argv)
 {
 	struct sim_dev *dev;
+	struct sim_exp *exp;
+	char *busid;
 
 	if (argc != 2) {
 		ctl_reply(c, "error: usage: unplug BUSID");
 		return;
 	}
-	if ((dev = dev_find(argv[1])) == NULL) {
-		ctl_reply(c, "error: no device %s", argv[1]);
+	if ((exp = ctl_target(c, argv[1], &busid)) == NULL)
+		return;
+	if ((dev = dev_find(exp, busid)) == NULL) {
+		ctl_reply(c, "error: no device %s", busid);
 		return;
 	}
 	dev_remove(dev);
@@ -149,25 +214,28 @@ static void
 cmd_inject(struct ctl_client *c, int argc, char **argv)
 {
 	struct sim_dev *dev;
-	char err[256];
+	struct sim_exp *exp;
+	char err[256], *busid;
 
 	if (argc < 3 || argc > 4) {
 		ctl_reply(c, "error: usage: inject BUSID seqnum|command|"
 		    "overflow|iso|freeze|disguise|raw HEX");
 		return;
 	}
-	if ((dev = dev_find(argv[1])) == NULL) {
-		ctl_reply(c, "error: no device %s", argv[1]);
+	if ((exp = ctl_target(c, argv[1], &busid)) == NULL)
+		return;
+	if ((dev = dev_find(exp, busid)) == NULL) {
+		ctl_reply(c, "error: no device %s", busid);
 		return;
 	}
 	if (dev->owner == NULL) {
-		ctl_reply(c, "error: device %s is not imported", argv[1]);
+		ctl_reply(c, "error: device %s is not imported", busid);
 		return;
 	}
 	if (strcmp(argv[2], "disguise") == 0) {
 		if (!(dev->spec.set & SPEC_DISGUISE)) {
 			ctl_reply(c, "error: device %s has no disguise "
-			    "(give it disguise keys)", argv[1]);
+			    "(give it disguise keys)", busid);
 			return;
 		}
 		dev_disguise(dev);	/* until the import ends */
@@ -195,8 +263,10 @@ ctl_command(struct ctl_client *c, char *line)
 	}
 	if (argc == 0)
 		return;
-	if (strcmp(argv[0], "list") == 0 && argc == 1)
-		cmd_list(c);
+	if (strcmp(argv[0], "list") == 0)
+		cmd_list(c, argc, argv);
+	else if (strcmp(argv[0], "exporters") == 0 && argc == 1)
+		cmd_exporters(c);
 	else if (strcmp(argv[0], "plug") == 0)
 		cmd_plug(c, argc, argv);
 	else if (strcmp(argv[0], "unplug") == 0)
@@ -209,14 +279,15 @@ ctl_command(struct ctl_client *c, char *line)
 	} else if (strcmp(argv[0], "help") == 0) {
 		ctl_reply(c, "plug BUSID TYPE [KEY=VALUE ...]");
 		ctl_reply(c, "unplug BUSID");
-		ctl_reply(c, "list");
+		ctl_reply(c, "list [EXPORTER]");
+		ctl_reply(c, "exporters");
 		ctl_reply(c, "reload");
 		ctl_reply(c, "inject BUSID seqnum|command|overflow|iso|freeze|"
 		    "raw HEX");
 		ctl_reply(c, "ok");
 	} else
 		ctl_reply(c, "error: unknown command (expected plug, unplug, "
-		    "list, reload, inject or help)");
+		    "list, exporters, reload, inject or help)");
 }
 
 static void

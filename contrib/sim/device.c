@@ -66,9 +66,9 @@ static void	hid_service(struct sim_dev *);
 static void	loop_service(struct sim_dev *);
 
 static struct sim_devq *
-devq(void)
+devq(struct sim_exp *exp)
 {
-	return &sim.devs;
+	return &exp->devs;
 }
 
 static void
@@ -406,8 +406,8 @@ string_desc(const char *s, uint8_t *out, size_t outsz)
 /* ---- life cycle ------------------------------------------------------ */
 
 struct sim_dev *
-dev_new(const struct sim_spec *spec, bool from_config, char *err,
-    size_t errsz)
+dev_new(struct sim_exp *exp, const struct sim_spec *spec, bool from_config,
+    char *err, size_t errsz)
 {
 	struct sim_dev *dev, *d;
 	unsigned long busnum = 1;
@@ -416,20 +416,13 @@ dev_new(const struct sim_spec *spec, bool from_config, char *err,
 	uint32_t devnum;
 	bool used;
 
-	if (dev_find(spec->busid) != NULL) {
+	if (dev_find(exp, spec->busid) != NULL) {
 		snprintf(err, errsz, "device %s already exists", spec->busid);
 		return NULL;
 	}
-	if (!TAILQ_EMPTY(devq())) {
-		size_t n = 0;
-
-		TAILQ_FOREACH(d, devq(), entry)
-			n++;
-		if (n >= SIM_MAX_DEVICES) {
-			snprintf(err, errsz, "already %d devices",
-			    SIM_MAX_DEVICES);
-			return NULL;
-		}
+	if (exp->ndevs >= SIM_MAX_DEVICES) {
+		snprintf(err, errsz, "already %d devices", SIM_MAX_DEVICES);
+		return NULL;
 	}
 	/* busid "B-P[.P...]" is on bus B, as sysfs names them. */
 	p = spec->busid;
@@ -443,7 +436,7 @@ dev_new(const struct sim_spec *spec, bool from_config, char *err,
 	for (devnum = spec->devnum != 0 ? spec->devnum : 2; devnum <= 127;
 	    devnum++) {
 		used = false;
-		TAILQ_FOREACH(d, devq(), entry)
+		TAILQ_FOREACH(d, devq(exp), entry)
 			if (d->busnum == busnum && d->devnum == devnum)
 				used = true;
 		if (!used)
@@ -461,6 +454,7 @@ dev_new(const struct sim_spec *spec, bool from_config, char *err,
 	}
 
 	dev = xcalloc(1, sizeof(*dev));
+	dev->exp = exp;
 	spec_copy(&dev->spec, spec);
 	dev->from_config = from_config;
 	dev->busnum = (uint32_t)busnum;
@@ -502,11 +496,11 @@ dev_free(struct sim_dev *dev)
 }
 
 struct sim_dev *
-dev_find(const char *busid)
+dev_find(struct sim_exp *exp, const char *busid)
 {
 	struct sim_dev *dev;
 
-	TAILQ_FOREACH(dev, devq(), entry)
+	TAILQ_FOREACH(dev, devq(exp), entry)
 		if (strcmp(dev->spec.busid, busid) == 0)
 			return dev;
 	return NULL;
@@ -515,7 +509,11 @@ dev_find(const char *busid)
 void
 dev_add(struct sim_dev *dev)
 {
-	TAILQ_INSERT_TAIL(devq(), dev, entry);
+	TAILQ_INSERT_TAIL(devq(dev->exp), dev, entry);
+	dev->exp->ndevs++;
+	/* A generated exporter's devices (thousands): not one line each. */
+	if (dev->exp->name[0] != '\0')
+		return;
 	log_info("plugged %s: %s %04x:%04x (bus %u dev %u, %s speed)",
 	    dev->spec.busid, sim_type_name(dev->spec.type), dev->spec.vendor,
 	    dev->spec.product, dev->busnum, dev->devnum,
@@ -527,8 +525,12 @@ dev_remove(struct sim_dev *dev)
 {
 	if (dev->owner != NULL)
 		conn_close(dev->owner, "device unplugged");
-	TAILQ_REMOVE(devq(), dev, entry);
-	log_info("unplugged %s", dev->spec.busid);
+	TAILQ_REMOVE(devq(dev->exp), dev, entry);
+	dev->exp->ndevs--;
+	if (dev->exp->name[0] == '\0')
+		log_info("unplugged %s", dev->spec.busid);
+	else
+		log_debug("unplugged %s/%s", dev->exp->name, dev->spec.busid);
 	dev_free(dev);
 }
 

@@ -2,6 +2,7 @@
  * usbgw-sim: main program.  Options, listeners, signals, the device
  * set and its reload.  See usbgw-sim(1).
  */
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -36,19 +37,23 @@ struct listener {
 static struct listener	 listeners[SIM_MAX_LISTEN];
 static size_t		 nlisteners;
 static struct event	*accept_pause_ev;
+/* The `exporters` statements the running exporters were made from. */
+static struct sim_expgroup groups[SIM_MAX_EXPGROUPS];
+static size_t		 ngroups;
 
 static void __attribute__((noreturn))
 usage(int status)
 {
 	fprintf(status == 0 ? stdout : stderr,
-"usage: usbgw-sim [-dhAS] [-c FILE] [-l ADDR:PORT]... [-p FILE] [-C PATH]\n"
-"                 [-L FILE] [-m MAXCONN] [-u MAXURBS]\n"
+"usage: usbgw-sim [-dhAS] [-c FILE] [-l ADDR:PORT]... [-p FILE] [-P FILE]\n"
+"                 [-C PATH] [-L FILE] [-m MAXCONN] [-u MAXURBS]\n"
 "  -c FILE        devices and settings (default: a built-in set of five)\n"
 "  -l ADDR:PORT   listen there (repeatable; default " SIM_DEFAULT_LISTEN
 "; port 0 picks one;\n"
 "                 [ADDR]:PORT for IPv6)\n"
 "  -A             allow listening on non-loopback addresses\n"
 "  -p FILE        write the (first) listening port to FILE\n"
+"  -P FILE        write \"NAME PORT\" of each `exporters` exporter to FILE\n"
 "  -C PATH        control socket: plug, unplug, list, reload\n"
 "  -L FILE        log every PDU received to FILE (- for stdout)\n"
 "  -S, --legacy-status  answer ST_NA to every failed import (old usbipd)\n"
@@ -82,27 +87,35 @@ addr_is_loopback(const struct sockaddr *sa)
 }
 
 static void
-accept_resume_cb(int fd, short events, void *arg)
+listeners_enable(bool on)
 {
 	size_t i;
 
 	for (i = 0; i < nlisteners; i++)
-		evconnlistener_enable(listeners[i].lev);
+		(on ? evconnlistener_enable : evconnlistener_disable)(
+		    listeners[i].lev);
+	for (i = 0; i < sim.nexps; i++)
+		(on ? evconnlistener_enable : evconnlistener_disable)(
+		    sim.exps[i].lev);
+}
+
+static void
+accept_resume_cb(int fd, short events, void *arg)
+{
+	listeners_enable(true);
 }
 
 static void
 listener_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct timeval tv = { SIM_ACCEPT_PAUSE, 0 };
-	size_t i;
 	int err = EVUTIL_SOCKET_ERROR();
 
 	if (err == EMFILE || err == ENFILE) {
 		/* Don't spin on a listener we cannot accept from. */
 		log_warnx("accept: %s; pausing for %d s", strerror(err),
 		    SIM_ACCEPT_PAUSE);
-		for (i = 0; i < nlisteners; i++)
-			evconnlistener_disable(listeners[i].lev);
+		listeners_enable(false);
 		evtimer_add(accept_pause_ev, &tv);
 		return;
 	}
@@ -113,7 +126,7 @@ static void
 listener_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
     struct sockaddr *sa, int socklen, void *arg)
 {
-	conn_accept(fd, sa, socklen);
+	conn_accept(arg, fd, sa, socklen);
 }
 
 /* Split "ADDR:PORT", "[ADDR]:PORT" or "PORT". */
@@ -146,11 +159,16 @@ split_hostport(const char *s, char *host, size_t hostsz, char *port,
 	return 0;
 }
 
-static int
-listen_on(const char *spec, bool any)
+/*
+ * Listen on spec ("ADDR:PORT") for exporter exp; the listener's name
+ * and port are written to name and *portp.
+ */
+static struct evconnlistener *
+listen_spec(const char *spec, bool any, struct sim_exp *exp, char *name,
+    size_t namesz, uint16_t *portp)
 {
+	struct evconnlistener *lev;
 	struct addrinfo hints, *res;
-	struct listener *l;
 	struct sockaddr_storage ss;
 	socklen_t sslen = sizeof(ss);
 	char host[NI_MAXHOST], port[16];
@@ -158,15 +176,11 @@ listen_on(const char *spec, bool any)
 	const char *errstr;
 	int r, fd;
 
-	if (nlisteners >= SIM_MAX_LISTEN) {
-		log_warnx("more than %d listen addresses", SIM_MAX_LISTEN);
-		return -1;
-	}
 	if (split_hostport(spec, host, sizeof(host), port, sizeof(port)) == -1 ||
 	    parse_num(port, 0, 65535, &n, &errstr) == -1) {
 		log_warnx("%s: expected ADDR:PORT or [ADDR]:PORT (port "
 		    "0..65535)", spec);
-		return -1;
+		return NULL;
 	}
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
@@ -175,34 +189,50 @@ listen_on(const char *spec, bool any)
 	if ((r = getaddrinfo(host, port, &hints, &res)) != 0) {
 		log_warnx("%s: %s (expected a numeric address)", spec,
 		    gai_strerror(r));
-		return -1;
+		return NULL;
 	}
 	if (!any && !addr_is_loopback(res->ai_addr)) {
 		log_warnx("%s: not a loopback address (use -A to allow it)",
 		    spec);
 		freeaddrinfo(res);
-		return -1;
+		return NULL;
 	}
-	l = &listeners[nlisteners];
-	l->lev = evconnlistener_new_bind(sim.base, listener_accept_cb, NULL,
+	lev = evconnlistener_new_bind(sim.base, listener_accept_cb, exp,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
 	    SIM_BACKLOG, res->ai_addr, (int)res->ai_addrlen);
 	freeaddrinfo(res);
-	if (l->lev == NULL) {
+	if (lev == NULL) {
 		log_warn("%s: cannot listen", spec);
-		return -1;
+		return NULL;
 	}
-	evconnlistener_set_error_cb(l->lev, listener_error_cb);
-	fd = evconnlistener_get_fd(l->lev);
+	evconnlistener_set_error_cb(lev, listener_error_cb);
+	fd = evconnlistener_get_fd(lev);
 	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) == -1 ||
 	    getnameinfo((struct sockaddr *)&ss, sslen, host, sizeof(host),
 	    port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
 		log_warn("%s: getsockname", spec);
+		evconnlistener_free(lev);
+		return NULL;
+	}
+	snprintf(name, namesz, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s",
+	    host, port);
+	*portp = (uint16_t)atoi(port);
+	return lev;
+}
+
+static int
+listen_on(const char *spec, bool any)
+{
+	struct listener *l;
+
+	if (nlisteners >= SIM_MAX_LISTEN) {
+		log_warnx("more than %d listen addresses", SIM_MAX_LISTEN);
 		return -1;
 	}
-	snprintf(l->name, sizeof(l->name), ss.ss_family == AF_INET6 ?
-	    "[%s]:%s" : "%s:%s", host, port);
-	l->port = (uint16_t)atoi(port);
+	l = &listeners[nlisteners];
+	if ((l->lev = listen_spec(spec, any, &sim.main, l->name,
+	    sizeof(l->name), &l->port)) == NULL)
+		return -1;
 	nlisteners++;
 	log_info("listening on %s", l->name);
 	return 0;
@@ -232,18 +262,162 @@ write_portfile(const char *path, uint16_t port)
 	return 0;
 }
 
+/* "NAME PORT" per generated exporter, written whole then renamed. */
+static int
+write_exportersfile(const char *path)
+{
+	char *tmp;
+	FILE *f;
+	size_t i;
+
+	xasprintf(&tmp, "%s.tmp", path);
+	if ((f = fopen(tmp, "w")) == NULL) {
+		log_warn("%s", tmp);
+		free(tmp);
+		return -1;
+	}
+	for (i = 0; i < sim.nexps; i++)
+		fprintf(f, "%s %u\n", sim.exps[i].name, sim.exps[i].port);
+	if (fclose(f) != 0 || rename(tmp, path) == -1) {
+		log_warn("%s", path);
+		unlink(tmp);
+		free(tmp);
+		return -1;
+	}
+	free(tmp);
+	return 0;
+}
+
+/*
+ * Every claimed device is a connection and every exporter a listener:
+ * take the hard limit of descriptors rather than the soft 1024.
+ */
+static void
+raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+		log_warn("setrlimit RLIMIT_NOFILE");
+}
+
 /* ---- devices --------------------------------------------------------- */
 
 int
-sim_plug(const struct sim_spec *spec, bool from_config, char *err,
-    size_t errsz)
+sim_plug(struct sim_exp *exp, const struct sim_spec *spec, bool from_config,
+    char *err, size_t errsz)
 {
 	struct sim_dev *dev;
 
-	if ((dev = dev_new(spec, from_config, err, errsz)) == NULL)
+	if ((dev = dev_new(exp, spec, from_config, err, errsz)) == NULL)
 		return -1;
 	dev_add(dev);
 	return 0;
+}
+
+struct sim_exp *
+sim_exp_find(const char *name)
+{
+	size_t i;
+
+	if (name == NULL || *name == '\0')
+		return &sim.main;
+	for (i = 0; i < sim.nexps; i++)
+		if (strcmp(sim.exps[i].name, name) == 0)
+			return &sim.exps[i];
+	return NULL;
+}
+
+/*
+ * Make the exporters of the `exporters` statements: a listener each,
+ * then its devices.  Returns -1 (logged) if one cannot listen.
+ */
+static int
+exporters_build(const struct sim_conf *conf, bool any)
+{
+	const struct sim_expgroup *g;
+	struct sim_exp *exp;
+	struct sim_spec spec;
+	struct rlimit rl;
+	char addr[96], busid[USBIP_BUSID_SIZE], serial[96], err[256];
+	size_t gi, total = 0, devs = 0;
+	unsigned i, j;
+
+	for (gi = 0; gi < conf->ngroups; gi++) {
+		total += conf->groups[gi].count;
+		devs += (size_t)conf->groups[gi].count *
+		    conf->groups[gi].ndevs;
+	}
+	if (total == 0)
+		return 0;
+	/* A listener per exporter and a connection per claimed device. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    total + devs + 64 > rl.rlim_cur)
+		log_warnx("%zu exporters and %zu devices may need %zu "
+		    "descriptors; the limit is %llu", total, devs,
+		    total + devs + 64, (unsigned long long)rl.rlim_cur);
+	sim.exps = xreallocarray(NULL, total, sizeof(*sim.exps));
+	for (gi = 0; gi < conf->ngroups; gi++) {
+		g = &conf->groups[gi];
+		for (i = 0; i < g->count; i++) {
+			exp = &sim.exps[sim.nexps];
+			memset(exp, 0, sizeof(*exp));
+			TAILQ_INIT(&exp->devs);
+			snprintf(exp->name, sizeof(exp->name), "%s%u",
+			    g->prefix, i + 1);
+			snprintf(addr, sizeof(addr), strchr(g->addr, ':') !=
+			    NULL ? "[%s]:%u" : "%s:%u", g->addr,
+			    g->base_port != 0 ? g->base_port + i : 0);
+			if ((exp->lev = listen_spec(addr, any, exp, err,
+			    sizeof(err), &exp->port)) == NULL) {
+				log_warnx("%s:%d: exporter %s cannot listen on "
+				    "%s", sim.conffile != NULL ? sim.conffile :
+				    "built-in", g->line, exp->name, addr);
+				return -1;
+			}
+			sim.nexps++;
+			for (j = 0; j < g->ndevs; j++) {
+				expgroup_busid(j, busid, sizeof(busid));
+				spec_init(&spec, busid);
+				spec.line = g->line;
+				snprintf(serial, sizeof(serial), "SIM-%s-%s",
+				    exp->name, busid);
+				if (spec_set(&spec, "type", sim_type_name(g->type),
+				    err, sizeof(err)) == -1 ||
+				    spec_set(&spec, "serial", serial, err,
+				    sizeof(err)) == -1 ||
+				    spec_finish(&spec, err, sizeof(err)) == -1 ||
+				    sim_plug(exp, &spec, true, err,
+				    sizeof(err)) == -1)
+					fatalx("exporter %s device %s: %s",
+					    exp->name, busid, err);
+				spec_clear(&spec);
+			}
+		}
+	}
+	memcpy(groups, conf->groups, sizeof(groups));
+	ngroups = conf->ngroups;
+	log_info("%zu exporters, %zu devices in all, listening (%s on port %u, ...)",
+	    sim.nexps, devs, sim.exps[0].name, sim.exps[0].port);
+	return 0;
+}
+
+static void
+exporters_free(void)
+{
+	size_t i;
+
+	for (i = 0; i < sim.nexps; i++) {
+		while (!TAILQ_EMPTY(&sim.exps[i].devs))
+			dev_remove(TAILQ_FIRST(&sim.exps[i].devs));
+		evconnlistener_free(sim.exps[i].lev);
+	}
+	free(sim.exps);
+	sim.exps = NULL;
+	sim.nexps = 0;
 }
 
 static const struct sim_spec *
@@ -270,7 +444,7 @@ apply_conf(const struct sim_conf *conf)
 	char err[256];
 	size_t i;
 
-	for (dev = TAILQ_FIRST(&sim.devs); dev != NULL; dev = next) {
+	for (dev = TAILQ_FIRST(&sim.main.devs); dev != NULL; dev = next) {
 		next = TAILQ_NEXT(dev, entry);
 		if (!dev->from_config)
 			continue;
@@ -280,7 +454,7 @@ apply_conf(const struct sim_conf *conf)
 	}
 	for (i = 0; i < conf->nspecs; i++) {
 		spec = &conf->specs[i];
-		if ((dev = dev_find(spec->busid)) != NULL) {
+		if ((dev = dev_find(&sim.main, spec->busid)) != NULL) {
 			if (!dev->from_config)
 				log_warnx("%s:%d: device %s was plugged over "
 				    "the control socket; left as it is",
@@ -288,7 +462,7 @@ apply_conf(const struct sim_conf *conf)
 				    "built-in", spec->line, spec->busid);
 			continue;
 		}
-		if (sim_plug(spec, true, err, sizeof(err)) == -1)
+		if (sim_plug(&sim.main, spec, true, err, sizeof(err)) == -1)
 			log_warnx("%s:%d: %s", sim.conffile != NULL ?
 			    sim.conffile : "built-in", spec->line, err);
 	}
@@ -309,6 +483,11 @@ sim_reload(void)
 		return;
 	}
 	apply_conf(&conf);
+	/* Exporters and their listeners are made once, at start. */
+	if (conf.ngroups != ngroups || memcmp(conf.groups, groups,
+	    ngroups * sizeof(groups[0])) != 0)
+		log_warnx("reload: %s: 'exporters' statements changed; they "
+		    "take effect at the next start only", sim.conffile);
 	conf_clear(&conf);
 	log_info("reloaded %s", sim.conffile);
 }
@@ -341,6 +520,7 @@ main(int argc, char **argv)
 	struct event *sigs[4];
 	const int signums[4] = { SIGTERM, SIGINT, SIGHUP, 0 };
 	const char *listen_args[SIM_MAX_LISTEN], *portfile = NULL;
+	const char *expfile = NULL;
 	const char *ctlpath = NULL, *logpath = NULL, *errstr;
 	size_t nlisten_args = 0, i;
 	bool any = false, debug = false, legacy = false;
@@ -355,9 +535,9 @@ main(int argc, char **argv)
 	 */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 128 << 20);
-	TAILQ_INIT(&sim.devs);
+	TAILQ_INIT(&sim.main.devs);
 	TAILQ_INIT(&sim.conns);
-	while ((ch = getopt_long(argc, argv, "AC:c:dhL:l:m:p:Su:", longopts,
+	while ((ch = getopt_long(argc, argv, "AC:c:dhL:l:m:p:P:Su:", longopts,
 	    NULL)) != -1) {
 		switch (ch) {
 		case 'A':
@@ -392,6 +572,9 @@ main(int argc, char **argv)
 		case 'p':
 			portfile = optarg;
 			break;
+		case 'P':
+			expfile = optarg;
+			break;
 		case 'S':
 			legacy = true;
 			break;
@@ -410,6 +593,7 @@ main(int argc, char **argv)
 	if (debug)
 		log_setlevel(LOG_LVL_DEBUG);
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 
 	if ((sim.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
@@ -445,14 +629,20 @@ main(int argc, char **argv)
 		for (i = 0; i < conf.nlisten; i++)
 			if (listen_on(conf.listen[i], any) == -1)
 				exit(1);
-	} else if (listen_on(SIM_DEFAULT_LISTEN, any) == -1)
+	} else if (conf.ngroups == 0 &&
+	    listen_on(SIM_DEFAULT_LISTEN, any) == -1)
 		exit(1);
 	if (ctlpath != NULL && ctl_open(ctlpath) == -1)
 		exit(1);
 
 	apply_conf(&conf);
+	if (exporters_build(&conf, any) == -1)
+		exit(1);
 	conf_clear(&conf);
-	if (portfile != NULL && write_portfile(portfile, listeners[0].port) == -1)
+	if (portfile != NULL && write_portfile(portfile, nlisteners > 0 ?
+	    listeners[0].port : sim.exps[0].port) == -1)
+		exit(1);
+	if (expfile != NULL && write_exportersfile(expfile) == -1)
 		exit(1);
 
 	for (i = 0; signums[i] != 0; i++) {
@@ -466,8 +656,9 @@ main(int argc, char **argv)
 
 	conn_closeall();
 	ctl_close();
-	while (!TAILQ_EMPTY(&sim.devs))
-		dev_remove(TAILQ_FIRST(&sim.devs));
+	while (!TAILQ_EMPTY(&sim.main.devs))
+		dev_remove(TAILQ_FIRST(&sim.main.devs));
+	exporters_free();
 	for (i = 0; i < nlisteners; i++)
 		evconnlistener_free(listeners[i].lev);
 	for (i = 0; sigs[i] != NULL; i++)

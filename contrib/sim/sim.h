@@ -52,6 +52,10 @@
 #define SIM_MAX_LISTEN		8
 #define SIM_INJECT_MAX		1024		/* bytes of `inject raw` */
 #define SIM_MAX_LIST_INTF	USBIP_MAX_INTERFACES	/* list-interfaces */
+#define SIM_MAX_EXPORTERS	10000		/* all `exporters` statements */
+#define SIM_MAX_EXPGROUPS	16		/* `exporters` statements */
+#define SIM_MAX_EXPDEVS		200000		/* devices of all exporters */
+#define SIM_EXP_PREFIX_MAX	16		/* name-prefix, bytes */
 
 enum sim_type {
 	SIM_KEYBOARD,
@@ -157,9 +161,11 @@ struct sim_ep {
 };
 
 struct sim_conn;
+struct sim_exp;
 
 struct sim_dev {
 	TAILQ_ENTRY(sim_dev) entry;
+	struct sim_exp	*exp;		/* the exporter that exports it */
 	struct sim_spec	 spec;
 	bool		 from_config;	/* reload may remove it */
 	uint32_t	 busnum;
@@ -239,6 +245,7 @@ enum sim_inject {
 
 struct sim_conn {
 	TAILQ_ENTRY(sim_conn) entry;
+	struct sim_exp	*exp;		/* the exporter it connected to */
 	unsigned	 id;
 	enum sim_conn_state state;
 	int		 fd;
@@ -262,10 +269,28 @@ struct sim_conn {
 };
 TAILQ_HEAD(sim_connq, sim_conn);
 
+/*
+ * An exporter: what one usbipd would be, its own devices (busids,
+ * devnums, imports) and connection count.  The main exporter has the
+ * listeners of -l/listen and the devices of `device` blocks and `plug`;
+ * each one an `exporters` statement makes has one listener of its own
+ * and a generated device set.  A connection sees only its exporter.
+ */
+struct sim_exp {
+	char		 name[USBIP_BUSID_SIZE];	/* "" for the main one */
+	struct sim_devq	 devs;
+	unsigned	 ndevs;
+	unsigned	 nconns;
+	uint16_t	 port;
+	struct evconnlistener *lev;	/* NULL for the main exporter */
+};
+
 /* Global settings and state (sim.c). */
 struct sim {
 	struct event_base *base;
-	struct sim_devq	 devs;
+	struct sim_exp	 main;		/* -l/listen, device blocks, plug */
+	struct sim_exp	*exps;		/* made by `exporters` statements */
+	size_t		 nexps;
 	struct sim_connq conns;
 	unsigned	 nconns;
 	unsigned	 max_conns;
@@ -276,10 +301,28 @@ struct sim {
 };
 extern struct sim sim;
 
+/*
+ * `exporters N [base-port P] [devices-per-exporter K] [type T]
+ * [name-prefix S] [address A]`: N exporters named S1..SN, listening on
+ * A:P+i (or a kernel-chosen port each when P is 0), each exporting K
+ * devices of type T.
+ */
+struct sim_expgroup {
+	unsigned	 count;
+	unsigned	 base_port;	/* 0: kernel-chosen */
+	unsigned	 ndevs;
+	enum sim_type	 type;
+	char		 prefix[SIM_EXP_PREFIX_MAX + 1];
+	char		 addr[64];
+	int		 line;
+};
+
 /* conf.c: config file, plug arguments. */
 struct sim_conf {
 	struct sim_spec	*specs;
 	size_t		 nspecs;
+	struct sim_expgroup groups[SIM_MAX_EXPGROUPS];
+	size_t		 ngroups;
 	char		*listen[SIM_MAX_LISTEN];
 	size_t		 nlisten;
 	int		 legacy_status;		/* -1: not set */
@@ -304,11 +347,14 @@ int		 conf_split(char *line, char **argv, int maxargs,
 		    const char **err);
 extern const char sim_default_conf[];
 
+/* The busid of device i (0-based) of a generated exporter. */
+void		 expgroup_busid(unsigned i, char *busid, size_t size);
+
 /* device.c */
-struct sim_dev	*dev_new(const struct sim_spec *, bool from_config,
-		    char *err, size_t errsz);
+struct sim_dev	*dev_new(struct sim_exp *, const struct sim_spec *,
+		    bool from_config, char *err, size_t errsz);
 void		 dev_free(struct sim_dev *);
-struct sim_dev	*dev_find(const char *busid);
+struct sim_dev	*dev_find(struct sim_exp *, const char *busid);
 void		 dev_add(struct sim_dev *);
 void		 dev_remove(struct sim_dev *);	/* closes its import */
 void		 dev_record(const struct sim_dev *, struct usbip_dev *);
@@ -327,7 +373,8 @@ void		 dev_submit(struct sim_dev *, struct sim_urb *,
 int		 hid_key(int c, uint8_t *modifier, uint8_t *usage);
 
 /* conn.c */
-void		 conn_accept(int fd, const struct sockaddr *, int socklen);
+void		 conn_accept(struct sim_exp *, int fd, const struct sockaddr *,
+		    int socklen);
 void		 conn_close(struct sim_conn *, const char *why);
 /* Write what the connection has queued (after completions off a timer). */
 void		 conn_flush(struct sim_conn *);
@@ -361,7 +408,9 @@ void		 ctl_close(void);
 
 /* sim.c */
 void		 sim_reload(void);
-int		 sim_plug(const struct sim_spec *, bool from_config,
-		    char *err, size_t errsz);
+int		 sim_plug(struct sim_exp *, const struct sim_spec *,
+		    bool from_config, char *err, size_t errsz);
+/* The exporter of that name ("" or NULL: the main one), or NULL. */
+struct sim_exp	*sim_exp_find(const char *name);
 
 #endif

@@ -82,6 +82,14 @@ else
 	echo "bench_watch not built"; rc=1
 fi
 
+# --- scale (owner: issue 13) -------------------------------------------
+# 1,000 and 10,000 devices (10 per exporter, one usbgw-sim): time to all
+# pending, gateway CPU and RSS per device, control latency during the
+# claim storm and at rest, list --json; 100 concurrent verified bulk
+# streams through the gateway.  SCALE_DEVICES=1000 for a quick run.
+section "scale: 1,000 and 10,000 devices, 100 concurrent streams"
+USBGW_BUILD=$B bash "$(dirname "$0")/scale.sh" || rc=1
+
 # --- anything else -----------------------------------------------------
 # Benchmarks without a section above: tests/bench/bench_*.sh scripts and
 # built benchmark programs, run without arguments.

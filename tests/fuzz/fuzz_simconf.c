@@ -3,10 +3,11 @@
  * (contrib/sim/conf.c, compiled in here: the simulator is not part of
  * libusbgw).  Input: a configuration text.  Checks: no crash or
  * sanitizer report; an accepted configuration has at most
- * SIM_MAX_DEVICES devices, each with a valid busid, and logged nothing;
- * a refused one logged 1..SIM_MAX_ERRORS messages, each "fuzz:LINE: ..."
- * with LINE within the text and only printable ASCII (untrusted words
- * are escaped before they reach a log).
+ * SIM_MAX_DEVICES devices, each with a valid busid, `exporters` groups
+ * within their bounds (names and busids they make valid), and logged
+ * nothing; a refused one logged 1..SIM_MAX_ERRORS messages, each
+ * "fuzz:LINE: ..." with LINE within the text and only printable ASCII
+ * (untrusted words are escaped before they reach a log).
  *
  * The parser reports errors through log_warnx().  They used to go to
  * stderr, a write(2) per error line, which was most of the time spent
@@ -68,10 +69,28 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&conf, 0, sizeof(conf));
 	rv = conf_load_string("fuzz", text, &conf);
 	if (rv == 0) {
+		size_t total = 0;
+		char busid[USBIP_BUSID_SIZE];
+
 		CHECK(nmsgs == 0);
 		CHECK(conf.nspecs <= SIM_MAX_DEVICES);
 		for (i = 0; i < conf.nspecs; i++)
 			CHECK(usbip_busid_valid(conf.specs[i].busid));
+		CHECK(conf.ngroups <= SIM_MAX_EXPGROUPS);
+		for (i = 0; i < conf.ngroups; i++) {
+			const struct sim_expgroup *g = &conf.groups[i];
+
+			CHECK(g->count >= 1 && g->ndevs >= 1 &&
+			    g->ndevs <= SIM_MAX_DEVICES);
+			CHECK(g->base_port == 0 ||
+			    g->base_port + g->count - 1 <= 65535);
+			CHECK(g->prefix[0] != '\0' &&
+			    strlen(g->prefix) <= SIM_EXP_PREFIX_MAX);
+			expgroup_busid(g->ndevs - 1, busid, sizeof(busid));
+			CHECK(usbip_busid_valid(busid));
+			total += g->count;
+		}
+		CHECK(total <= SIM_MAX_EXPORTERS);
 	} else {
 		CHECK(rv == -1);
 		CHECK(nmsgs >= 1 && nmsgs <= SIM_MAX_ERRORS);

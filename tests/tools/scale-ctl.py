@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""scale-ctl.py -- drive and time usbgwd's control socket for scale runs.
+
+usage:
+  scale-ctl.py SOCKET add PORTSFILE [HOST]
+      exporter.add for every "NAME PORT" line of PORTSFILE (usbgw-sim -P),
+      pipelined (32 requests in flight on one connection).
+      Prints "RESULT added=N failed=F seconds=S".
+  scale-ctl.py SOCKET watch EXPECT TIMEOUT [T0]
+      Every 0.1 s, a `status` request on a fresh connection (as `usbgw
+      status` makes), timed from connect to reply; stops when the daemon
+      counts EXPECT devices pending, or TIMEOUT seconds after T0 (a unix
+      time, default now).  A progress line every 5 s on stderr.
+      Prints "RESULT reached=0|1 pending_s=S pending=N expected=M
+      samples=K p50_ms=.. p99_ms=.. max_ms=.. failed=F max_gone=G"
+      (pending_s: from T0 to the first sample counting EXPECT; max_gone:
+      most devices seen gone at one sample).
+  scale-ctl.py SOCKET rest N
+      N `status` samples, 0.1 s apart: "RESULT samples=N p50_ms=..
+      p99_ms=.. max_ms=.. failed=F".
+  scale-ctl.py SOCKET list
+      One `list` request, timed: "RESULT devices=N ms=.."
+
+A request that fails (timeout 30 s, error reply, closed) counts in
+failed and its time in the latencies.  Exit status 0 unless the socket
+cannot be used at all.
+"""
+import json
+import socket
+import struct
+import sys
+import time
+
+REQ_TIMEOUT = 30.0
+
+
+def frame(obj):
+    b = json.dumps(obj).encode()
+    return struct.pack(">I", len(b)) + b
+
+
+class Conn:
+    def __init__(self, path, timeout=REQ_TIMEOUT):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(path)
+        self.buf = b""
+
+    def _fill(self, n):
+        while len(self.buf) < n:
+            c = self.s.recv(1 << 20)
+            if not c:
+                raise EOFError("closed by the daemon")
+            self.buf += c
+
+    def recv(self):
+        self._fill(4)
+        n = struct.unpack(">I", self.buf[:4])[0]
+        self._fill(4 + n)
+        b, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+        return json.loads(b)
+
+    def send(self, obj):
+        self.s.sendall(frame(obj))
+
+    def close(self):
+        self.s.close()
+
+
+def pct(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
+    return v[k]
+
+
+def status_once(path):
+    """One timed status on a fresh connection: (ms, result or None)."""
+    t = time.monotonic()
+    res = None
+    try:
+        c = Conn(path)
+        c.send({"v": 1, "id": 1, "cmd": "status"})
+        m = c.recv()
+        c.close()
+        if m.get("ok"):
+            res = m["result"]
+    except (OSError, EOFError, ValueError):
+        pass
+    return (time.monotonic() - t) * 1000.0, res
+
+
+def lat_fields(lat):
+    return "p50_ms=%.1f p99_ms=%.1f max_ms=%.1f" % (
+        pct(lat, 50), pct(lat, 99), max(lat) if lat else float("nan"))
+
+
+def cmd_add(path, portsfile, host):
+    lines = [l.split() for l in open(portsfile) if l.strip()]
+    c = Conn(path, timeout=600)
+    t0 = time.monotonic()
+    sent = done = ok = 0
+    errors = []
+    window = 32
+    while done < len(lines):
+        while sent < len(lines) and sent - done < window:
+            name, port = lines[sent][0], int(lines[sent][1])
+            c.send({"v": 1, "id": sent + 1, "cmd": "exporter.add",
+                    "args": {"name": name, "host": host, "port": port}})
+            sent += 1
+        m = c.recv()
+        done += 1
+        if m.get("ok"):
+            ok += 1
+        elif len(errors) < 5:
+            errors.append(json.dumps(m.get("error")))
+    c.close()
+    for e in errors:
+        print("exporter.add failed: " + e, file=sys.stderr)
+    print("RESULT added=%d failed=%d seconds=%.2f" % (
+        ok, len(lines) - ok, time.monotonic() - t0))
+
+
+def cmd_watch(path, expect, timeout, t0):
+    lat, failed, max_gone = [], 0, 0
+    reached, pending, pending_s = 0, 0, float("nan")
+    next_progress = time.time() + 5
+    while True:
+        start = time.time()
+        ms, res = status_once(path)
+        lat.append(ms)
+        if res is None:
+            failed += 1
+        else:
+            devs = res.get("devices", {})
+            pending = devs.get("pending", 0)
+            max_gone = max(max_gone, devs.get("gone", 0))
+            if pending >= expect:
+                reached, pending_s = 1, time.time() - t0
+        now = time.time()
+        if now >= next_progress or reached:
+            print("  t=%5.1fs status %6.1f ms devices %s" % (
+                now - t0, ms, json.dumps(res.get("devices") if res else
+                                         "(no answer)")), file=sys.stderr)
+            next_progress = now + 5
+        if reached or now - t0 >= timeout:
+            break
+        time.sleep(max(0.0, 0.1 - (now - start)))
+    print("RESULT reached=%d pending_s=%.2f pending=%d expected=%d "
+          "samples=%d %s failed=%d max_gone=%d" % (
+              reached, pending_s, pending, expect, len(lat), lat_fields(lat),
+              failed, max_gone))
+
+
+def cmd_rest(path, n):
+    lat, failed = [], 0
+    for _ in range(n):
+        start = time.monotonic()
+        ms, res = status_once(path)
+        lat.append(ms)
+        failed += res is None
+        time.sleep(max(0.0, 0.1 - (time.monotonic() - start)))
+    print("RESULT samples=%d %s failed=%d" % (n, lat_fields(lat), failed))
+
+
+def cmd_list(path):
+    t = time.monotonic()
+    c = Conn(path, timeout=120)
+    c.send({"v": 1, "id": 1, "cmd": "list"})
+    m = c.recv()
+    c.close()
+    n = len(m.get("result", [])) if m.get("ok") else -1
+    print("RESULT devices=%d ms=%.1f" % (n, (time.monotonic() - t) * 1000))
+
+
+def main():
+    a = sys.argv
+    if len(a) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    path, cmd = a[1], a[2]
+    if cmd == "add" and len(a) in (4, 5):
+        cmd_add(path, a[3], a[4] if len(a) == 5 else "127.0.0.1")
+    elif cmd == "watch" and len(a) in (5, 6):
+        cmd_watch(path, int(a[3]), float(a[4]),
+                  float(a[5]) if len(a) == 6 else time.time())
+    elif cmd == "rest" and len(a) == 4:
+        cmd_rest(path, int(a[3]))
+    elif cmd == "list" and len(a) == 3:
+        cmd_list(path)
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
