@@ -62,7 +62,9 @@ is "$(phase stopped closed)" 1 "a reader that stops reading is cut"
 cut=$(sed -n 's/^\([0-9:.]*\) .*closed: vhci host stalled.*/\1/p' "$(bg_log gw)" | head -n 1)
 after_ms=$(tod_ms_diff "$(phase slow stop_tod)" "$cut")
 num_cmp "$after_ms" -le 4000 "within the limit and a tick or two"
-num_cmp "$after_ms" -ge 900 "but not before the limit"
+# (from the reader's stop: its last read may come a scheduling delay
+# before that on a loaded machine, so half the limit is the floor here)
+num_cmp "$after_ms" -ge 500 "but not long before the limit"
 wait_for -t 10 sh -c "grep -q 'vhci host stalled' '$(bg_log gw)'"
 check $? "the log says the vhci host stalled"
 gw_wait_state gw sim1:1-5 authorized 10
@@ -80,7 +82,7 @@ is "$(phase slow alive)" 1 "a host sending a URB slower than the limit is not cu
 num_cmp "$(phase slow urbs)" -ge 2 "it sent two whole URBs or more"
 is "$(phase stopped closed)" 1 "a host that stops in the middle of a URB is cut"
 num_cmp "$(phase stopped after_ms)" -le 4000 "within the limit and a tick or two"
-num_cmp "$(phase stopped after_ms)" -ge 900 "but not before the limit"
+num_cmp "$(phase stopped after_ms)" -ge 500 "but not long before the limit"
 gw_wait_state gw sim1:1-5 authorized 10
 is "$(gw_state gw sim1:1-5)" authorized "reclaimed again"
 
