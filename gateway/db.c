@@ -248,6 +248,11 @@ struct db {
 	char		*path;
 	sqlite3_stmt	*st[S_NSTMTS];
 	char		 err[DB_ERR_MAX];
+	void		(*batch_opened)(void *);	/* db_batch() */
+	void		*batch_arg;
+	int		 batch_open;	/* we began the open transaction */
+	unsigned	 batch_writes;	/* write statements in it */
+	int		 user_nested;	/* db_begin() made a savepoint */
 };
 
 static const char *const scope_names[] = {
@@ -288,6 +293,62 @@ db_sqlite(struct db *db)
 	return db->h;
 }
 
+static int exec(struct db *, const char *);
+
+/*
+ * A write on a batched connection outside any transaction opens the
+ * batch.  A failed BEGIN (the database busy, say) leaves the write to
+ * run on its own, as without batching.
+ */
+static void
+batch_join(struct db *db, sqlite3_stmt *st)
+{
+	if (db->batch_opened == NULL || sqlite3_stmt_readonly(st))
+		return;
+	if (!sqlite3_get_autocommit(db->h)) {
+		if (db->batch_open)
+			db->batch_writes++;
+		return;
+	}
+	if (exec(db, "BEGIN IMMEDIATE") == -1)
+		return;
+	db->batch_open = 1;
+	db->batch_writes = 1;
+	db->batch_opened(db->batch_arg);
+}
+
+void
+db_batch(struct db *db, void (*opened)(void *), void *arg)
+{
+	db->batch_opened = opened;
+	db->batch_arg = arg;
+}
+
+int
+db_batch_commit(struct db *db, unsigned *lost)
+{
+	unsigned n = db->batch_writes;
+
+	if (lost != NULL)
+		*lost = 0;
+	if (!db->batch_open)
+		return 0;
+	db->batch_open = 0;
+	db->batch_writes = 0;
+	/* an error that rolled the whole transaction back already */
+	if (sqlite3_get_autocommit(db->h)) {
+		if (lost != NULL)
+			*lost = n;
+		return db_fail(db, "batch of %u writes rolled back earlier", n);
+	}
+	if (exec(db, "COMMIT") == 0)
+		return 0;
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	if (lost != NULL)
+		*lost = n;
+	return -1;
+}
+
 /* The statement, prepared once and ready for binding. */
 static sqlite3_stmt *
 stmt(struct db *db, enum stmt_id id)
@@ -301,10 +362,12 @@ stmt(struct db *db, enum stmt_id id)
 			return NULL;
 		}
 		db->st[id] = st;
+		batch_join(db, st);
 		return st;
 	}
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
+	batch_join(db, st);
 	return st;
 }
 
@@ -406,19 +469,25 @@ tx_end(struct db *db, int nested, int ok)
 int
 db_begin(struct db *db)
 {
-	return exec(db, "BEGIN IMMEDIATE");
+	db->user_nested = !sqlite3_get_autocommit(db->h);
+	return exec(db, db->user_nested ? "SAVEPOINT db_user" :
+	    "BEGIN IMMEDIATE");
 }
 
 int
 db_commit(struct db *db)
 {
-	return exec(db, "COMMIT");
+	return exec(db, db->user_nested ? "RELEASE db_user" : "COMMIT");
 }
 
 int
 db_rollback(struct db *db)
 {
-	return exec(db, "ROLLBACK");
+	if (!db->user_nested)
+		return exec(db, "ROLLBACK");
+	if (exec(db, "ROLLBACK TO db_user") == -1)
+		return -1;
+	return exec(db, "RELEASE db_user");
 }
 
 /* ------------------------------------------------------------------ */
@@ -668,6 +737,8 @@ db_close(struct db *db)
 
 	if (db == NULL)
 		return;
+	if (db->batch_open && db_batch_commit(db, NULL) == -1)
+		log_warnx("database: last batch lost: %s", db->err);
 	for (i = 0; i < S_NSTMTS; i++)
 		sqlite3_finalize(db->st[i]);
 	if (db->h != NULL)

@@ -10,7 +10,8 @@
  * per process, used from one thread; statements are short, so calling
  * them from the event loop is fine (the audit log batches its writes,
  * see audit.h).  db_begin()/db_commit() group several calls into one
- * transaction; without them each call commits on its own.
+ * transaction; without them each call commits on its own, unless the
+ * connection is batched (db_batch()).
  */
 #ifndef USBGW_DB_H
 #define USBGW_DB_H
@@ -47,10 +48,28 @@ int		 db_version(struct db *);
 sqlite3		*db_sqlite(struct db *);
 const char	*db_errmsg(struct db *);
 
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK.  0 or -1. */
+/*
+ * BEGIN IMMEDIATE / COMMIT / ROLLBACK.  0 or -1.  Inside a batch (or
+ * any open transaction) they are a savepoint, its release and its
+ * rollback: all-or-nothing within the batch, durable with it.
+ */
 int		 db_begin(struct db *);
 int		 db_commit(struct db *);
 int		 db_rollback(struct db *);
+
+/*
+ * Batching (the daemon): the first write on an idle connection opens a
+ * transaction and calls opened(arg) once, so that the caller arranges a
+ * db_batch_commit() soon (the daemon: at the end of the loop pass).
+ * Every write until then joins that transaction: a burst of device
+ * events costs one commit, not one each.  Reads see the batch's own
+ * writes; other connections see them after the commit.
+ * db_batch_commit(): 0 (also when nothing was open), or -1 when the
+ * commit failed and the batch was rolled back (logged; *lost then says
+ * how many statements were undone).  db_close() commits an open batch.
+ */
+void		 db_batch(struct db *, void (*opened)(void *), void *arg);
+int		 db_batch_commit(struct db *, unsigned *lost);
 
 /* --- exporters ------------------------------------------------------ */
 

@@ -2,10 +2,12 @@
  * Persistence and audit for the daemon core, on the SQLite layer
  * (db.c) and the chained audit log (audit.c).
  *
- * Audit rows are queued and written in one transaction per loop pass
- * (a zero-delay timer armed by the first row), so a burst of
- * transitions costs one commit; decisions an operator waits for flush
- * at once.  Database errors are logged and never stop the gateway: the
+ * Writes are grouped per loop pass: the first write opens a transaction
+ * (db_batch()) and a zero-delay timer commits it at the end of the
+ * pass; audit rows are queued and written in one transaction of their
+ * own right after.  A burst of transitions (a claim storm: identity,
+ * presence, state rows for thousands of devices) costs two commits, not
+ * one per row.  Decisions an operator waits for flush at once.  Database errors are logged and never stop the gateway: the
  * device keeps working from memory and the audit queue holds rows
  * (bounded) until the database accepts them again.
  */
@@ -55,6 +57,12 @@ now_s(void)
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
+	unsigned lost;
+
+	if (db != NULL && db_batch_commit(db, &lost) == -1)
+		log_warnx("database: the writes of this loop pass were lost "
+		    "(%u statements): %s; the gateway goes on from memory",
+		    lost, db_errmsg(db));
 	if (audit != NULL && audit_pending(audit) > 0 && audit_flush(audit) == -1)
 		log_warnx("audit: flush failed: %s; %zu rows held", db_errmsg(db),
 		    audit_pending(audit));
@@ -67,6 +75,13 @@ flush_soon(void)
 
 	if (flush_ev != NULL && !evtimer_pending(flush_ev, NULL))
 		evtimer_add(flush_ev, &tv);
+}
+
+/* The first write of a loop pass opened a batch: commit it at its end. */
+static void
+batch_opened(void *arg)
+{
+	flush_soon();
 }
 
 void
@@ -374,6 +389,7 @@ store_open(const char *path, const char *keypath)
 	}
 	if (gw != NULL) {
 		flush_ev = evtimer_new(gw->base, flush_cb, NULL);
+		db_batch(db, batch_opened, NULL);
 		cp_ev = event_new(gw->base, -1, EV_PERSIST, checkpoint_cb, NULL);
 		checkpoint_arm();
 	}
