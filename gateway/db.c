@@ -37,6 +37,7 @@ enum stmt_id {
 	S_DEV_HOLDER,
 	S_DEV_GET,
 	S_DEV_LIST,
+	S_DEV_LIST_EXPORTER,
 	S_IFACE_GET,
 	S_PRES_OPEN,
 	S_PRES_INSERT,
@@ -121,6 +122,14 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "d.hash, d.state, d.state_since, d.rule_id, d.first_seen, "
 	    "d.last_seen FROM devices d JOIN exporters e ON e.id = d.exporter_id "
 	    "WHERE ?1 OR d.state != 'gone' ORDER BY d.id",
+	[S_DEV_LIST_EXPORTER] =	/* index devices_port */
+	    "SELECT d.id, d.exporter_id, e.name, d.exporter_busid, d.busid, "
+	    "d.vid, d.pid, d.bcd_device, d.dev_class, d.dev_subclass, "
+	    "d.dev_protocol, d.speed, d.manufacturer, d.product, d.serial, "
+	    "d.hash, d.state, d.state_since, d.rule_id, d.first_seen, "
+	    "d.last_seen FROM devices d JOIN exporters e ON e.id = d.exporter_id "
+	    "WHERE d.exporter_id = ?2 AND (?1 OR d.state != 'gone') "
+	    "ORDER BY d.id",
 	[S_IFACE_GET] =
 	    "SELECT class, subclass, protocol FROM interfaces "
 	    "WHERE device_id = ?1 ORDER BY idx",
@@ -1005,17 +1014,20 @@ db_device_busid_holder(struct db *db, const char *busid)
 	return id;
 }
 
-int
-db_device_foreach(struct db *db, int include_gone,
+static int
+device_foreach(struct db *db, int64_t exporter_id, int include_gone,
     int (*cb)(void *, const struct db_device *), void *arg)
 {
 	sqlite3_stmt		*st;
 	struct db_device	 d;
 	int			 rc;
 
-	if ((st = stmt(db, S_DEV_LIST)) == NULL)
+	if ((st = stmt(db, exporter_id > 0 ? S_DEV_LIST_EXPORTER :
+	    S_DEV_LIST)) == NULL)
 		return -1;
 	sqlite3_bind_int(st, 1, include_gone ? 1 : 0);
+	if (exporter_id > 0)
+		sqlite3_bind_int64(st, 2, exporter_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (read_device(db, st, &d) == -1) {
 			sqlite3_reset(st);
@@ -1028,6 +1040,22 @@ db_device_foreach(struct db *db, int include_gone,
 	}
 	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? 0 : db_fail(db, "device list");
+}
+
+int
+db_device_foreach(struct db *db, int include_gone,
+    int (*cb)(void *, const struct db_device *), void *arg)
+{
+	return device_foreach(db, 0, include_gone, cb, arg);
+}
+
+int
+db_exporter_devices_foreach(struct db *db, int64_t exporter_id,
+    int include_gone, int (*cb)(void *, const struct db_device *), void *arg)
+{
+	if (exporter_id <= 0)
+		return 0;
+	return device_foreach(db, exporter_id, include_gone, cb, arg);
 }
 
 /* ------------------------------------------------------------------ */

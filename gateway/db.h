@@ -125,6 +125,10 @@ int		 db_device_get(struct db *, int64_t device_id,
 int64_t		 db_device_busid_holder(struct db *, const char *busid);
 int		 db_device_foreach(struct db *, int include_gone,
 		    int (*cb)(void *, const struct db_device *), void *arg);
+/* The same for one exporter's devices (an index, not a scan). */
+int		 db_exporter_devices_foreach(struct db *, int64_t exporter_id,
+		    int include_gone,
+		    int (*cb)(void *, const struct db_device *), void *arg);
 
 /* --- presences ------------------------------------------------------ */
 

@@ -1039,7 +1039,8 @@ store_exporter_settle(int64_t exporter_id,
 
 	if (db == NULL || exporter_id <= 0)
 		return 0;
-	if (db_device_foreach(db, 0, settle_cb, &s) == -1)
+	if (db_exporter_devices_foreach(db, exporter_id, 0, settle_cb, &s) ==
+	    -1)
 		log_warnx("database: cannot read the devices: %s", db_errmsg(db));
 	for (i = 0; i < s.n; i++) {
 		if (db_device_get(db, s.ids[i], &d) != 1 || d.state == DEV_GONE)

@@ -445,6 +445,32 @@ test_helpers(void)
 	n = 0;
 	db_device_foreach(db, 1, dev_cb, &n);
 	is_int(n, 3, "three with the gone one");
+	{
+		int64_t e2 = db_exporter_upsert(db, "tc19", "10.0.0.20", 3240,
+		    1300);
+
+		identity(&id, "1-1", 0x0781, 0x5567, 'a', "S9");
+		snprintf(id.busid, sizeof(id.busid), "tc19-1-1");
+		ok(e2 > 0 && db_device_upsert(db, e2, &id, 1300, NULL) > 0,
+		    "a device of another exporter");
+		n = 0;
+		db_device_foreach(db, 0, dev_cb, &n);
+		is_int(n, 3, "three present in all");
+		n = 0;
+		db_exporter_devices_foreach(db, e, 0, dev_cb, &n);
+		is_int(n, 2, "the first exporter's present devices only");
+		n = 0;
+		db_exporter_devices_foreach(db, e, 1, dev_cb, &n);
+		is_int(n, 3, "and its gone one");
+		n = 0;
+		db_exporter_devices_foreach(db, e2, 1, dev_cb, &n);
+		is_int(n, 1, "the other exporter's one device");
+		n = 0;
+		db_exporter_devices_foreach(db, 0, 1, dev_cb, &n);
+		is_int(n, 0, "no exporter: nothing");
+		ok(db_device_set_state(db, db_device_busid_holder(db,
+		    id.busid), DEV_GONE, 0, 1301) == 0, "it goes");
+	}
 	ok(db_device_set_state(db, 999, DEV_PENDING, 0, 1) == -1,
 	    "state of a missing device");
 	ok(raw(db, "INSERT INTO devices (exporter_id, exporter_busid, busid, "
@@ -727,6 +753,74 @@ mode_of(const char *p)
  * A database the program creates is 0600 with its -wal and -shm,
  * whatever the umask; an existing file keeps its mode.
  */
+static int batch_calls;
+
+static void
+batch_cb(void *arg)
+{
+	batch_calls++;
+	is_int(*(int *)arg, 7, "the batch callback gets its argument");
+}
+
+/*
+ * db_batch(): the first write opens one transaction for all writes until
+ * db_batch_commit(); another connection sees them only after it.
+ */
+static void
+test_batch(void)
+{
+	char err[DB_ERR_MAX];
+	struct db *db, *other;
+	unsigned lost = 99;
+	int arg = 7, n;
+	int64_t e;
+
+	db = db_open(path("b.db"), err, sizeof(err));
+	other = db_open(path("b.db"), err, sizeof(err));
+	ok(db != NULL && other != NULL, "two connections");
+	if (db == NULL || other == NULL)
+		return;
+	db_batch(db, batch_cb, &arg);
+	n = 0;
+	db_exporter_foreach(db, count_cb, &n);
+	is_int(batch_calls, 0, "a read opens no batch");
+	ok(sqlite3_get_autocommit(db_sqlite(db)) != 0, "no transaction open");
+	e = db_exporter_upsert(db, "b1", "127.0.0.1", 3240, 1);
+	ok(e > 0, "a write");
+	is_int(batch_calls, 1, "the first write opened the batch");
+	ok(sqlite3_get_autocommit(db_sqlite(db)) == 0, "a transaction is open");
+	ok(db_exporter_upsert(db, "b2", "127.0.0.1", 3241, 1) > 0 &&
+	    db_exporter_status(db, e, "up", 2) == 0, "more writes");
+	is_int(batch_calls, 1, "they joined it");
+	is_int(q1(db, "SELECT count(*) FROM exporters"), 2,
+	    "the batch sees its own writes");
+	is_int(q1(other, "SELECT count(*) FROM exporters"), 0,
+	    "another connection does not, before the commit");
+	/* db_begin() inside the batch: a savepoint */
+	ok(db_begin(db) == 0, "db_begin inside a batch");
+	ok(db_exporter_upsert(db, "b3", "127.0.0.1", 3242, 1) > 0, "a write");
+	ok(db_rollback(db) == 0, "db_rollback inside a batch");
+	is_int(q1(db, "SELECT count(*) FROM exporters"), 2,
+	    "the rollback undid its savepoint only");
+	ok(db_begin(db) == 0 && db_exporter_upsert(db, "b4", "127.0.0.1",
+	    3243, 1) > 0 && db_commit(db) == 0, "a savepoint released");
+	ok(sqlite3_get_autocommit(db_sqlite(db)) == 0,
+	    "the batch is still open after it");
+	ok(db_batch_commit(db, &lost) == 0 && lost == 0, "the batch commits");
+	ok(sqlite3_get_autocommit(db_sqlite(db)) != 0, "nothing open after");
+	is_int(q1(other, "SELECT count(*) FROM exporters"), 3,
+	    "the other connection sees the three rows");
+	ok(db_batch_commit(db, &lost) == 0 && lost == 0,
+	    "committing with no batch open is a no-op");
+	/* a new batch; a writer on the other connection waits for it */
+	ok(db_exporter_remove(db, "b4", 5) == 1, "a write after the commit");
+	is_int(batch_calls, 2, "opens a new batch");
+	db_close(db);
+	is_int(q1(other, "SELECT count(*) FROM exporters WHERE removed_at "
+	    "IS NULL"), 2, "db_close committed the open batch");
+	db_close(other);
+}
+
 static void
 test_modes(void)
 {
@@ -780,9 +874,10 @@ main(void)
 	test_migrate_built();
 	test_helpers();
 	test_modes();
+	test_batch();
 	{
 		const char *const files[] = { "fresh.db", "fresh2.db", "v1.db",
-		    "built.db", "h.db", "m0.db", "m1.db", "m2.db" };
+		    "built.db", "h.db", "m0.db", "m1.db", "m2.db", "b.db" };
 		size_t i;
 
 		for (i = 0; i < nitems(files); i++)
