@@ -62,6 +62,7 @@
 #define CONTROL_PAUSE_MS	1000	/* accept pause on EMFILE/ENFILE */
 #define CONTROL_MAX_GROUPS	1024	/* supplementary groups considered */
 #define CONTROL_PWBUF		16384
+#define CTL_BURST		16	/* frames per read at CTL_PRIORITY */
 
 enum conn_state {
 	CONN_RESOLVING,
@@ -85,6 +86,7 @@ struct ctl_conn {
 	uint32_t		 events;	/* mask when watching */
 	int			 watch_all;
 	struct event		*lookup_ev;	/* lookup timeout */
+	struct event		*more_ev;	/* frames left after a burst */
 };
 
 /* A user lookup, from the loop to the lookup thread and back. */
@@ -269,6 +271,8 @@ conn_free(struct ctl_conn *c)
 		bufferevent_free(c->bev);	/* closes the fd */
 	if (c->lookup_ev != NULL)
 		event_free(c->lookup_ev);
+	if (c->more_ev != NULL)
+		event_free(c->more_ev);
 	free(c);
 }
 
@@ -452,8 +456,20 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	uint32_t n;
 	json_t *msg;
 	char err[256];
+	unsigned burst = 0;
 
 	while (c->state == CONN_OPEN) {
+		/*
+		 * The control plane runs before the devices (priority 0),
+		 * but one client's backlog must not hold them up: after a
+		 * burst the rest of its frames wait their turn with
+		 * everything else (more_ev, the devices' priority).
+		 */
+		if (burst++ == CTL_BURST) {
+			if (evbuffer_get_length(in) >= CTL_FRAME_HDR)
+				event_active(c->more_ev, EV_TIMEOUT, 1);
+			break;
+		}
 		len = evbuffer_get_length(in);
 		if (len < CTL_FRAME_HDR)
 			break;
@@ -487,6 +503,15 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	}
 	if (c->state == CONN_OPEN)
 		conn_update_timeouts(c);
+}
+
+static void
+conn_more_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+
+	if (c->state == CONN_OPEN && c->bev != NULL)
+		conn_read_cb(c->bev, c);
 }
 
 static void
@@ -593,12 +618,17 @@ conn_new(int fd)
 	c->who.pid = cred.pid;
 	c->gid = cred.gid;
 	c->bev = bufferevent_socket_new(C.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->bev == NULL) {
+	if (c->bev == NULL ||
+	    (c->more_ev = event_new(C.base, -1, 0, conn_more_cb, c)) == NULL) {
 		log_warnx("control: bufferevent_socket_new failed");
-		close(fd);
+		if (c->bev != NULL)
+			bufferevent_free(c->bev);
+		else
+			close(fd);
 		free(c);
 		return;
 	}
+	bufferevent_priority_set(c->bev, CTL_PRIORITY);
 	/* Count this one before the caps so a refused peer is accounted. */
 	TAILQ_INSERT_TAIL(&C.conns, c, entry);
 	C.nconns++;
@@ -1029,6 +1059,8 @@ control_init(struct event_base *base, const struct config *cfg,
 	lookups = worker_new(base, "control: user lookups", 1);
 	C.accept_ev = event_new(base, C.fd, EV_READ | EV_PERSIST, accept_cb,
 	    NULL);
+	event_priority_set(C.accept_ev, CTL_PRIORITY);
+	worker_priority(lookups, CTL_PRIORITY);
 	C.pause_ev = evtimer_new(base, pause_cb, NULL);
 	C.reap_ev = event_new(base, -1, 0, reap_cb, NULL);
 	{

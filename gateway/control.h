@@ -27,6 +27,17 @@ struct event_base;
 struct config;
 
 /*
+ * The loop priority of the control socket's events (libevent: lower runs
+ * first).  The daemon's base has CTL_NPRIORITIES queues, everything else
+ * at the default (1), and a dispatch interval that returns to polling
+ * after a few ms of device work (usbgwd.c): an operator's command waits
+ * for at most that, not for a whole pass of a 10,000-device claim storm.
+ * One client's backlog yields after CTL_BURST frames (control.c).
+ */
+#define CTL_PRIORITY	0
+#define CTL_NPRIORITIES	2
+
+/*
  * Called for every refused request or connection: a peer without any
  * privilege at connect (cmd "connect"), a command above the peer's
  * privilege, and any handler that returns CTL_E_REFUSED.  why is a

@@ -226,6 +226,38 @@ write_portfile(void)
 		fatal("rename %s", port_file);
 }
 
+/*
+ * The event base: two priorities, the control socket's first
+ * (CTL_PRIORITY), and at most LOOP_SLICE_MS of device callbacks before
+ * the loop polls again, so that a ready control event never waits for a
+ * whole pass of thousands of device events.
+ */
+#define LOOP_SLICE_MS	5
+
+static struct event_base *
+loop_base(void)
+{
+	struct event_config	*ec;
+	struct event_base	*base;
+	struct timeval		 slice = { 0, LOOP_SLICE_MS * 1000 };
+
+	if ((ec = event_config_new()) == NULL)
+		return NULL;
+	if (event_config_set_max_dispatch_interval(ec, &slice, -1,
+	    CTL_PRIORITY + 1) == -1) {
+		event_config_free(ec);
+		return NULL;
+	}
+	base = event_base_new_with_config(ec);
+	event_config_free(ec);
+	if (base != NULL && event_base_priority_init(base, CTL_NPRIORITIES) ==
+	    -1) {
+		event_base_free(base);
+		return NULL;
+	}
+	return base;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -320,7 +352,7 @@ main(int argc, char *argv[])
 	store_lock_owner();
 
 	raise_nofile();
-	if ((base = event_base_new()) == NULL)
+	if ((base = loop_base()) == NULL)
 		fatalx("event_base_new");
 	gw_init(base);
 	hostlimit_init(base, hostlimit_write, NULL);

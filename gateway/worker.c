@@ -273,3 +273,14 @@ worker_free(struct worker *w)
 		    w->name, stuck);
 	worker_release(w);
 }
+
+void
+worker_priority(struct worker *w, int pri)
+{
+	if (w == NULL || w->ev == NULL)
+		return;
+	event_del(w->ev);
+	if (event_priority_set(w->ev, pri) == -1)
+		log_warnx("%s: cannot set priority %d", w->name, pri);
+	event_add(w->ev, NULL);
+}

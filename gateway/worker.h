@@ -47,5 +47,7 @@ struct worker	*worker_new(struct event_base *, const char *name,
 void		 worker_submit(struct worker *, worker_fn run, worker_fn done,
 		    worker_fn drop, void *arg);
 void		 worker_free(struct worker *);	/* NULL: nothing */
+/* The loop priority its completions run at (event_priority_set()). */
+void		 worker_priority(struct worker *, int);
 
 #endif
