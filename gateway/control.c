@@ -122,6 +122,7 @@ static struct {
 	uint64_t		 serial;
 	struct hostlimit	*refusals;	/* audit rows per uid */
 	control_summary_fn	 summary;
+	void			(*commit)(void);
 	uint64_t		 limit_logged;	/* last "too many" log line */
 	unsigned		 limit_unlogged;
 } C = { .fd = -1 };
@@ -202,6 +203,12 @@ void
 control_set_summary(control_summary_fn fn)
 {
 	C.summary = fn;
+}
+
+void
+control_set_commit(void (*fn)(void))
+{
+	C.commit = fn;
 }
 
 /* Queue one message; a peer that does not read its output is dropped. */
@@ -434,6 +441,9 @@ conn_request(struct ctl_conn *c, json_t *msg)
 	}
 	c->who.priv = c->priv;
 	rc = cmd->fn(req.args, &c->who, &result, err, sizeof(err));
+	/* what a decision wrote is durable before the operator hears "ok" */
+	if (cmd->priv > PRIV_READ && C.commit != NULL)
+		C.commit();
 	if (rc == CTL_OK) {
 		conn_send(c, ctl_response_ok(req.has_id, req.id, result));
 		return;

@@ -51,6 +51,12 @@ typedef void (*control_summary_fn)(const char *object, const char *detail);
 
 /* Where summary rows go (before control_init; none: not written). */
 void		 control_set_summary(control_summary_fn);
+/*
+ * Called after a command above PRIV_READ ran and before its reply is
+ * queued: the daemon commits what the command wrote (store_flush()), so
+ * that an acknowledged decision survives a crash right after it.
+ */
+void		 control_set_commit(void (*)(void));
 
 /*
  * Create the socket at cfg->control_socket and start accepting.  Refuses

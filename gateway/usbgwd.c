@@ -370,6 +370,7 @@ main(int argc, char *argv[])
 	server_init();
 	ctl_table = gw_ctl_table(&nctl);
 	control_set_summary(hostlimit_write);
+	control_set_commit(store_flush);
 	if (control_init(base, cfg, ctl_table, nctl, gw_audit_refusal) == -1)
 		fatalx("cannot start the control socket %s", cfg->control_socket);
 	nla = config_listen_addrs(cfg, &la);
