@@ -28,7 +28,8 @@ struct exporter {
 	struct bufferevent	*poll_bev;
 	unsigned		 backoff_ms;
 	uint64_t		 last_ok;
-	int			 fails;
+	int			 fails;		/* failed polls in a row */
+	int			 timeouts;	/* of them timed out */
 	/* max-devices-per-exporter: new devices this minute; over it now */
 	uint64_t		 new_window;
 	unsigned		 new_count;
@@ -36,6 +37,7 @@ struct exporter {
 	bool			 listed_once;	/* its first list: no rate */
 	unsigned		 good_lists;	/* since start, up to 2 */
 	unsigned		 lists_ok;	/* good lists in a row */
+	unsigned		 probing;	/* claims in a probe slot (upstream.c) */
 };
 
 

@@ -24,7 +24,7 @@ printf 'exporters %d devices-per-exporter %d type sourcesink\n' "$NEXP" \
     "$PER" >"$T/sim.conf"
 sim_start sim -c "$T/sim.conf" -P "$T/sim.ports" ||
     bail_out "simulator did not start"
-conf=("poll-interval = 1s" "probe-timeout = 2s")
+conf=("poll-interval = 1s" "probe-timeout = 2s" "max-probes-per-exporter = $PER")
 while read -r name port; do
 	conf+=("exporter $name 127.0.0.1:$port")
 done <"$T/sim.ports"
@@ -116,12 +116,14 @@ is "$(claims)" "$C0" "the same $N claims (connections, one import each)"
 num_cmp "$(gw_audit_count gw exporter-up)" -ge $NEXP "polls answered"
 
 # ---- 2. new devices: lists, imports and probes in flight ------------------
+kill -STOP "$GWPID"	# no poll may list them before the simulator stops
 for e in $(seq 1 $NEXP); do
 	for d in $(seq 1 $PER); do
 		sim_ctl sim plug "sim$e/3-$d" sourcesink
 	done
 done
 kill -STOP "$SIMPID"
+kill -CONT "$GWPID"
 queued $NEXP "$NEXP polls (listing the new devices)"
 gw_slept		# lists read late: the claims connect and import
 queued $N "$N imports"

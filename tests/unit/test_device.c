@@ -140,7 +140,7 @@ static struct {
 	struct fk_emit		 emit[FK_MAX_EMIT];
 	int			 nemit;
 	/* upstream.c, server.c */
-	int			 up_new, up_closed;
+	int			 up_new, up_closed, up_urgent;
 	int			 ds_closed;
 	char			 ds_why[200];
 } fk;
@@ -420,11 +420,12 @@ gw_emit(const char *type, json_t *data)
 /* -- upstream.c: a claim is an object, never a connection -- */
 
 struct upstream *
-upstream_new(struct device *dev, const struct upstream_ops *ops)
+upstream_new(struct device *dev, const struct upstream_ops *ops, bool urgent)
 {
 	struct upstream *up = xcalloc(1, sizeof(*up));
 
 	fk.up_new++;
+	fk.up_urgent += urgent;
 	up->dev = dev;
 	up->ops = ops;
 	up->state = UP_CONNECTING;
