@@ -76,32 +76,21 @@ sample() {
 	done
 }
 
-# queued N: until N requests of the gateway wait, unread, at the stopped
-# simulator (connections to its ports with bytes in their receive queue)
-SIMPORTS=" $(awk '{ printf "%s ", $2 }' "$T/sim.ports")"
-_nqueued() {
-	ss -Htn 2>/dev/null | awk -v ports="$SIMPORTS" '
-	    $1 == "ESTAB" && $2 > 0 { n = split($4, a, ":")
-		if (index(ports, " " a[n] " ")) c++ }
-	    END { print c + 0 }'
-}
-_queued_ge() { [ "$(_nqueued)" -ge "$1" ]; }
-queued() {	# queued N WHAT
-	wait_for -t 10 _queued_ge "$1"
-	num_cmp "$(_nqueued)" -ge "$1" "$2 wait at the stopped simulator"
+queued() {	# queued N WHAT: N requests wait at the stopped simulator
+	sim_wait_unread sim "$1"
+	num_cmp "$(sim_unread sim)" -ge "$1" "$2 wait at the stopped simulator"
 }
 # gw_slept: the simulator answers what is queued while the gateway is
 # stopped, then stops again; the gateway sleeps on past its timeouts
 gw_slept() {
 	kill -STOP "$GWPID"
 	kill -CONT "$SIMPID"
-	wait_for -t 5 _queued_ge_not 1
+	wait_for -t 5 _sim_unread_none sim
 	sleep 0.3
 	kill -STOP "$SIMPID"
 	sleep 2.5		# > probe-timeout since the requests were sent
 	kill -CONT "$GWPID"
 }
-_queued_ge_not() { ! _queued_ge "$1"; }
 
 # ---- 1. polls in flight while the gateway is stopped ----------------------
 down0=$(gw_audit_count gw exporter-down)
