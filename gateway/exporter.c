@@ -217,12 +217,6 @@ exp_schedule(struct exporter *exp, unsigned ms)
 		evtimer_add(exp->poll_ev, &tv);
 }
 
-void
-exporter_poll_now(struct exporter *exp)
-{
-	exp_schedule(exp, 0);
-}
-
 static void
 exp_set_state(struct exporter *exp, enum exp_state st, const char *why)
 {

@@ -45,7 +45,6 @@ struct exporter {
 struct exporter	*exporter_new(const char *name, const char *host, uint16_t port);
 void		 exporter_free(struct exporter *);
 struct exporter	*exporter_find(const char *name);
-void		 exporter_poll_now(struct exporter *);
 const char	*exp_state_name(enum exp_state);
 struct device	*gw_device_find(const char *busid, int *nmatch);
 bool		 gw_exporter_name_valid(const char *);

@@ -55,7 +55,6 @@ enum probe_step {
 static void	up_read(struct bufferevent *, void *);
 static void	up_event(struct bufferevent *, short, void *);
 static void	up_probe_next(struct upstream *);
-static void	up_queue_kick(void);
 
 /* The probe queue: [0] re-claims of authorized devices, [1] the rest. */
 static TAILQ_HEAD(up_queue, upstream) up_queue[2] = {
@@ -100,7 +99,7 @@ upstream_set_state(struct upstream *up, enum up_state st, const char *why)
 		up->slot = false;
 		up_nprobing--;
 		up->exp->probing--;
-		up_queue_kick();
+		upstream_queue_kick();
 	}
 }
 
@@ -163,6 +162,8 @@ up_queue_cb(evutil_socket_t fd, short what, void *arg)
 	struct upstream *up, *next;
 	int q;
 
+	/* (a start that fails reports to its own device, which touches no
+	 * other claim: next stays valid) */
 	for (q = 0; q < 2; q++) {
 		for (up = TAILQ_FIRST(&up_queue[q]); up != NULL; up = next) {
 			if (up_nprobing >= gw->max_probes)
@@ -175,8 +176,9 @@ up_queue_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static void
-up_queue_kick(void)
+/* Start what the probe slots allow, from the loop (also: limits raised). */
+void
+upstream_queue_kick(void)
 {
 	if (up_nqueued == 0)
 		return;
@@ -204,7 +206,7 @@ upstream_new(struct device *dev, const struct upstream_ops *ops, bool urgent)
 	TAILQ_INSERT_TAIL(&up_queue[urgent ? 0 : 1], up, qentry);
 	up->queued = true;
 	up_nqueued++;
-	up_queue_kick();
+	upstream_queue_kick();
 	return up;
 }
 

@@ -64,6 +64,7 @@ struct upstream	*upstream_new(struct device *, const struct upstream_ops *,
 void		 upstream_set_state(struct upstream *, enum up_state,
 		    const char *why);
 void		 upstream_close(struct upstream *);
+void		 upstream_queue_kick(void);
 unsigned	 upstream_probing(void);
 unsigned	 upstream_queued(void);
 
