@@ -38,6 +38,10 @@ cmd_status_exec(struct cmd_ctx *ctx)
 	}
 	printf("devices      %" JSON_INTEGER_FORMAT "%s%s\n", total,
 	    total > 0 ? ": " : "", buf);
+	v = json_object_get(res, "claims");
+	if (v != NULL)
+		printf("claims       %s probing, %s queued\n",
+		    jfmt(v, "probing"), jfmt(v, "queued"));
 	printf("attachments  %s\n", jfmt(res, "attachments"));
 	printf("URB rate     %s/s\n", jfmt(res, "urb_rate"));
 	printf("control      %s connections, %s watching\n",

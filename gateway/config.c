@@ -98,6 +98,8 @@ static const struct key keys[] = {
 	{ "max-sessions-per-host", K_UINT,	F(max_sessions_per_host), 1, 1024 },
 	{ "max-devices-per-exporter", K_UINT,	F(max_devices_per_exporter), 1, 1024 },
 	{ "max-new-devices-per-minute", K_UINT, F(max_new_devices_per_minute), 1, 100000 },
+	{ "max-probes",		K_UINT,		F(max_probes), 1, 4096 },
+	{ "max-probes-per-exporter", K_UINT,	F(max_probes_per_exporter), 1, 1024 },
 	{ "relay-stall-timeout", K_DURATION,	F(relay_stall_ms), 500, 3600 * MS_S },
 	{ "audit-limit-per-host", K_UINT,	F(audit_limit_per_host), 0, 1000000 },
 	{ "audit-limit-total",	K_UINT,		F(audit_limit_total), 0, 1000000 },
@@ -208,6 +210,8 @@ config_new(void)
 	c->max_sessions_per_host = 16;
 	c->max_devices_per_exporter = 64;
 	c->max_new_devices_per_minute = 64;
+	c->max_probes = 64;
+	c->max_probes_per_exporter = 4;
 	c->relay_stall_ms = 30 * MS_S;
 	c->audit_limit_per_host = 60;
 	c->audit_limit_total = 600;

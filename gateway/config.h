@@ -114,6 +114,8 @@ struct config {
 	unsigned	max_sessions_per_host;	/* in the request phase */
 	unsigned	max_devices_per_exporter;	/* present */
 	unsigned	max_new_devices_per_minute;	/* per exporter */
+	unsigned	max_probes;		/* claims probing at once */
+	unsigned	max_probes_per_exporter;
 	unsigned	relay_stall_ms;		/* no progress this long: cut */
 	unsigned	audit_limit_per_host;	/* rows a minute, 0: none */
 	unsigned	audit_limit_total;

@@ -19,6 +19,7 @@
  * moment that stops being true.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,11 +36,13 @@
 #include "log.h"
 #include "util.h"
 
-#define RECLAIM_FIRST_MS	100
-#define RECLAIM_MAX_TRIES	50
+#define RECLAIM_FIRST_MS	100	/* after a release: the stub resets */
+#define RETRY_MAX_MS		30000	/* a failed claim's back-off, at most */
+#define RETRY_JITTER_PCT	20
 #define MAX_OBSERVERS		4
 
 static void	device_reclaim_cb(evutil_socket_t, short, void *);
+static void	device_retry_later(struct device *);
 static void	device_recheck_cb(evutil_socket_t, short, void *);
 static void	device_set_state_rule(struct device *, enum dev_state,
 		    const struct actor *, const char *, int64_t);
@@ -61,7 +64,8 @@ struct device_core {
 	struct usbip_intf	 listed_intf[USBIP_MAX_INTERFACES];
 	bool			 listed_fresh;	/* no probe compared it yet */
 	struct event		*reclaim_ev;
-	int			 reclaim_tries;
+	int			 reclaim_tries;	/* failed claims in a row */
+	bool			 retrying;	/* reclaim_ev: after a failure */
 };
 
 static const struct device_observer *observers[MAX_OBSERVERS];
@@ -79,11 +83,15 @@ device_decision(const struct device *dev)
 	return &dev->core->decision;
 }
 
-/* Released and about to be claimed again (the exporter resets it). */
+/*
+ * Released and about to be claimed again (the exporter resets it).  Not
+ * a claim that failed and waits for its retry: lists judge that device.
+ */
 bool
 device_reclaim_pending(const struct device *dev)
 {
-	return evtimer_pending(dev->core->reclaim_ev, NULL) != 0;
+	return !dev->core->retrying &&
+	    evtimer_pending(dev->core->reclaim_ev, NULL) != 0;
 }
 
 /* The exporter forgets a gone device: no timer of its may fire again. */
@@ -241,17 +249,18 @@ device_set_state_rule(struct device *dev, enum dev_state st,
 	gw_device_event(dev, old, who, reason);
 }
 
-/* Start (or restart) the claim at the exporter. */
+/*
+ * Start (or restart) the claim at the exporter: it waits in the probe
+ * queue for a slot; a device somebody was allowed to use (a re-claim
+ * after a detach) goes ahead of new devices.
+ */
 void
 device_claim(struct device *dev)
 {
 	if (dev->up != NULL || dev->dead || dev->exp->dead)
 		return;
-	dev->up = upstream_new(dev, &claim_ops);
-	if (dev->up == NULL) {
-		log_warnx("%s: cannot start claim", dev->busid);
-		return;
-	}
+	dev->up = upstream_new(dev, &claim_ops, dev->state == DEV_AUTHORIZED ||
+	    dev->state == DEV_ATTACHED);
 	if (dev->state == DEV_GONE || !dev->probed)
 		device_set_state(dev, DEV_PROBING, NULL, "claiming");
 }
@@ -377,6 +386,7 @@ device_claimed(struct device *dev)
 	struct upstream *up = dev->up;
 
 	dev->core->reclaim_tries = 0;
+	dev->core->retrying = false;
 	device_load_endpoints(dev, up->rec.bConfigurationValue);
 	/* a reply naming no probed configuration: the identity is the
 	 * first one's, and the reply an anomaly (below) */
@@ -405,7 +415,6 @@ void
 device_claim_failed(struct device *dev, int status, const char *why)
 {
 	struct upstream *up = dev->up;
-	struct timeval tv;
 
 	log_info("%s: claim failed: %s", dev->busid, why);
 	dev->up = NULL;
@@ -422,23 +431,49 @@ device_claim_failed(struct device *dev, int status, const char *why)
 	/*
 	 * Nobody listens at the exporter's port: nobody can import the
 	 * device there either.  It is gone (its presence ends) until a
-	 * device list shows it again.  A timeout is only retried: a slow
-	 * exporter still has the device.
+	 * device list shows it again.
 	 */
 	if (status == UP_ST_UNREACHABLE && dev->state != DEV_GONE) {
 		device_gone(dev, "exporter unreachable");
 		return;
 	}
-	/* Retry soon (the stub may still be resetting), then on the poll. */
-	if (++dev->core->reclaim_tries <= RECLAIM_MAX_TRIES) {
-		unsigned ms = RECLAIM_FIRST_MS * (dev->core->reclaim_tries < 10 ?
-		    1 : 10);
+	/*
+	 * Anything else -- a timeout (a busy exporter, or a gateway too
+	 * busy to read the reply in time), a closed connection, ST_DEV_BUSY,
+	 * a bad reply -- says nothing about whether the device is there: it
+	 * is claimed again with back-off, for as long as the exporter's
+	 * lists show it (two good lists without it make it gone, as for any
+	 * device the gateway does not hold).  Until then it has no claim,
+	 * and a device without a claim is nobody's (device_cut above).
+	 */
+	device_retry_later(dev);
+}
 
-		tv.tv_sec = ms / 1000;
-		tv.tv_usec = (ms % 1000) * 1000;
-		evtimer_add(dev->core->reclaim_ev, &tv);
-	} else if (dev->state != DEV_GONE)
-		device_gone(dev, why);
+/*
+ * The next try of a failed claim: 100 ms, doubled with every failure in
+ * a row up to RETRY_MAX_MS, +-RETRY_JITTER_PCT at random so that the
+ * claims of one busy exporter do not all come back at once.
+ */
+static void
+device_retry_later(struct device *dev)
+{
+	unsigned ms = RECLAIM_FIRST_MS;
+	struct timeval tv;
+	int i;
+
+	for (i = 0; i < dev->core->reclaim_tries && ms < RETRY_MAX_MS; i++)
+		ms *= 2;
+	if (ms > RETRY_MAX_MS)
+		ms = RETRY_MAX_MS;
+	if (dev->core->reclaim_tries < INT_MAX)
+		dev->core->reclaim_tries++;
+	ms = usbgw_jitter(ms, RETRY_JITTER_PCT);
+	log_debug("%s: claimed again in %u ms (try %d)", dev->busid, ms,
+	    dev->core->reclaim_tries + 1);
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	dev->core->retrying = true;
+	evtimer_add(dev->core->reclaim_ev, &tv);
 }
 
 static void
@@ -471,6 +506,7 @@ device_reclaim_later(struct device *dev)
 	struct timeval tv = { 0, RECLAIM_FIRST_MS * 1000 };
 
 	dev->core->reclaim_tries = 0;
+	dev->core->retrying = false;
 	evtimer_add(dev->core->reclaim_ev, &tv);
 }
 

@@ -1,8 +1,12 @@
 /*
  * Exporters: the gateway polls each one's device list (OP_REQ_DEVLIST)
- * every poll interval and detects arrivals and removals.  While an
- * exporter's list fails the interval grows exponentially (up to
- * EXP_BACKOFF_MAX_MS); its claims stay (exp_poll_failed).
+ * every poll interval (+-EXP_JITTER_PCT at random, so that many
+ * exporters added at once do not stay in lockstep) and detects arrivals
+ * and removals.  While an exporter's list fails the interval grows
+ * exponentially (up to EXP_BACKOFF_MAX_MS); its claims stay
+ * (exp_poll_failed).  A poll that times out is only retried until
+ * EXP_DOWN_TIMEOUTS do in a row: a loaded gateway or exporter is slow,
+ * not down; a refused, reset or closed connection is down at once.
  *
  * Current usbipd leaves imported devices out of its list, so a device
  * the gateway holds is present while its claim is open, whether or not
@@ -21,8 +25,11 @@
 #include "util.h"
 
 #define EXP_BACKOFF_MAX_MS	60000
+#define EXP_JITTER_PCT		10	/* every poll interval, +- */
+#define EXP_DOWN_TIMEOUTS	3	/* polls timed out in a row: down */
 
 static void	exp_poll_cb(evutil_socket_t, short, void *);
+static void	exp_schedule(struct exporter *, unsigned);
 static void	exp_read(struct bufferevent *, void *);
 static void	exp_event(struct bufferevent *, short, void *);
 
@@ -40,7 +47,8 @@ exporter_new(const char *name, const char *host, uint16_t port)
 	TAILQ_INIT(&exp->devices);
 	exp->poll_ev = evtimer_new(gw->base, exp_poll_cb, exp);
 	TAILQ_INSERT_TAIL(&gw->exporters, exp, entry);
-	exporter_poll_now(exp);
+	/* the first poll within a tenth of the interval: spread too */
+	exp_schedule(exp, usbgw_random_uniform(gw->poll_ms / 10 + 1));
 	return exp;
 }
 
@@ -209,12 +217,6 @@ exp_schedule(struct exporter *exp, unsigned ms)
 		evtimer_add(exp->poll_ev, &tv);
 }
 
-void
-exporter_poll_now(struct exporter *exp)
-{
-	exp_schedule(exp, 0);
-}
-
 static void
 exp_set_state(struct exporter *exp, enum exp_state st, const char *why)
 {
@@ -227,32 +229,64 @@ exp_set_state(struct exporter *exp, enum exp_state st, const char *why)
 	gw_exporter_event(exp, why);
 }
 
+/* The poll interval after n failed polls in a row: doubled each time. */
+static unsigned
+exp_backoff(int n)
+{
+	unsigned ms = gw->poll_ms;
+
+	for (int i = 1; i < n && ms < EXP_BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	if (ms > EXP_BACKOFF_MAX_MS)
+		ms = EXP_BACKOFF_MAX_MS;
+	return usbgw_jitter(ms, EXP_JITTER_PCT);
+}
+
 /*
- * The poll failed (no connection, a timeout, a malformed or closed
- * list): the exporter is down, and polled again with back-off.  No
- * claim is dropped for it.  A claim lives on its own connection, and a
- * list that did not arrive says nothing about the devices: one reply
- * too slow on a loaded machine must not hand every device back to the
- * exporter, where anybody could import it.  A claim ends when its own
- * connection fails (keep-alive finds a dead exporter host); a device
- * with no claim goes when its claim retries give up, or when two good
- * lists in a row do not show it.
+ * The poll failed (no connection, a malformed or closed list, or
+ * EXP_DOWN_TIMEOUTS timeouts in a row): the exporter is down, and
+ * polled again with back-off.  No claim is dropped for it.  A claim
+ * lives on its own connection, and a list that did not arrive says
+ * nothing about the devices: one reply too slow on a loaded machine
+ * must not hand every device back to the exporter, where anybody could
+ * import it.  A claim ends when its own connection fails (keep-alive
+ * finds a dead exporter host); a device with no claim goes when the
+ * exporter refuses its claim's connection, or when two good lists in a
+ * row do not show it.
  */
 static void
 exp_poll_failed(struct exporter *exp, const char *why)
 {
-	unsigned ms;
-
 	exp_poll_close(exp);
 	exp->fails++;
 	exp->lists_ok = 0;
 	exp_set_state(exp, EXP_DOWN, why);
-	ms = gw->poll_ms;
-	for (int i = 1; i < exp->fails && ms < EXP_BACKOFF_MAX_MS; i++)
-		ms *= 2;
-	if (ms > EXP_BACKOFF_MAX_MS)
-		ms = EXP_BACKOFF_MAX_MS;
-	exp_schedule(exp, ms);
+	exp_schedule(exp, exp_backoff(exp->fails));
+}
+
+/*
+ * The list did not come within probe-timeout, and nothing of it waits
+ * in the socket either (exp_event): the exporter is slow, or the
+ * gateway was so busy that the exporter's reply is not there yet.
+ * Either way the exporter is not down: polled again with back-off, and
+ * down only when EXP_DOWN_TIMEOUTS polls in a row time out.
+ */
+static void
+exp_poll_timed_out(struct exporter *exp)
+{
+	char why[80];
+
+	if (++exp->timeouts >= EXP_DOWN_TIMEOUTS) {
+		snprintf(why, sizeof(why), "device list timed out (%d polls "
+		    "in a row)", exp->timeouts);
+		exp_poll_failed(exp, why);
+		return;
+	}
+	log_info("exporter %s: device list timed out (%d in a row): "
+	    "polled again", exp->name, exp->timeouts);
+	exp_poll_close(exp);
+	exp->fails++;
+	exp_schedule(exp, exp_backoff(exp->fails));
 }
 
 static void
@@ -287,9 +321,10 @@ exp_event(struct bufferevent *bev, short what, void *arg)
 		bufferevent_write(bev, req, sizeof(req));
 		return;
 	}
-	if (what & BEV_EVENT_TIMEOUT)
-		exp_poll_failed(exp, "device list timed out");
-	else if (what & BEV_EVENT_EOF)
+	if (what & BEV_EVENT_TIMEOUT) {
+		if (!gw_timeout_spurious(bev, what))
+			exp_poll_timed_out(exp);
+	} else if (what & BEV_EVENT_EOF)
 		exp_poll_failed(exp, "exporter closed the connection");
 	else
 		exp_poll_failed(exp, evutil_socket_error_to_string(
@@ -466,6 +501,7 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 			continue;
 		dev->listed_held = 0;
 		if (dev->up != NULL && dev->up->state != UP_CLOSED &&
+		    dev->up->state != UP_QUEUED &&
 		    dev->up->state != UP_CONNECTING)
 			continue;	/* we hold it: usbipd hides it */
 		if (device_reclaim_pending(dev))
@@ -539,11 +575,12 @@ exp_read(struct bufferevent *bev, void *arg)
 		return;
 	}
 	exp->fails = 0;
+	exp->timeouts = 0;
 	exp->last_ok = now_usec();
 	exp_set_state(exp, EXP_UP, NULL);
 	exp_devlist(exp, p, (size_t)r);
 	exp_settle(exp);
 	exp_poll_close(exp);
-	exp_schedule(exp, gw->poll_ms);
+	exp_schedule(exp, usbgw_jitter(gw->poll_ms, EXP_JITTER_PCT));
 }
 

@@ -28,7 +28,8 @@ struct exporter {
 	struct bufferevent	*poll_bev;
 	unsigned		 backoff_ms;
 	uint64_t		 last_ok;
-	int			 fails;
+	int			 fails;		/* failed polls in a row */
+	int			 timeouts;	/* of them timed out */
 	/* max-devices-per-exporter: new devices this minute; over it now */
 	uint64_t		 new_window;
 	unsigned		 new_count;
@@ -36,6 +37,7 @@ struct exporter {
 	bool			 listed_once;	/* its first list: no rate */
 	unsigned		 good_lists;	/* since start, up to 2 */
 	unsigned		 lists_ok;	/* good lists in a row */
+	unsigned		 probing;	/* claims in a probe slot (upstream.c) */
 };
 
 
@@ -43,7 +45,6 @@ struct exporter {
 struct exporter	*exporter_new(const char *name, const char *host, uint16_t port);
 void		 exporter_free(struct exporter *);
 struct exporter	*exporter_find(const char *name);
-void		 exporter_poll_now(struct exporter *);
 const char	*exp_state_name(enum exp_state);
 struct device	*gw_device_find(const char *busid, int *nmatch);
 bool		 gw_exporter_name_valid(const char *);

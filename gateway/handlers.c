@@ -273,7 +273,7 @@ h_status(json_t *args, const struct actor *who, json_t **res, char *err,
 	for (i = 0; i < DEV_NSTATES; i++)
 		json_object_set_new(d, dev_state_name(i), json_integer(counts[i]));
 	o = json_pack("{s:s, s:I, s:I, s:s, s:{s:i, s:i, s:i}, s:o, s:i, "
-	    "s:f, s:i, s:i, s:i}",
+	    "s:f, s:i, s:i, s:i, s:{s:i, s:i}}",
 	    "version", "0.1",
 	    "pid", (json_int_t)getpid(),
 	    "uptime", (json_int_t)((now_usec() - gw->started) / 1000000),
@@ -284,7 +284,9 @@ h_status(json_t *args, const struct actor *who, json_t **res, char *err,
 	    "urb_rate", gw_urb_rate(),
 	    "connections", (int)control_nconns(),
 	    "watchers", (int)control_nwatchers(),
-	    "hooks_running", (int)hooks_running());
+	    "hooks_running", (int)hooks_running(),
+	    "claims", "probing", (int)upstream_probing(),
+	    "queued", (int)upstream_queued());
 	*res = o;
 	return CTL_OK;
 }

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -38,6 +40,8 @@ gw_init(struct event_base *base)
 	gw->max_sessions_per_host = GW_MAX_DOWNSTREAM;
 	gw->max_devices_per_exporter = 64;
 	gw->max_new_devices_per_minute = 64;
+	gw->max_probes = 64;
+	gw->max_probes_per_exporter = 4;
 	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (gw->dns == NULL)
@@ -120,6 +124,60 @@ gw_socket_keepalive(evutil_socket_t fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+/*
+ * Has the socket something for us that the loop has not handled yet?
+ * EV_READ: bytes waiting to be read.  EV_WRITE: room to write (a
+ * connect that completed, or a peer that read what we sent).
+ */
+bool
+gw_fd_progress(evutil_socket_t fd, short what)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+	int q = 0;
+
+	if (fd < 0)
+		return false;
+	if ((what & EV_READ) && ioctl(fd, FIONREAD, &q) == 0 && q > 0)
+		return true;
+	if (!(what & EV_WRITE))
+		return false;
+	p.events = POLLOUT;
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0;
+}
+
+/*
+ * A bufferevent reported BEV_EVENT_TIMEOUT: was it the peer, or the
+ * gateway?  When the process was stopped or busy past the deadline,
+ * libevent runs the expired timeout on waking, possibly before the read
+ * event of a reply that has sat in the socket all along.  A timeout is
+ * only a timeout if nothing arrived: when the socket has progress
+ * waiting (bytes to read on a read timeout; room to write, or the
+ * connect done, on a write timeout) the direction libevent disabled is
+ * enabled again, which re-arms its timeout, and true is returned: the
+ * caller goes on waiting.  The peer's own slowness is still caught: a
+ * peer that sends nothing leaves nothing to find.
+ */
+bool
+gw_timeout_spurious(struct bufferevent *bev, short what)
+{
+	evutil_socket_t fd = bufferevent_getfd(bev);
+	short dir = 0;
+
+	if (!(what & BEV_EVENT_TIMEOUT))
+		return false;
+	if ((what & BEV_EVENT_READING) && gw_fd_progress(fd, EV_READ))
+		dir |= EV_READ;
+	if ((what & BEV_EVENT_WRITING) && gw_fd_progress(fd, EV_WRITE))
+		dir |= EV_WRITE;
+	if (dir == 0)
+		return false;
+	log_debug("fd %d: timeout with %s waiting: the gateway was slow, "
+	    "not the peer; waiting on", (int)fd,
+	    (dir & EV_READ) ? "bytes" : "the connection writable");
+	bufferevent_enable(bev, dir);
+	return true;
 }
 
 struct gw_deferred {

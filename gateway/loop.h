@@ -44,6 +44,8 @@ struct gw {
 	unsigned		 max_sessions_per_host;	/* not relaying */
 	unsigned		 max_devices_per_exporter;
 	unsigned		 max_new_devices_per_minute;
+	unsigned		 max_probes;		/* claims probing at once */
+	unsigned		 max_probes_per_exporter;
 	TAILQ_HEAD(, exporter)	 exporters;
 	TAILQ_HEAD(, dsession)	 sessions;
 	unsigned		 nsessions;
@@ -71,6 +73,8 @@ void		 gw_free(void);
 void		 gw_defer(void (*)(void *), void *);
 void		 gw_socket_tune(evutil_socket_t);
 void		 gw_socket_keepalive(evutil_socket_t);
+bool		 gw_fd_progress(evutil_socket_t, short what);
+bool		 gw_timeout_spurious(struct bufferevent *, short what);
 int		 gw_connect(const char *host, uint16_t port, struct bufferevent **,
 		    bufferevent_data_cb, bufferevent_event_cb, void *arg);
 

@@ -413,14 +413,22 @@ rside_write_cb(evutil_socket_t fd, short what, void *arg)
  * byte more for as long?  Bytes of a large PDU wait in the socket below
  * SO_RCVLOWAT, unread by us: the socket's queue growing is progress too.
  * A side we stopped reading (backpressure) is not judged on its input.
+ * Either way, what the gateway had not handled yet (it was stopped or
+ * busy past the limit) is the peer's progress: bytes that came, room
+ * the peer made.
  */
 static const char *
 rside_stalled(struct rside *s, uint64_t now, uint64_t lim)
 {
 	int q;
 
-	if (s->out_pending && now - s->out_progress > lim)
-		return "not reading";
+	if (s->out_pending && now - s->out_progress > lim) {
+		/* room in the socket now: the peer read, the gateway was
+		 * too busy to write (gw_timeout_spurious' rule) */
+		if (!gw_fd_progress(s->fd, EV_WRITE))
+			return "not reading";
+		s->out_progress = now;
+	}
 	if (!s->reading || !s->partial)
 		return NULL;
 	if (ioctl(s->fd, FIONREAD, &q) == 0) {

@@ -10,6 +10,16 @@
  *
  * After the probe the connection stays open and idle (UP_IDLE) until a
  * vhci host attaches; the relay then takes the bufferevent over.
+ *
+ * The probe queue: at most max-probes claims (max-probes-per-exporter
+ * of one exporter) are between their connect and the end of their probe
+ * at once; the rest wait (UP_QUEUED, no connection, no timeout running)
+ * in two FIFO queues, the claims of devices that were authorized or
+ * attached (a re-claim after a detach) ahead of new devices.  A claim
+ * storm is then a queue, not a storm of timeouts.  Queued claims are
+ * started from an event of their own (up_queue_ev), never from inside
+ * the callback that freed a slot: a start that fails reports to the
+ * device from a clean stack.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -46,10 +56,19 @@ static void	up_read(struct bufferevent *, void *);
 static void	up_event(struct bufferevent *, short, void *);
 static void	up_probe_next(struct upstream *);
 
+/* The probe queue: [0] re-claims of authorized devices, [1] the rest. */
+static TAILQ_HEAD(up_queue, upstream) up_queue[2] = {
+	TAILQ_HEAD_INITIALIZER(up_queue[0]), TAILQ_HEAD_INITIALIZER(up_queue[1])
+};
+static unsigned		 up_nqueued;
+static unsigned		 up_nprobing;	/* claims holding a slot */
+static struct event	*up_queue_ev;
+
 static const char *
 up_state_name(enum up_state st)
 {
 	switch (st) {
+	case UP_QUEUED:		return "queued";
 	case UP_CONNECTING:	return "connecting";
 	case UP_IMPORTING:	return "importing";
 	case UP_PROBING:	return "probing";
@@ -70,6 +89,30 @@ upstream_set_state(struct upstream *up, enum up_state st, const char *why)
 	    "-", up_state_name(up->state), up_state_name(st), why ? ": " : "",
 	    why ? why : "");
 	up->state = st;
+	if (up->queued && st != UP_QUEUED) {
+		TAILQ_REMOVE(&up_queue[up->urgent ? 0 : 1], up, qentry);
+		up->queued = false;
+		up_nqueued--;
+	}
+	/* the probe is over (done, or failed): its slot is the next one's */
+	if (up->slot && (st == UP_IDLE || st == UP_RELAYING || st == UP_CLOSED)) {
+		up->slot = false;
+		up_nprobing--;
+		up->exp->probing--;
+		upstream_queue_kick();
+	}
+}
+
+unsigned
+upstream_probing(void)
+{
+	return up_nprobing;
+}
+
+unsigned
+upstream_queued(void)
+{
+	return up_nqueued;
 }
 
 /* The claim failed: the device decides what next; up is closed. */
@@ -90,22 +133,80 @@ up_set_timeout(struct upstream *up, unsigned ms)
 	bufferevent_set_timeouts(up->bev, ms ? &tv : NULL, ms ? &tv : NULL);
 }
 
+/* Connect: the claim takes a probe slot, its timeouts start now. */
+static void
+up_start(struct upstream *up)
+{
+	struct exporter *exp = up->exp;
+
+	upstream_set_state(up, UP_CONNECTING, "probe slot");
+	up->slot = true;
+	up_nprobing++;
+	exp->probing++;
+	if (gw_connect(exp->host, exp->port, &up->bev, up_read, up_event,
+	    up) == -1) {
+		up_fail(up, -1, "cannot start a connection to the exporter");
+		return;
+	}
+	up_set_timeout(up, gw->probe_timeout_ms);
+}
+
+/*
+ * Start queued claims while there are slots: urgent ones first, each
+ * queue in order, skipping a claim whose exporter has all its slots
+ * (the scan passes at most max-probes exporters' waiting claims).
+ */
+static void
+up_queue_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream *up, *next;
+	int q;
+
+	/* (a start that fails reports to its own device, which touches no
+	 * other claim: next stays valid) */
+	for (q = 0; q < 2; q++) {
+		for (up = TAILQ_FIRST(&up_queue[q]); up != NULL; up = next) {
+			if (up_nprobing >= gw->max_probes)
+				return;
+			next = TAILQ_NEXT(up, qentry);
+			if (up->exp->probing >= gw->max_probes_per_exporter)
+				continue;
+			up_start(up);
+		}
+	}
+}
+
+/* Start what the probe slots allow, from the loop (also: limits raised). */
+void
+upstream_queue_kick(void)
+{
+	if (up_nqueued == 0)
+		return;
+	if (up_queue_ev == NULL)
+		up_queue_ev = event_new(gw->base, -1, 0, up_queue_cb, NULL);
+	event_active(up_queue_ev, EV_TIMEOUT, 0);
+}
+
+/*
+ * A new claim of dev: queued for a probe slot (urgent: ahead of new
+ * devices), started from the loop.  Everything after arrives at ops.
+ */
 struct upstream *
-upstream_new(struct device *dev, const struct upstream_ops *ops)
+upstream_new(struct device *dev, const struct upstream_ops *ops, bool urgent)
 {
 	struct upstream *up;
-	struct exporter *exp = dev->exp;
 
 	up = xcalloc(1, sizeof(*up));
 	up->dev = dev;
-	up->ops = ops;		/* state UP_CONNECTING */
+	up->exp = dev->exp;
+	up->ops = ops;
+	up->state = UP_QUEUED;
+	up->urgent = urgent;
 	up->seqnum = PROBE_SEQ_BASE;
-	if (gw_connect(exp->host, exp->port, &up->bev, up_read, up_event,
-	    up) == -1) {
-		free(up);
-		return NULL;
-	}
-	up_set_timeout(up, gw->probe_timeout_ms);
+	TAILQ_INSERT_TAIL(&up_queue[urgent ? 0 : 1], up, qentry);
+	up->queued = true;
+	up_nqueued++;
+	upstream_queue_kick();
 	return up;
 }
 
@@ -153,9 +254,12 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		upstream_set_state(up, UP_IMPORTING, NULL);
 		return;
 	}
-	if (what & BEV_EVENT_TIMEOUT)
+	if (what & BEV_EVENT_TIMEOUT) {
+		if (gw_timeout_spurious(bev, what))
+			return;		/* the gateway was slow, not the exporter */
 		return up_fail(up, -1, up->state == UP_IDLE ?
 		    "exporter stalled" : "exporter timed out");
+	}
 	if (up->state == UP_IDLE) {
 		up->ops->closed(up->dev, (what & BEV_EVENT_EOF) ?
 		    "exporter closed the device's session" :

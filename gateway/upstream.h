@@ -10,6 +10,7 @@
 #include "usbip.h"
 
 enum up_state {
+	UP_QUEUED,		/* waiting for a probe slot: no connection yet */
 	UP_CONNECTING,
 	UP_IMPORTING,
 	UP_PROBING,
@@ -35,7 +36,12 @@ struct upstream_ops {
 
 /* The gateway's own import of a device at its exporter: the claim. */
 struct upstream {
+	TAILQ_ENTRY(upstream)	 qentry;	/* the probe queue, while queued */
 	struct device		*dev;
+	struct exporter		*exp;		/* dev's, for its probe slots */
+	bool			 urgent;	/* queued ahead of new devices */
+	bool			 queued;
+	bool			 slot;		/* holds a probe slot */
 	const struct upstream_ops *ops;
 	struct bufferevent	*bev;
 	enum up_state		 state;
@@ -53,9 +59,13 @@ struct upstream {
 
 
 /* upstream.c */
-struct upstream	*upstream_new(struct device *, const struct upstream_ops *);
+struct upstream	*upstream_new(struct device *, const struct upstream_ops *,
+		    bool urgent);
 void		 upstream_set_state(struct upstream *, enum up_state,
 		    const char *why);
 void		 upstream_close(struct upstream *);
+void		 upstream_queue_kick(void);
+unsigned	 upstream_probing(void);
+unsigned	 upstream_queued(void);
 
 #endif

@@ -147,6 +147,9 @@ apply_settings(struct config *cfg)
 	gw->max_sessions_per_host = cfg->max_sessions_per_host;
 	gw->max_devices_per_exporter = cfg->max_devices_per_exporter;
 	gw->max_new_devices_per_minute = cfg->max_new_devices_per_minute;
+	gw->max_probes = cfg->max_probes;
+	gw->max_probes_per_exporter = cfg->max_probes_per_exporter;
+	upstream_queue_kick();		/* limits raised by a reload */
 	hostlimit_set(cfg->audit_limit_per_host, cfg->audit_limit_total);
 	store_audit_settings(cfg->audit_checkpoint_rows,
 	    cfg->audit_checkpoint_interval_ms);

@@ -157,3 +157,45 @@ fd_nonblock_cloexec(int fd)
 		return -1;
 	return 0;
 }
+
+/*
+ * A uniform random number in [0, n) (0 when n is 0), for jitter: not
+ * for secrets.  glibc 2.36 has arc4random_uniform; elsewhere a
+ * xorshift64* generator seeded once from getrandom().
+ */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || \
+    (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 36))
+uint32_t
+usbgw_random_uniform(uint32_t n)
+{
+	return n == 0 ? 0 : arc4random_uniform(n);
+}
+#else
+#include <sys/random.h>
+
+uint32_t
+usbgw_random_uniform(uint32_t n)
+{
+	static uint64_t s;
+
+	if (n == 0)
+		return 0;
+	while (s == 0)
+		if (getrandom(&s, sizeof(s), 0) != sizeof(s))
+			s = now_usec() | 1;
+	s ^= s >> 12;
+	s ^= s << 25;
+	s ^= s >> 27;
+	/* (the modulo bias is below 2^-32 for a jitter's n) */
+	return (uint32_t)((s * 2685821657736338717ull >> 32) % n);
+}
+#endif
+
+/* ms spread by up to +-pct percent at random (pct < 100). */
+unsigned
+usbgw_jitter(unsigned ms, unsigned pct)
+{
+	uint32_t span = (uint32_t)((uint64_t)ms * pct / 100);
+
+	return ms - span + usbgw_random_uniform(2 * span + 1);
+}

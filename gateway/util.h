@@ -32,6 +32,12 @@ int	 parse_num(const char *s, long long min, long long max, long long *out,
 /* Monotonic clock in microseconds. */
 uint64_t now_usec(void);
 
+/* Uniform random in [0, n), for jitter (not for secrets). */
+uint32_t usbgw_random_uniform(uint32_t n);
+
+/* ms spread by up to +-pct percent at random (pct < 100). */
+unsigned usbgw_jitter(unsigned ms, unsigned pct);
+
 /* Set O_NONBLOCK and FD_CLOEXEC. */
 int	 fd_nonblock_cloexec(int fd);
 

@@ -123,3 +123,26 @@ usbip_send_hex() {
 	# shellcheck disable=SC2059
 	printf "$(printf '%s' "$2" | tr -d ' \t\n' | sed 's/../\\x&/g')" >&"$1"
 }
+
+# sim_unread NAME: how many connections to simulator NAME's ports (its
+# -P file, else its port file) hold bytes it has not read: requests that
+# wait at a stopped (SIGSTOP) simulator.
+sim_unread() {
+	local ports
+	if [ -s "$T/$1.ports" ]; then
+		ports=" $(awk '{ printf "%s ", $2 }' "$T/$1.ports")"
+	else
+		ports=" $(cat "$T/$1.port") "
+	fi
+	ss -Htn 2>/dev/null | awk -v ports="$ports" '
+	    $1 == "ESTAB" && $2 > 0 { n = split($4, a, ":")
+		if (index(ports, " " a[n] " ")) c++ }
+	    END { print c + 0 }'
+}
+_sim_unread_ge() { [ "$(sim_unread "$1")" -ge "$2" ]; }
+_sim_unread_none() { [ "$(sim_unread "$1")" = 0 ]; }
+
+# sim_wait_unread NAME N [SECONDS]: until N requests wait at NAME.
+sim_wait_unread() {
+	wait_for -t "${3:-10}" _sim_unread_ge "$1" "$2"
+}

@@ -140,7 +140,7 @@ static struct {
 	struct fk_emit		 emit[FK_MAX_EMIT];
 	int			 nemit;
 	/* upstream.c, server.c */
-	int			 up_new, up_closed;
+	int			 up_new, up_closed, up_urgent;
 	int			 ds_closed;
 	char			 ds_why[200];
 } fk;
@@ -420,11 +420,12 @@ gw_emit(const char *type, json_t *data)
 /* -- upstream.c: a claim is an object, never a connection -- */
 
 struct upstream *
-upstream_new(struct device *dev, const struct upstream_ops *ops)
+upstream_new(struct device *dev, const struct upstream_ops *ops, bool urgent)
 {
 	struct upstream *up = xcalloc(1, sizeof(*up));
 
 	fk.up_new++;
+	fk.up_urgent += urgent;
 	up->dev = dev;
 	up->ops = ops;
 	up->state = UP_CONNECTING;
@@ -1936,6 +1937,53 @@ test_known_bugs(void)
 	devfree(dev);
 }
 
+/*
+ * Issue 13, item 4: a claim that keeps failing for a reason that says
+ * "busy" (a timeout, a closed connection, ST_DEV_BUSY) is retried for as
+ * long as the exporter lists the device; it never goes gone for it (it
+ * went after 50 tries).  A refused connection and ST_NODEV for a device
+ * no longer listed still make it gone at once, and a device without a
+ * claim is never authorized meanwhile.
+ */
+static void
+test_claim_retries(void)
+{
+	struct device *dev;
+	int i, gone = 0, held = 0;
+
+	dev = mkdev("15-1", &kbd);
+	claim_probe(dev, &kbd, 250, 650, 0, -1);
+	approve(dev, &bob, SCOPE_FOR, NOW + 3600, NULL, false);
+	is_int(dev->state, DEV_AUTHORIZED, "retries: approved");
+	dev->seen = true;
+	for (i = 0; i < 200; i++) {
+		if (dev->up == NULL)
+			device_claim(dev);
+		device_claim_failed(dev, i % 3 == 0 ? ST_DEV_BUSY : -1,
+		    i % 3 == 1 ? "exporter timed out" :
+		    "exporter closed the connection");
+		gone += dev->state == DEV_GONE;
+		held += dev->up != NULL;
+	}
+	is_int(gone, 0, "200 busy claim failures in a row: never gone");
+	is_int(held, 0, "and never a claim held after a failure (fail closed)");
+	ok(dev->up == NULL, "no claim held after the last failure");
+	device_claim(dev);
+	ok(dev->up != NULL && fk.up_urgent > 0,
+	    "an authorized device's re-claim is queued ahead of new ones");
+	device_claim_failed(dev, UP_ST_UNREACHABLE, "cannot reach exporter");
+	is_int(dev->state, DEV_GONE, "a refused connection: gone at once");
+	devfree(dev);
+
+	dev = mkdev("15-2", &kbd);
+	claim_probe(dev, &kbd, 251, 651, 0, -1);
+	dev->seen = false;
+	device_claim_failed(dev, ST_NODEV, "ST_NODEV");
+	is_int(dev->state, DEV_GONE, "ST_NODEV for a device no longer listed: "
+	    "gone");
+	devfree(dev);
+}
+
 int
 main(void)
 {
@@ -1969,6 +2017,7 @@ main(void)
 	test_attached();
 	test_observers();
 	test_known_bugs();
+	test_claim_retries();
 
 	exporter_free(tc17);
 	event_base_loop(base, EVLOOP_NONBLOCK);	/* its deferred free */
