@@ -211,7 +211,7 @@ config_new(void)
 	c->max_devices_per_exporter = 64;
 	c->max_new_devices_per_minute = 64;
 	c->max_probes = 64;
-	c->max_probes_per_exporter = 4;
+	c->max_probes_per_exporter = 8;
 	c->relay_stall_ms = 30 * MS_S;
 	c->audit_limit_per_host = 60;
 	c->audit_limit_total = 600;

@@ -41,7 +41,7 @@ gw_init(struct event_base *base)
 	gw->max_devices_per_exporter = 64;
 	gw->max_new_devices_per_minute = 64;
 	gw->max_probes = 64;
-	gw->max_probes_per_exporter = 4;
+	gw->max_probes_per_exporter = 8;
 	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (gw->dns == NULL)
