@@ -42,9 +42,12 @@ room(struct jtext *b, size_t n)
 	}
 	if (b->cap - b->len >= n)
 		return true;
+	/* cap never passes the limit: put() relies on it */
 	want = b->cap < 4096 ? 4096 : b->cap;
-	while (want - b->len < n)
+	while (want < b->limit && want - b->len < n)
 		want = want > b->limit / 2 ? b->limit : want * 2;
+	if (want > b->limit)
+		want = b->limit;
 	b->buf = xreallocarray(b->buf, 1, want);
 	b->cap = want;
 	return true;
