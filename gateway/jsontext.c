@@ -54,6 +54,17 @@ room(struct jtext *b, size_t n)
 }
 
 void
+jtext_reserve(struct jtext *b, size_t n)
+{
+	if (b->limit - b->len < n)
+		n = b->limit - b->len;
+	if (b->cap - b->len < n) {
+		b->cap = b->len + n;
+		b->buf = xreallocarray(b->buf, 1, b->cap);
+	}
+}
+
+void
 jt_raw(struct jtext *b, const char *s, size_t n)
 {
 	if (n == 0 || !room(b, n))

@@ -34,6 +34,8 @@ struct jtext {
 void	 jtext_init(struct jtext *, size_t limit);
 void	 jtext_free(struct jtext *);
 void	 jt_raw(struct jtext *, const char *, size_t);
+/* Room for n more bytes now (up to the limit), to grow once. */
+void	 jtext_reserve(struct jtext *, size_t n);
 
 /*
  * The writer.  Each value or key is preceded by a comma unless it is the
