@@ -395,11 +395,11 @@ test_big_reply(void)
 	int fd;
 
 	/* building 64 MiB takes longer than the test's 300 ms idle timeout */
-	cfg->control_timeout_ms = 10000;
+	cfg->control_timeout_ms = 30000;
 	control_reconfigure(cfg);
 	fd = client_connect();
 	send_text(fd, "{\"v\":1,\"id\":41,\"cmd\":\"big\"}");
-	m = recv_msg(fd, 5000, NULL);
+	m = recv_msg(fd, 30000, NULL);
 	is_int(json_integer_value(json_object_get(m, "id")), 41,
 	    "a reply over the frame limit: the error keeps the request's id");
 	is_str(err_code(m), "limit", "... and is a limit error");
@@ -439,8 +439,14 @@ test_text_reply(void)
 	is_str(err_code(m), "usage", "text command: its error is the reply");
 	is_int(json_integer_value(json_object_get(m, "id")), 52, "... with the id");
 	json_decref(m);
-	m = rpc(fd, "{\"v\":1,\"id\":53,\"cmd\":\"list\",\"args\":"
+	/* 64 MiB written: slow under ASan, longer than the 300 ms timeout */
+	client_close(fd);
+	cfg->control_timeout_ms = 30000;
+	control_reconfigure(cfg);
+	fd = client_connect();
+	send_text(fd, "{\"v\":1,\"id\":53,\"cmd\":\"list\",\"args\":"
 	    "{\"over\":true}}");
+	m = recv_msg(fd, 30000, NULL);
 	is_str(err_code(m), "limit", "text command over the frame limit: "
 	    "a limit error");
 	is_int(json_integer_value(json_object_get(m, "id")), 53, "... with the id");
@@ -448,6 +454,8 @@ test_text_reply(void)
 	    "... naming the limit (%s)", err_message(m));
 	json_decref(m);
 	client_close(fd);
+	cfg->control_timeout_ms = 300;
+	control_reconfigure(cfg);
 	control_set_text_cmds(NULL, 0);
 }
 
