@@ -283,6 +283,9 @@ jt_kint_or_null(struct jtext *b, const char *key, int64_t v)
 
 /* ---- the scanner -------------------------------------------------------- */
 
+static const char *fail(struct jt_error *, const char *, const char *,
+    const char *, ...) __attribute__((format(printf, 4, 5)));
+
 static const char *
 fail(struct jt_error *e, const char *start, const char *at, const char *fmt,
     ...)
