@@ -236,6 +236,30 @@ frame_free_cb(const void *data, size_t len, void *arg)
 }
 
 /*
+ * One text reply's buffer is kept for the next one: a list of 10,000
+ * devices is some 6 MB, and a fresh buffer each time costs a page fault
+ * per 4 KiB written (a fifth of the reply's time).  At most one is
+ * kept, and only up to TEXT_SPARE_MAX.
+ */
+#define TEXT_SPARE_MAX	(32 * 1024 * 1024)
+static struct {
+	char	*buf;
+	size_t	 cap;
+} spare;
+
+static void
+text_free_cb(const void *data, size_t len, void *arg)
+{
+	size_t cap = (size_t)(uintptr_t)arg;
+
+	if (spare.buf == NULL && cap <= TEXT_SPARE_MAX) {
+		spare.buf = (char *)(uintptr_t)data;
+		spare.cap = cap;
+	} else
+		free((void *)(uintptr_t)data);
+}
+
+/*
  * Queue one message; a peer that does not read its output is dropped.
  * A reply that cannot be encoded (over CTL_MAX_RESPONSE) is answered
  * with an error that keeps the request's id (has_id, id), so the client
@@ -374,6 +398,11 @@ conn_text_reply(struct ctl_conn *c, const struct ctl_request *req,
 	int n;
 
 	jtext_init(&b, CTL_FRAME_HDR + CTL_MAX_RESPONSE);
+	if (spare.buf != NULL) {
+		b.buf = spare.buf;
+		b.cap = spare.cap;
+		spare.buf = NULL;
+	}
 	jt_raw(&b, "\0\0\0\0", CTL_FRAME_HDR);
 	if (req->has_id)
 		n = snprintf(head, sizeof(head), "{\"v\":%d,\"id\":%" JSON_INTEGER_FORMAT
@@ -400,8 +429,8 @@ conn_text_reply(struct ctl_conn *c, const struct ctl_request *req,
 		jtext_free(&b);
 		return CTL_OK;
 	}
-	if (evbuffer_add_reference(out, b.buf, b.len, frame_free_cb, NULL) ==
-	    -1)
+	if (evbuffer_add_reference(out, b.buf, b.len, text_free_cb,
+	    (void *)(uintptr_t)b.cap) == -1)
 		free(b.buf);
 	return CTL_OK;
 }
@@ -1195,6 +1224,8 @@ control_shutdown(void)
 	unlink(C.path);
 	free(C.cfg);
 	C.cfg = NULL;
+	free(spare.buf);
+	spare.buf = NULL;
 }
 
 void

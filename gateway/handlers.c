@@ -48,9 +48,12 @@ h_list_text(json_t *args, const struct actor *who, struct jtext *out,
     char *err, size_t errlen)
 {
 	const char *state = NULL, *exporter = NULL;
+	/* the last full reply's size: the next one is written without regrowing */
+	static size_t hint;
 	struct exporter *exp;
 	struct device *dev;
 	enum ctl_err e;
+	size_t mark = out->len;
 	int st = -1;
 
 	if ((e = ctl_arg_str(args, "state", 0, &state, err, errlen)) != CTL_OK ||
@@ -63,6 +66,7 @@ h_list_text(json_t *args, const struct actor *who, struct jtext *out,
 		    state);
 	if (exporter != NULL && exporter_find(exporter) == NULL)
 		ERR(CTL_E_NOTFOUND, "no exporter named %.64s", exporter);
+	jtext_reserve(out, hint + hint / 8);
 	jt_open(out, '[');
 	TAILQ_FOREACH(exp, &gw->exporters, entry) {
 		if (exporter != NULL && strcmp(exp->name, exporter) != 0)
@@ -78,6 +82,8 @@ h_list_text(json_t *args, const struct actor *who, struct jtext *out,
 		}
 	}
 	jt_close(out, ']');
+	if (state == NULL && exporter == NULL)
+		hint = out->len - mark;
 	return CTL_OK;
 }
 

@@ -201,11 +201,36 @@ jt_close(struct jtext *b, char c)
 	put(b, c);
 }
 
+/* A key made of characters JSON writes as they are: copied. */
+static bool
+plain_ascii(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x80 ||
+		    s[i] == '"' || s[i] == '\\')
+			return false;
+	return true;
+}
+
 void
 jt_key(struct jtext *b, const char *key)
 {
+	size_t n = strlen(key);
+
 	comma(b);
-	str_n(b, key, strlen(key));
+	if (n < 64 && plain_ascii(key, n) && room(b, n + 3)) {
+		char *o = b->buf + b->len;
+
+		o[0] = '"';
+		memcpy(o + 1, key, n);
+		o[n + 1] = '"';
+		o[n + 2] = ':';
+		b->len += n + 3;
+		return;
+	}
+	str_n(b, key, n);
 	put(b, ':');
 }
 
