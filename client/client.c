@@ -183,14 +183,29 @@ read_frame(struct client *cl, int timeout_ms, size_t *used)
 			continue;
 		if (r == 0)
 			return -1;
-		/* room for the whole frame at once once its length is known */
+		/*
+		 * Room for the whole frame at once once its length is known;
+		 * a big one in 2 MiB pages where the kernel allows (list of
+		 * 10,000 devices: 6 MB, 1,500 page faults fewer).
+		 */
 		if (cl->cap - cl->len < CLIENT_READ_CHUNK || cl->cap < want) {
 			size_t ncap = cl->cap * 2 + CLIENT_READ_CHUNK;
+			struct jtext big;
 
 			if (ncap < want + CLIENT_READ_CHUNK)
 				ncap = want + CLIENT_READ_CHUNK;
+			jtext_init(&big, ncap);
+			jtext_reserve(&big, ncap);
+			if (big.buf != NULL && big.cap >= ncap) {
+				if (cl->len > 0)
+					memcpy(big.buf, cl->buf, cl->len);
+				free(cl->buf);
+				cl->buf = (uint8_t *)big.buf;
+			} else {
+				jtext_free(&big);
+				cl->buf = xreallocarray(cl->buf, 1, ncap);
+			}
 			cl->cap = ncap;
-			cl->buf = xreallocarray(cl->buf, 1, cl->cap);
 		}
 		n = read(cl->fd, cl->buf + cl->len, cl->cap - cl->len);
 		if (n == -1 && errno == EINTR)

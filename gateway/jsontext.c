@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "jsontext.h"
 #include "util.h"
@@ -53,11 +54,28 @@ room(struct jtext *b, size_t n)
 	return true;
 }
 
+#define JT_HUGE	(2 * 1024 * 1024)
+
 void
 jtext_reserve(struct jtext *b, size_t n)
 {
 	if (b->limit - b->len < n)
 		n = b->limit - b->len;
+	/*
+	 * A big empty buffer in 2 MiB pages where the kernel allows it (THP
+	 * "madvise"): one page fault per 2 MiB written instead of per 4 KiB.
+	 */
+	if (b->buf == NULL && n >= 2 * JT_HUGE) {
+		size_t sz = (n + JT_HUGE - 1) / JT_HUGE * JT_HUGE;
+		void *p;
+
+		if (posix_memalign(&p, JT_HUGE, sz) == 0) {
+			(void)madvise(p, sz, MADV_HUGEPAGE);
+			b->buf = p;
+			b->cap = sz < b->limit ? sz : b->limit;
+			return;
+		}
+	}
 	if (b->cap - b->len < n) {
 		b->cap = b->len + n;
 		b->buf = xreallocarray(b->buf, 1, b->cap);

@@ -200,6 +200,17 @@ main(void)
 	    "limit");
 	jtext_free(&b);
 
+	/* a big reservation (2 MiB pages where allowed) is an ordinary buffer */
+	jtext_init(&b, 64 << 20);
+	jtext_reserve(&b, 8 << 20);
+	ok(b.buf != NULL && b.cap >= (8u << 20) && b.len == 0,
+	    "reserve 8 MiB: room for 8 MiB");
+	for (r = 0; r < (1 << 20) && !b.over; r++)
+		jt_int(&b, r % 10);
+	ok(!b.over && b.len == 2 * (1u << 20) - 1 && b.buf[0] == '0' &&
+	    b.buf[b.len - 1] == '5', "... written through and past it");
+	jtext_free(&b);
+
 	/* scanner: fixed cases */
 	for (i = 0, k = 1; i < sizeof(valid) / sizeof(valid[0]); i++)
 		k &= scan_same(valid[i], strlen(valid[i]), 2) &
