@@ -82,6 +82,14 @@ void		 client_close(struct client *);
 int		 client_call(struct client *, const char *cmd, json_t *args,
 		    json_t **result);
 /* Same, quiet: the error's code and message are returned instead. */
+/*
+ * A call whose result is appended to text as JSON, written as jansson's
+ * JSON_INDENT(indent) would (2: as print_json; 0: compact), checked but
+ * never built as a tree (jsontext.h): for big results (list).
+ */
+struct jtext;
+int		 client_call_text(struct client *, const char *cmd, json_t *args,
+		    int indent, struct jtext *text);
 int		 client_call_quiet(struct client *, const char *cmd, json_t *args,
 		    json_t **result, char *msg, size_t msglen);
 /*

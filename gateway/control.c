@@ -48,6 +48,7 @@
 #include "ctlproto.h"
 #include "hooks.h"
 #include "hostlimit.h"
+#include "jsontext.h"
 #include "log.h"
 #include "usbip.h"
 #include "util.h"
@@ -113,6 +114,8 @@ static struct {
 	struct event		*reap_ev;
 	const struct ctl_cmd	*cmds;
 	size_t			 ncmds;
+	const struct ctl_text_cmd *text_cmds;
+	size_t			 ntext_cmds;
 	control_audit_fn	 audit;
 	struct ctl_conns	 conns;
 	struct ctl_conns	 dead;
@@ -211,9 +214,68 @@ control_set_commit(void (*fn)(void))
 	C.commit = fn;
 }
 
-/* Queue one message; a peer that does not read its output is dropped. */
+void
+control_set_text_cmds(const struct ctl_text_cmd *cmds, size_t n)
+{
+	C.text_cmds = cmds;
+	C.ntext_cmds = n;
+}
+
+/* The output of a peer that reads it; NULL (and closed) for one that does not. */
+static struct evbuffer *
+conn_output(struct ctl_conn *c)
+{
+	struct evbuffer *out;
+
+	if (c->state == CONN_DEAD)
+		return NULL;
+	out = bufferevent_get_output(c->bev);
+	if (evbuffer_get_length(out) > C.cfg->control_max_output) {
+		conn_close(c, "output over the high-water mark (peer not "
+		    "reading)");
+		return NULL;
+	}
+	return out;
+}
+
 static void
-conn_send(struct ctl_conn *c, json_t *msg)
+frame_free_cb(const void *data, size_t len, void *arg)
+{
+	free((void *)(uintptr_t)data);
+}
+
+/*
+ * One text reply's buffer is kept for the next one: a list of 10,000
+ * devices is some 6 MB, and a fresh buffer each time costs a page fault
+ * per 4 KiB written (a fifth of the reply's time).  At most one is
+ * kept, and only up to TEXT_SPARE_MAX.
+ */
+#define TEXT_SPARE_MAX	(32 * 1024 * 1024)
+static struct {
+	char	*buf;
+	size_t	 cap;
+} spare;
+
+static void
+text_free_cb(const void *data, size_t len, void *arg)
+{
+	size_t cap = (size_t)(uintptr_t)arg;
+
+	if (spare.buf == NULL && cap <= TEXT_SPARE_MAX) {
+		spare.buf = (char *)(uintptr_t)data;
+		spare.cap = cap;
+	} else
+		free((void *)(uintptr_t)data);
+}
+
+/*
+ * Queue one message; a peer that does not read its output is dropped.
+ * A reply that cannot be encoded (over CTL_MAX_RESPONSE) is answered
+ * with an error that keeps the request's id (has_id, id), so the client
+ * hears why instead of waiting for an answer.
+ */
+static void
+conn_send_reply(struct ctl_conn *c, json_t *msg, int has_id, json_int_t id)
 {
 	struct evbuffer *out;
 	uint8_t *frame;
@@ -221,30 +283,29 @@ conn_send(struct ctl_conn *c, json_t *msg)
 
 	if (msg == NULL)
 		return;
-	if (c->state == CONN_DEAD) {
+	if ((out = conn_output(c)) == NULL) {
 		json_decref(msg);
-		return;
-	}
-	out = bufferevent_get_output(c->bev);
-	if (evbuffer_get_length(out) > C.cfg->control_max_output) {
-		json_decref(msg);
-		conn_close(c, "output over the high-water mark (peer not "
-		    "reading)");
 		return;
 	}
 	frame = ctl_frame_encode(msg, CTL_MAX_RESPONSE, &len);
 	json_decref(msg);
 	if (frame == NULL) {
 		log_warnx("control: reply too large or not encodable");
-		msg = ctl_response_error(0, 0, CTL_E_INTERNAL,
-		    "reply too large");
+		msg = ctl_response_error(has_id, id, CTL_E_LIMIT,
+		    "reply over the frame limit (" CTL_MAX_RESPONSE_TEXT ") "
+		    "or not encodable");
 		frame = ctl_frame_encode(msg, CTL_MAX_RESPONSE, &len);
 		json_decref(msg);
 		if (frame == NULL)
 			return;
 	}
-	evbuffer_add(out, frame, len);
-	free(frame);
+	evbuffer_add_reference(out, frame, len, frame_free_cb, NULL);
+}
+
+static void
+conn_send(struct ctl_conn *c, json_t *msg)
+{
+	conn_send_reply(c, msg, 0, 0);
 }
 
 static void
@@ -320,6 +381,71 @@ conn_close(struct ctl_conn *c, const char *why)
 	event_active(C.reap_ev, EV_TIMEOUT, 0);
 }
 
+static ctl_text_fn
+text_cmd_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < C.ntext_cmds; i++)
+		if (strcmp(C.text_cmds[i].name, name) == 0)
+			return C.text_cmds[i].fn;
+	return NULL;
+}
+
+/*
+ * Run a text command and send its reply: the frame is written in place
+ * (length, the response's head, the result the command writes, "}")
+ * and handed to the output buffer without a copy.  The head is what
+ * ctl_response_ok() encodes: {"v":1,"id":N,"ok":true,"result":...}.
+ */
+static enum ctl_err
+conn_text_reply(struct ctl_conn *c, const struct ctl_request *req,
+    ctl_text_fn fn, char *err, size_t errlen)
+{
+	struct evbuffer *out;
+	struct jtext b;
+	enum ctl_err rc;
+	char head[64];
+	int n;
+
+	jtext_init(&b, CTL_FRAME_HDR + CTL_MAX_RESPONSE);
+	if (spare.buf != NULL) {
+		b.buf = spare.buf;
+		b.cap = spare.cap;
+		spare.buf = NULL;
+	}
+	jt_raw(&b, "\0\0\0\0", CTL_FRAME_HDR);
+	if (req->has_id)
+		n = snprintf(head, sizeof(head), "{\"v\":%d,\"id\":%" JSON_INTEGER_FORMAT
+		    ",\"ok\":true,\"result\":", CTL_PROTO_VERSION, req->id);
+	else
+		n = snprintf(head, sizeof(head), "{\"v\":%d,\"id\":null,"
+		    "\"ok\":true,\"result\":", CTL_PROTO_VERSION);
+	jt_raw(&b, head, (size_t)n);
+	if ((rc = fn(req->args, &c->who, &b, err, errlen)) != CTL_OK) {
+		jtext_free(&b);
+		return rc;
+	}
+	jt_close(&b, '}');
+	if (b.over) {
+		jtext_free(&b);
+		snprintf(err, errlen, "the reply to %s is over the frame limit "
+		    "(" CTL_MAX_RESPONSE_TEXT ", protocol.md 2.2); ask for less "
+		    "(list: --state, --exporter)", req->cmd);
+		log_warnx("control: %s", err);
+		return CTL_E_LIMIT;
+	}
+	put_be32((uint8_t *)b.buf, (uint32_t)(b.len - CTL_FRAME_HDR));
+	if ((out = conn_output(c)) == NULL) {
+		jtext_free(&b);
+		return CTL_OK;
+	}
+	if (evbuffer_add_reference(out, b.buf, b.len, text_free_cb,
+	    (void *)(uintptr_t)b.cap) == -1)
+		free(b.buf);
+	return CTL_OK;
+}
+
 static const struct ctl_cmd *
 cmd_find(const char *name)
 {
@@ -392,6 +518,7 @@ conn_request(struct ctl_conn *c, json_t *msg)
 	struct ctl_request req;
 	const struct ctl_cmd *cmd;
 	json_t *result = NULL;
+	ctl_text_fn tfn;
 	enum ctl_err rc;
 	char err[512], why[600];
 
@@ -440,13 +567,20 @@ conn_request(struct ctl_conn *c, json_t *msg)
 		return;
 	}
 	c->who.priv = c->priv;
-	rc = cmd->fn(req.args, &c->who, &result, err, sizeof(err));
-	/* what a decision wrote is durable before the operator hears "ok" */
-	if (cmd->priv > PRIV_READ && C.commit != NULL)
-		C.commit();
-	if (rc == CTL_OK) {
-		conn_send(c, ctl_response_ok(req.has_id, req.id, result));
-		return;
+	if ((tfn = text_cmd_find(cmd->name)) != NULL) {
+		if ((rc = conn_text_reply(c, &req, tfn, err, sizeof(err))) ==
+		    CTL_OK)
+			return;
+	} else {
+		rc = cmd->fn(req.args, &c->who, &result, err, sizeof(err));
+		/* what a decision wrote is durable before "ok" is sent */
+		if (cmd->priv > PRIV_READ && C.commit != NULL)
+			C.commit();
+		if (rc == CTL_OK) {
+			conn_send_reply(c, ctl_response_ok(req.has_id, req.id,
+			    result), req.has_id, req.id);
+			return;
+		}
 	}
 	json_decref(result);
 	if (err[0] == '\0')
@@ -1134,6 +1268,8 @@ control_shutdown(void)
 	unlink(C.path);
 	free(C.cfg);
 	C.cfg = NULL;
+	free(spare.buf);
+	spare.buf = NULL;
 }
 
 void

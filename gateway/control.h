@@ -49,6 +49,26 @@ typedef void (*control_audit_fn)(const struct actor *who, const char *cmd,
  * (object: "control uid U"), at the end of its minute. */
 typedef void (*control_summary_fn)(const char *object, const char *detail);
 
+/*
+ * A command whose result is written as JSON text instead of built as a
+ * json_t: fn appends exactly one JSON value to out (jsontext.h: its
+ * writer, or text it checked), which control.c sends as the response's
+ * "result" in a frame it builds in place, without a tree or a second
+ * dump (`list` of 10,000 devices).  The command's entry in the ctl_cmd
+ * table still names its privilege (and a json_t fn for other callers);
+ * a name registered here is answered by fn.  A reply over
+ * CTL_MAX_RESPONSE gets a `limit` error.  The table must outlive the
+ * control socket.
+ */
+struct jtext;
+typedef enum ctl_err (*ctl_text_fn)(json_t *args, const struct actor *who,
+    struct jtext *out, char *err, size_t errlen);
+struct ctl_text_cmd {
+	const char	*name;
+	ctl_text_fn	 fn;
+};
+void		 control_set_text_cmds(const struct ctl_text_cmd *, size_t);
+
 /* Where summary rows go (before control_init; none: not written). */
 void		 control_set_summary(control_summary_fn);
 /*

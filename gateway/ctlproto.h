@@ -19,7 +19,15 @@
 #define CTL_PROTO_VERSION	1
 #define CTL_FRAME_HDR		4
 #define CTL_MAX_REQUEST		(64 * 1024)		/* default request limit */
-#define CTL_MAX_RESPONSE	(16 * 1024 * 1024)	/* any frame, hard limit */
+/*
+ * Any frame, hard limit.  The largest reply is `list`: about 600 bytes a
+ * device as usbgw-sim's look (5.8 MB for 10,000), up to some 16 KiB for
+ * one whose every string and approval is at its longest; 64 MiB holds
+ * 10,000 devices at 6.7 KiB each.  Bounded so that a client's buffer is;
+ * a longer reply is a `limit` error (ask for less: --state, --exporter).
+ */
+#define CTL_MAX_RESPONSE	(64 * 1024 * 1024)
+#define CTL_MAX_RESPONSE_TEXT	"64 MiB"
 #define CTL_MAX_CMD		64			/* bytes in a "cmd" */
 
 enum ctl_dec {

@@ -30,6 +30,7 @@
 #include "decision.h"
 #include "desc.h"
 #include "identity.h"
+#include "jsontext.h"
 #include "gw.h"
 #include "policy.h"
 #include "rule.h"
@@ -558,11 +559,21 @@ device_allowed_matches(void *arg, const struct rule *query)
 /* ---- what operators see ------------------------------------------------- */
 
 /*
+ * A device as operators see it (protocol.md 2.5) is written once, as
+ * JSON text, by device_json_text(): `list` concatenates these texts into
+ * its reply (10,000 devices without a jansson tree and a double dump),
+ * and device_json() (show, events) parses the same text, so every view
+ * of a device has the same members in the same order.  Nothing is
+ * cached: the text is written from the device's fields at each request,
+ * so no state change can leave an old view behind.
+ */
+
+/*
  * What allows the device now, as "approval": the operator's approval
  * that decided, or the rule; null when nothing allows it.
  */
-static json_t *
-approval_json(const struct device *dev)
+static void
+approval_text(const struct device *dev, struct jtext *b)
 {
 	static const char *const scopes[] = { "once", "for", "until",
 	    "permanent" };
@@ -570,8 +581,11 @@ approval_json(const struct device *dev)
 	char to[HOST_NAME_MAX_LEN + 1];
 	unsigned i;
 
-	if (d->verdict != VERDICT_ALLOW)
-		return json_null();
+	jt_key(b, "approval");
+	if (d->verdict != VERDICT_ALLOW) {
+		jt_null(b);
+		return;
+	}
 	if (d->by == BY_APPROVAL)
 		for (i = 0; i < dev->core->nappr; i++) {
 			const struct approval *p = &dev->core->appr[i];
@@ -579,32 +593,132 @@ approval_json(const struct device *dev)
 			if (p->id != d->approval_id)
 				continue;
 			host_match_format(&p->to, to, sizeof(to));
-			return json_pack("{s:s, s:o, s:o, s:n, s:s, s:b}",
-			    "scope", scopes[p->scope],
-			    "expires_at", p->expires_at ?
-			    json_integer(p->expires_at) : json_null(),
-			    "to", to[0] ? json_string(to) : json_null(),
-			    "rule_id", "by", p->by.name,
-			    "override", p->override);
+			jt_open(b, '{');
+			jt_kstr(b, "scope", scopes[p->scope]);
+			jt_kint_or_null(b, "expires_at", p->expires_at);
+			if (to[0] != '\0')
+				jt_kstr(b, "to", to);
+			else
+				jt_knull(b, "to");
+			jt_knull(b, "rule_id");
+			jt_kstr(b, "by", p->by.name);
+			jt_kbool(b, "override", p->override);
+			jt_close(b, '}');
+			return;
 		}
-	if (d->rule_id != 0)
-		return json_pack("{s:s, s:n, s:n, s:I}", "scope",
-		    d->by == BY_OPERATOR_RULE ? "permanent" : "rule",
-		    "expires_at", "to", "rule_id", (json_int_t)d->rule_id);
-	return json_null();
+	if (d->rule_id != 0) {
+		jt_open(b, '{');
+		jt_kstr(b, "scope", d->by == BY_OPERATOR_RULE ? "permanent" :
+		    "rule");
+		jt_knull(b, "expires_at");
+		jt_knull(b, "to");
+		jt_kint(b, "rule_id", d->rule_id);
+		jt_close(b, '}');
+		return;
+	}
+	jt_null(b);
 }
 
-json_t *
-device_json(const struct device *dev)
+static bool	anomaly_open(const struct device *);
+
+/* The members "approvals", "anomaly", "decision", in an open object. */
+static void
+decisions_text(const struct device *dev, struct jtext *b)
 {
-	char vid[5], pid[5], ifs[USBIP_MAX_INTERFACES * 9 + 1] = "";
-	json_t *o, *a;
-	size_t k;
+	static const char *const scopes[] = { "once", "for", "until",
+	    "permanent" };
+	const struct decision *d = &dev->core->decision;
+	char to[HOST_NAME_MAX_LEN + 1];
+	unsigned i;
+
+	jt_key(b, "approvals");
+	jt_open(b, '[');
+	for (i = 0; i < dev->core->nappr; i++) {
+		const struct approval *p = &dev->core->appr[i];
+
+		host_match_format(&p->to, to, sizeof(to));
+		jt_open(b, '{');
+		jt_kint(b, "id", p->id);
+		jt_kstr(b, "decision", p->deny ? "deny" : "allow");
+		jt_kstr(b, "scope", scopes[p->scope]);
+		jt_kint_or_null(b, "expires_at", p->expires_at);
+		if (to[0] != '\0')
+			jt_kstr(b, "to", to);
+		else
+			jt_knull(b, "to");
+		jt_kstr(b, "by", p->by.name);
+		jt_kbool(b, "override", p->override);
+		jt_close(b, '}');
+	}
+	jt_close(b, ']');
+	if (anomaly_open(dev))
+		jt_kstr(b, "anomaly", dev->core->anomaly);
+	else
+		jt_knull(b, "anomaly");
+	jt_key(b, "decision");
+	jt_open(b, '{');
+	jt_kstr(b, "verdict", verdict_name(d->verdict));
+	jt_kstr(b, "by", decided_by_name(d->by));
+	jt_kint_or_null(b, "rule_id", d->rule_id);
+	jt_kint_or_null(b, "approval_id", d->approval_id);
+	jt_kstr(b, "why", d->why);
+	jt_close(b, '}');
+}
+
+/*
+ * What the observers (local mode) add, as members in an open object.
+ * They add their own members with jansson, never one of the device's.
+ */
+static void
+observers_text(const struct device *dev, struct jtext *b)
+{
+	json_t *o = NULL;
+	size_t k, n;
+	char *t;
+
+	for (k = 0; k < nobservers; k++)
+		if (observers[k]->json != NULL) {
+			if (o == NULL)
+				o = json_object();
+			observers[k]->json(dev, o);
+		}
+	if (o == NULL || json_object_size(o) == 0 ||
+	    (t = json_dumps(o, JSON_COMPACT)) == NULL) {
+		json_decref(o);
+		return;
+	}
+	n = strlen(t);			/* {"local":...}: the members inside */
+	if (n > 2) {
+		jt_raw(b, ",", 1);
+		jt_raw(b, t + 1, n - 2);
+	}
+	free(t);
+	json_decref(o);
+}
+
+void
+device_json_text(const struct device *dev, struct jtext *b)
+{
+	char hex[8];
 	int i;
 
-	snprintf(vid, sizeof(vid), "%04x", dev->ident.vid);
-	snprintf(pid, sizeof(pid), "%04x", dev->ident.pid);
-	a = json_array();
+	jt_open(b, '{');
+	jt_kstr(b, "busid", dev->busid);
+	jt_kstr(b, "exporter", dev->exp->name);
+	jt_kstr(b, "exporter_busid", dev->up_busid);
+	jt_kstr(b, "state", dev_state_name(dev->state));
+	snprintf(hex, sizeof(hex), "%04x", dev->ident.vid);
+	jt_kstr(b, "vid", hex);
+	snprintf(hex, sizeof(hex), "%04x", dev->ident.pid);
+	jt_kstr(b, "pid", hex);
+	jt_kstr(b, "manufacturer", dev->ident.manufacturer);
+	jt_kstr(b, "product", dev->ident.product);
+	jt_kstr(b, "serial", dev->ident.serial);
+	jt_kstr(b, "hash", dev->ident.hash);
+	jt_kstr(b, "speed", usbip_speed_name(dev->up ? dev->up->rec.speed :
+	    dev->core->listed.speed));
+	jt_key(b, "interfaces");
+	jt_open(b, '[');
 	for (i = 0; i < dev->nintf; i++) {
 		char one[16];
 
@@ -612,51 +726,51 @@ device_json(const struct device *dev)
 		    dev->intf[i].bInterfaceClass,
 		    dev->intf[i].bInterfaceSubClass,
 		    dev->intf[i].bInterfaceProtocol);
-		json_array_append_new(a, json_string(one));
-		if (i > 0)
-			usbgw_strlcat(ifs, " ", sizeof(ifs));
-		usbgw_strlcat(ifs, one, sizeof(ifs));
+		jt_str(b, one);
 	}
-	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s,"
-	    " s:o, s:I, s:I}",
-	    "busid", dev->busid,
-	    "exporter", dev->exp->name,
-	    "exporter_busid", dev->up_busid,
-	    "state", dev_state_name(dev->state),
-	    "vid", vid,
-	    "pid", pid,
-	    "manufacturer", dev->ident.manufacturer,
-	    "product", dev->ident.product,
-	    "serial", dev->ident.serial,
-	    "hash", dev->ident.hash,
-	    "speed", usbip_speed_name(dev->up ? dev->up->rec.speed :
-		dev->core->listed.speed),
-	    "interfaces", a,
-	    "rule_id", (json_int_t)dev->rule_id,
-	    "id", (json_int_t)dev->id);
-	if (o == NULL)
-		return json_object();
-	json_object_set_new(o, "identity", json_string(dev->ident.identity));
+	jt_close(b, ']');
+	jt_kint(b, "rule_id", dev->rule_id);
+	jt_kint(b, "id", dev->id);
+	jt_kstr(b, "identity", dev->ident.identity);
 	if (dev->ds != NULL) {
-		json_object_set_new(o, "attached_to", json_string(dev->ds->peer));
-		json_object_set_new(o, "bytes_to_host",
-		    json_integer((json_int_t)dev->bytes_down));
-		json_object_set_new(o, "bytes_to_device",
-		    json_integer((json_int_t)dev->bytes_up));
-		json_object_set_new(o, "urbs", json_integer((json_int_t)dev->urbs));
+		jt_kstr(b, "attached_to", dev->ds->peer);
+		jt_kint(b, "bytes_to_host", (int64_t)dev->bytes_down);
+		jt_kint(b, "bytes_to_device", (int64_t)dev->bytes_up);
+		jt_kint(b, "urbs", (int64_t)dev->urbs);
 	}
-	for (k = 0; k < nobservers; k++)
-		if (observers[k]->json != NULL)
-			observers[k]->json(dev, o);
-	json_object_set_new(o, "approval", approval_json(dev));
-	{
-		json_t *dj = device_decisions_json(dev);
+	observers_text(dev, b);
+	approval_text(dev, b);
+	decisions_text(dev, b);
+	jt_kint(b, "since", dev->state_since);
+	jt_close(b, '}');
+}
 
-		json_object_update_missing(o, dj);
-		json_decref(dj);
+/* Parse what the writer wrote: {} if it cannot (never expected). */
+static json_t *
+text_to_json(struct jtext *b)
+{
+	json_error_t je;
+	json_t *o = NULL;
+
+	if (!b->over)
+		o = json_loadb(b->buf, b->len, JSON_REJECT_DUPLICATES, &je);
+	if (o == NULL) {
+		log_warnx("device JSON not readable back: %s", b->over ?
+		    "over the limit" : je.text);
+		o = json_object();
 	}
-	json_object_set_new(o, "since", json_integer(dev->state_since));
+	jtext_free(b);
 	return o;
+}
+
+json_t *
+device_json(const struct device *dev)
+{
+	struct jtext b;
+
+	jtext_init(&b, DEVICE_JSON_MAX);
+	device_json_text(dev, &b);
+	return text_to_json(&b);
 }
 
 void
@@ -1616,34 +1730,11 @@ device_revoke(struct device *dev, const struct actor *who,
 json_t *
 device_decisions_json(const struct device *dev)
 {
-	static const char *const scopes[] = { "once", "for", "until",
-	    "permanent" };
-	const struct decision *d = &dev->core->decision;
-	json_t *o = json_object(), *a = json_array();
-	char to[HOST_NAME_MAX_LEN + 1];
-	unsigned i;
+	struct jtext b;
 
-	for (i = 0; i < dev->core->nappr; i++) {
-		const struct approval *p = &dev->core->appr[i];
-
-		host_match_format(&p->to, to, sizeof(to));
-		json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:o, s:o, "
-		    "s:s, s:b}", "id", (json_int_t)p->id,
-		    "decision", p->deny ? "deny" : "allow",
-		    "scope", scopes[p->scope],
-		    "expires_at", p->expires_at ? json_integer(p->expires_at) :
-		    json_null(),
-		    "to", to[0] ? json_string(to) : json_null(),
-		    "by", p->by.name, "override", p->override));
-	}
-	json_object_set_new(o, "approvals", a);
-	json_object_set_new(o, "anomaly", anomaly_open(dev) ?
-	    json_string(dev->core->anomaly) : json_null());
-	json_object_set_new(o, "decision", json_pack("{s:s, s:s, s:o, s:o, "
-	    "s:s}", "verdict", verdict_name(d->verdict),
-	    "by", decided_by_name(d->by),
-	    "rule_id", d->rule_id ? json_integer(d->rule_id) : json_null(),
-	    "approval_id", d->approval_id ? json_integer(d->approval_id) :
-	    json_null(), "why", d->why));
-	return o;
+	jtext_init(&b, DEVICE_JSON_MAX);
+	jt_open(&b, '{');
+	decisions_text(dev, &b);
+	jt_close(&b, '}');
+	return text_to_json(&b);
 }

@@ -132,7 +132,17 @@ enum ctl_err	 device_revoke(struct device *, const struct actor *,
 json_t		*device_decisions_json(const struct device *);
 
 
-/* device.c: what operators see, and the device's events */
+/*
+ * device.c: what operators see, and the device's events.  One device's
+ * JSON object (protocol.md 2.5) as text, appended to b (a comma first if
+ * b holds an array's earlier elements); device_json() is the same, parsed.
+ * DEVICE_JSON_MAX bounds one device's text: 3 strings of GW_STR_MAX
+ * bytes at 6 bytes each when escaped, 32 interfaces, GW_MAX_APPROVALS
+ * approvals with their host limits and names, the decision's why.
+ */
+#define DEVICE_JSON_MAX	(64 * 1024)
+struct jtext;
+void		 device_json_text(const struct device *, struct jtext *b);
 json_t		*device_json(const struct device *);
 void		 gw_device_event(struct device *, enum dev_state old,
 		    const struct actor *, const char *reason);

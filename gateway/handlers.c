@@ -13,8 +13,10 @@
 
 #include "config.h"
 #include "control.h"
+#include "ctlproto.h"
 #include "gw.h"
 #include "hooks.h"
+#include "jsontext.h"
 #include "log.h"
 #include "util.h"
 
@@ -37,41 +39,75 @@ find_device(json_t *args, struct device **devp, char *err, size_t errlen)
 	return CTL_OK;
 }
 
+/*
+ * list: the devices' JSON texts (device_json_text) one after the other
+ * in one array, written straight into the reply frame (control.c).
+ */
 static enum ctl_err
-h_list(json_t *args, const struct actor *who, json_t **res, char *err,
-    size_t errlen)
+h_list_text(json_t *args, const struct actor *who, struct jtext *out,
+    char *err, size_t errlen)
 {
 	const char *state = NULL, *exporter = NULL;
+	/* the last full reply's size: the next one is written without regrowing */
+	static size_t hint;
 	struct exporter *exp;
 	struct device *dev;
 	enum ctl_err e;
-	json_t *a;
+	size_t mark = out->len;
+	int st = -1;
 
 	if ((e = ctl_arg_str(args, "state", 0, &state, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "exporter", 0, &exporter, err, errlen)) !=
 	    CTL_OK)
 		return e;
-	if (state != NULL && dev_state_parse(state) == -1)
+	if (state != NULL && (st = dev_state_parse(state)) == -1)
 		ERR(CTL_E_USAGE, "argument state: expected one of probing, "
 		    "pending, authorized, attached, blocked, gone, got \"%.32s\"",
 		    state);
 	if (exporter != NULL && exporter_find(exporter) == NULL)
 		ERR(CTL_E_NOTFOUND, "no exporter named %.64s", exporter);
-	a = json_array();
+	jtext_reserve(out, hint + hint / 8);
+	jt_open(out, '[');
 	TAILQ_FOREACH(exp, &gw->exporters, entry) {
 		if (exporter != NULL && strcmp(exp->name, exporter) != 0)
 			continue;
 		TAILQ_FOREACH(dev, &exp->devices, entry) {
 			if (dev->dead)
 				continue;
-			if (state != NULL &&
-			    strcmp(dev_state_name(dev->state), state) != 0)
+			if (st != -1 && dev->state != (enum dev_state)st)
 				continue;
-			json_array_append_new(a, device_json(dev));
+			device_json_text(dev, out);
+			if (out->over)
+				return CTL_OK;	/* control.c reports the limit */
 		}
 	}
-	*res = a;
+	jt_close(out, ']');
+	if (state == NULL && exporter == NULL)
+		hint = out->len - mark;
 	return CTL_OK;
+}
+
+/* list as a json_t, for callers other than the control socket. */
+static enum ctl_err
+h_list(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	struct jtext b;
+	enum ctl_err e;
+
+	jtext_init(&b, CTL_MAX_RESPONSE);
+	if ((e = h_list_text(args, who, &b, err, errlen)) == CTL_OK) {
+		if (b.over) {
+			jtext_free(&b);
+			ERR(CTL_E_LIMIT, "the list is over %s",
+			    CTL_MAX_RESPONSE_TEXT);
+		}
+		*res = json_loadb(b.buf, b.len, 0, NULL);
+		if (*res == NULL)
+			e = CTL_E_INTERNAL;
+	}
+	jtext_free(&b);
+	return e;
 }
 
 static enum ctl_err
@@ -304,6 +340,18 @@ static const struct ctl_cmd gw_ctl_cmds[] = {
 	{ "attach",		PRIV_ADMIN,	local_ctl_attach },
 	{ "detach",		PRIV_ADMIN,	local_ctl_detach },
 };
+
+static const struct ctl_text_cmd gw_ctl_text_cmds[] = {
+	{ "list",		h_list_text },
+};
+
+/* The commands whose reply control.c writes as text (control.h). */
+const struct ctl_text_cmd *
+gw_ctl_text_table(size_t *n)
+{
+	*n = nitems(gw_ctl_text_cmds);
+	return gw_ctl_text_cmds;
+}
 
 /* Every command the daemon offers: the core's and the policy's. */
 const struct ctl_cmd *

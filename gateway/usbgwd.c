@@ -374,6 +374,13 @@ main(int argc, char *argv[])
 	ctl_table = gw_ctl_table(&nctl);
 	control_set_summary(hostlimit_write);
 	control_set_commit(store_flush);
+	{
+		const struct ctl_text_cmd *text;
+		size_t ntext;
+
+		text = gw_ctl_text_table(&ntext);
+		control_set_text_cmds(text, ntext);
+	}
 	if (control_init(base, cfg, ctl_table, nctl, gw_audit_refusal) == -1)
 		fatalx("cannot start the control socket %s", cfg->control_socket);
 	nla = config_listen_addrs(cfg, &la);

@@ -90,6 +90,14 @@ fi
 section "scale: 1,000 and 10,000 devices, 100 concurrent streams"
 USBGW_BUILD=$B bash "$(dirname "$0")/scale.sh" || rc=1
 
+# --- list (owner: issue 13) ---------------------------------------------
+# `usbgw list --json` and `usbgw list` of 1,000 and 10,000 devices at
+# rest: the whole command, the gateway's side (request to last byte) and
+# the CLI alone (against a fake daemon replaying the gateway's reply);
+# target: list --json of 10,000 <= 100 ms.  LIST_DEVICES, LIST_REPEAT.
+section "list: usbgw list and list --json at 1,000 and 10,000 devices"
+USBGW_BUILD=$B bash "$(dirname "$0")/list.sh" || rc=1
+
 # --- anything else -----------------------------------------------------
 # Benchmarks without a section above: tests/bench/bench_*.sh scripts and
 # built benchmark programs, run without arguments.

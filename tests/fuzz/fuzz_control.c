@@ -3,7 +3,7 @@
  * bytes a peer sends on the control socket, as a stream of frames.
  *
  * Input: one byte selecting the frame limit (bits 0-1: 16, 64 KiB, 1 KiB,
- * 16 MiB) and the side (bit 2: 0 daemon decoding requests, 1 CLI decoding
+ * CTL_MAX_RESPONSE) and the side (bit 2: 0 daemon decoding requests, 1 CLI decoding
  * replies), then the stream.
  *
  * Besides ASan/UBSan cleanliness it checks that:

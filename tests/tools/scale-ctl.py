@@ -20,6 +20,18 @@ usage:
       p99_ms=.. max_ms=.. failed=F".
   scale-ctl.py SOCKET list
       One `list` request, timed: "RESULT devices=N ms=.."
+  scale-ctl.py SOCKET list-raw N
+      N `list` requests on one connection, each timed from the request to
+      the last byte of its reply frame, which is not parsed (the
+      gateway's side of `usbgw list`): "RESULT bytes=B median_ms=..
+      min_ms=.."; with a 5th argument FILE, the last frame's text is
+      saved there.
+
+  scale-ctl.py SOCKET serve FRAMEFILE
+      A fake daemon on SOCKET (created) that answers every request with
+      the reply frame in FRAMEFILE (as list-raw -o saved it), its "id"
+      replaced by the request's: to time the usbgw CLI alone.  Runs
+      until killed.
 
 A request that fails (timeout 30 s, error reply, closed) counts in
 failed and its time in the latencies.  Exit status 0 unless the socket
@@ -44,7 +56,7 @@ class Conn:
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.s.settimeout(timeout)
         self.s.connect(path)
-        self.buf = b""
+        self.buf = bytearray()
 
     def _fill(self, n):
         while len(self.buf) < n:
@@ -53,11 +65,21 @@ class Conn:
                 raise EOFError("closed by the daemon")
             self.buf += c
 
+    def recv_raw(self):
+        """One frame's bytes, not parsed."""
+        self._fill(4)
+        n = struct.unpack(">I", self.buf[:4])[0]
+        self._fill(4 + n)
+        b = bytes(self.buf[4:4 + n])
+        del self.buf[:4 + n]
+        return b
+
     def recv(self):
         self._fill(4)
         n = struct.unpack(">I", self.buf[:4])[0]
         self._fill(4 + n)
-        b, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+        b = bytes(self.buf[4:4 + n])
+        del self.buf[:4 + n]
         return json.loads(b)
 
     def send(self, obj):
@@ -174,6 +196,51 @@ def cmd_list(path):
     print("RESULT devices=%d ms=%.1f" % (n, (time.monotonic() - t) * 1000))
 
 
+def cmd_list_raw(path, n, save):
+    c = Conn(path, timeout=120)
+    times, b = [], b""
+    for i in range(n):
+        t = time.monotonic()
+        c.send({"v": 1, "id": i + 1, "cmd": "list"})
+        b = c.recv_raw()
+        times.append((time.monotonic() - t) * 1000)
+    c.close()
+    size = len(b)
+    if save:
+        with open(save, "wb") as f:
+            f.write(b)
+    print("RESULT bytes=%d median_ms=%.1f min_ms=%.1f" % (
+        size, pct(times, 50), min(times)))
+
+
+def cmd_serve(path, framefile):
+    import os
+    import re
+    text = open(framefile, "rb").read()
+    m = re.match(rb'\{"v":1,"id":(null|-?[0-9]+),', text)
+    if m is None:
+        print("serve: %s does not start with {\"v\":1,\"id\":" % framefile,
+              file=sys.stderr)
+        sys.exit(1)
+    head, tail = b'{"v":1,"id":', text[m.end(1):]
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.path.exists(path):
+        os.unlink(path)
+    ls.bind(path)
+    ls.listen(8)
+    while True:
+        s, _ = ls.accept()
+        c = Conn.__new__(Conn)
+        c.s, c.buf = s, bytearray()
+        try:
+            while True:
+                req = c.recv()
+                out = head + str(req.get("id")).encode() + tail
+                s.sendall(struct.pack(">I", len(out)) + out)
+        except (OSError, EOFError, ValueError):
+            s.close()
+
+
 def main():
     a = sys.argv
     if len(a) < 3:
@@ -189,6 +256,10 @@ def main():
         cmd_rest(path, int(a[3]))
     elif cmd == "list" and len(a) == 3:
         cmd_list(path)
+    elif cmd == "list-raw" and len(a) in (4, 5):
+        cmd_list_raw(path, int(a[3]), a[4] if len(a) == 5 else None)
+    elif cmd == "serve" and len(a) == 4:
+        cmd_serve(path, a[3])
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "jsontext.h"
 #include "ctlproto.h"
 #include "log.h"
 #include "usbip.h"
@@ -111,7 +112,51 @@ f_admin(json_t *args, const struct actor *who, json_t **result, char *err,
 	return CTL_OK;
 }
 
+/* list as text; "over" asks for more than a frame holds. */
+static enum ctl_err
+t_list(json_t *args, const struct actor *who, struct jtext *out, char *err,
+    size_t errlen)
+{
+	static char chunk[1 << 16];
+	size_t i;
+
+	if (json_is_true(json_object_get(args, "bad"))) {
+		snprintf(err, errlen, "argument bad: refused");
+		return CTL_E_USAGE;
+	}
+	jt_open(out, '[');
+	jt_str(out, "tc17-1-1");
+	jt_int(out, 7);
+	if (json_is_true(json_object_get(args, "over"))) {
+		memset(chunk, 'x', sizeof(chunk) - 1);
+		for (i = 0; i <= CTL_MAX_RESPONSE / sizeof(chunk) && !out->over;
+		    i++)
+			jt_str(out, chunk);
+	}
+	jt_close(out, ']');
+	return CTL_OK;
+}
+
+static const struct ctl_text_cmd text_cmds[] = {
+	{ "list",	t_list },
+};
+
+/* A reply over the frame limit. */
+static enum ctl_err
+f_big(json_t *args, const struct actor *who, json_t **result, char *err,
+    size_t errlen)
+{
+	char *s = malloc(CTL_MAX_RESPONSE + 1);
+
+	memset(s, 'x', CTL_MAX_RESPONSE);
+	s[CTL_MAX_RESPONSE] = '\0';
+	*result = json_pack("{s:s}", "big", s);
+	free(s);
+	return CTL_OK;
+}
+
 static const struct ctl_cmd fake_cmds[] = {
+	{ "big",	PRIV_READ,	f_big },
 	{ "list",	PRIV_READ,	f_list },
 	{ "show",	PRIV_READ,	f_show },
 	{ "approve",	PRIV_APPROVE,	f_approve },
@@ -340,6 +385,78 @@ test_socket_setup(void)
 	control_shutdown();
 	ok(stat(sockpath, &st) == -1 && errno == ENOENT,
 	    "shutdown removes the socket");
+}
+
+/* A reply too large to send: an error the client can match to its request. */
+static void
+test_big_reply(void)
+{
+	json_t *m;
+	int fd;
+
+	/* building 64 MiB takes longer than the test's 300 ms idle timeout */
+	cfg->control_timeout_ms = 30000;
+	control_reconfigure(cfg);
+	fd = client_connect();
+	send_text(fd, "{\"v\":1,\"id\":41,\"cmd\":\"big\"}");
+	m = recv_msg(fd, 30000, NULL);
+	is_int(json_integer_value(json_object_get(m, "id")), 41,
+	    "a reply over the frame limit: the error keeps the request's id");
+	is_str(err_code(m), "limit", "... and is a limit error");
+	json_decref(m);
+	m = rpc(fd, "{\"v\":1,\"id\":42,\"cmd\":\"hello\"}");
+	ok(json_is_true(json_object_get(m, "ok")), "... the connection goes on");
+	json_decref(m);
+	client_close(fd);
+	cfg->control_timeout_ms = 300;
+	control_reconfigure(cfg);
+}
+
+/* Text commands: the reply frame written in place. */
+static void
+test_text_reply(void)
+{
+	json_t *m;
+	char *t;
+	int fd;
+
+	control_set_text_cmds(text_cmds, nitems(text_cmds));
+	fd = client_connect();
+	m = rpc(fd, "{\"v\":1,\"id\":51,\"cmd\":\"list\"}");
+	t = m != NULL ? json_dumps(m, JSON_COMPACT) : NULL;
+	is_str(t, "{\"v\":1,\"id\":51,\"ok\":true,\"result\":"
+	    "[\"tc17-1-1\",7]}", "text command: the response as "
+	    "ctl_response_ok() has it");
+	free(t);
+	json_decref(m);
+	m = rpc(fd, "{\"v\":1,\"cmd\":\"list\"}");
+	ok(m != NULL && json_is_null(json_object_get(m, "id")) &&
+	    json_is_array(json_object_get(m, "result")),
+	    "text command: no id, \"id\":null");
+	json_decref(m);
+	m = rpc(fd, "{\"v\":1,\"id\":52,\"cmd\":\"list\",\"args\":"
+	    "{\"bad\":true}}");
+	is_str(err_code(m), "usage", "text command: its error is the reply");
+	is_int(json_integer_value(json_object_get(m, "id")), 52, "... with the id");
+	json_decref(m);
+	/* 64 MiB written: slow under ASan, longer than the 300 ms timeout */
+	client_close(fd);
+	cfg->control_timeout_ms = 30000;
+	control_reconfigure(cfg);
+	fd = client_connect();
+	send_text(fd, "{\"v\":1,\"id\":53,\"cmd\":\"list\",\"args\":"
+	    "{\"over\":true}}");
+	m = recv_msg(fd, 30000, NULL);
+	is_str(err_code(m), "limit", "text command over the frame limit: "
+	    "a limit error");
+	is_int(json_integer_value(json_object_get(m, "id")), 53, "... with the id");
+	ok(err_message(m) != NULL && strstr(err_message(m), "64 MiB") != NULL,
+	    "... naming the limit (%s)", err_message(m));
+	json_decref(m);
+	client_close(fd);
+	cfg->control_timeout_ms = 300;
+	control_reconfigure(cfg);
+	control_set_text_cmds(NULL, 0);
 }
 
 static void
@@ -1059,6 +1176,8 @@ main(void)
 	cfg->control_group[0] = '\0';
 	start();
 	test_protocol();
+	test_big_reply();
+	test_text_reply();
 	test_timeouts();
 	test_events();
 	test_slow_watcher();
