@@ -13,7 +13,9 @@
 #                 time, per device; and the ratio largest/smallest size
 #   rss_kib/dev   VmRSS when all are pending minus VmRSS before, per device
 #   control       `status` on a fresh connection every 0.1 s during the
-#                 storm and 30 times at rest: p50, p99, max
+#                 storm and 30 times at rest: p50, p99, max; and with each
+#                 storm sample an operator's approve and revoke of the
+#                 first exporter's 1-1 (fresh connections), timed
 #   list_ms       `usbgw list --json` at rest, median of 3
 #
 # Then concurrency: SCALE_STREAMS (default 100) storage devices allowed by
@@ -142,7 +144,9 @@ for N in $SIZES; do
 	t0=$(date +%s.%N)
 	$CTL "$SOCK" add "$W/s$N.ports" >"$W/add-$N.out" 2>"$W/add-$N.err" &
 	ADDPID=$!
-	w=$($CTL "$SOCK" watch "$N" "$TIMEOUT" "$t0" 2>"$W/watch-$N.err")
+	first=$(awk 'NR == 1 { print $1; exit }' "$W/s$N.ports")
+	w=$($CTL "$SOCK" watch "$N" "$TIMEOUT" "$t0" "$first:1-1" \
+	    2>"$W/watch-$N.err")
 	cpu1=$(cpu_ms "$GWPID")
 	rss1=$(rss_kib "$GWPID")
 	[ -n "$PERFPID" ] && { kill -INT "$PERFPID"; wait "$PERFPID"; }
@@ -184,6 +188,10 @@ for N in $SIZES; do
 	printf '  control during storm     p50 %s p99 %s max %s ms over %s samples, %s failed (target p99 <= 100 ms)  %s\n' \
 	    "${P50[$N]}" "${P99[$N]}" "${MAX[$N]}" "$(f samples "$w")" \
 	    "$(f failed "$w")" "$(verdict "${P99[$N]}" '<=' 100)"
+	printf '  approve+revoke in storm  p50 %s p99 %s max %s ms over %s requests (%s error replies: device still probing)\n' \
+	    "$(f decide_p50_ms "$w")" "$(f decide_p99_ms "$w")" \
+	    "$(f decide_max_ms "$w")" "$(f decide_n "$w")" \
+	    "$(f decide_errors "$w")"
 	printf '  control at rest          p50 %s p99 %s max %s ms\n' \
 	    "$(f p50_ms "$r")" "${RP99[$N]}" "$(f max_ms "$r")"
 	printf '  list --json at rest      %-12s (%s devices; target <= 100 ms)  %s\n' \

@@ -6,7 +6,7 @@ usage:
       exporter.add for every "NAME PORT" line of PORTSFILE (usbgw-sim -P),
       pipelined (32 requests in flight on one connection).
       Prints "RESULT added=N failed=F seconds=S".
-  scale-ctl.py SOCKET watch EXPECT TIMEOUT [T0]
+  scale-ctl.py SOCKET watch EXPECT TIMEOUT [T0 [BUSID]]
       Every 0.1 s, a `status` request on a fresh connection (as `usbgw
       status` makes), timed from connect to reply; stops when the daemon
       counts EXPECT devices pending, or TIMEOUT seconds after T0 (a unix
@@ -14,7 +14,12 @@ usage:
       Prints "RESULT reached=0|1 pending_s=S pending=N expected=M
       samples=K p50_ms=.. p99_ms=.. max_ms=.. failed=F max_gone=G"
       (pending_s: from T0 to the first sample counting EXPECT; max_gone:
-      most devices seen gone at one sample).
+      most devices seen gone at one sample).  With BUSID, each sample
+      also times an operator's `approve` (scope once) and `revoke` of
+      that device, each on a fresh connection, and adds "decide_p50_ms=..
+      decide_p99_ms=.. decide_max_ms=.. decide_n=N decide_errors=E" (an
+      error reply, e.g. while the device is still probing, is an answer:
+      timed, and counted in decide_errors; the device ends pending).
   scale-ctl.py SOCKET rest N
       N `status` samples, 0.1 s apart: "RESULT samples=N p50_ms=..
       p99_ms=.. max_ms=.. failed=F".
@@ -113,6 +118,21 @@ def status_once(path):
     return (time.monotonic() - t) * 1000.0, res
 
 
+def request_once(path, cmd, args):
+    """One timed request on a fresh connection: (ms, ok or None)."""
+    t = time.monotonic()
+    ok = None
+    try:
+        c = Conn(path)
+        c.send({"v": 1, "id": 1, "cmd": cmd, "args": args})
+        m = c.recv()
+        c.close()
+        ok = bool(m.get("ok"))
+    except (OSError, EOFError, ValueError):
+        pass
+    return (time.monotonic() - t) * 1000.0, ok
+
+
 def lat_fields(lat):
     return "p50_ms=%.1f p99_ms=%.1f max_ms=%.1f" % (
         pct(lat, 50), pct(lat, 99), max(lat) if lat else float("nan"))
@@ -144,14 +164,21 @@ def cmd_add(path, portsfile, host):
         ok, len(lines) - ok, time.monotonic() - t0))
 
 
-def cmd_watch(path, expect, timeout, t0):
+def cmd_watch(path, expect, timeout, t0, busid=None):
     lat, failed, max_gone = [], 0, 0
+    dlat, derr = [], 0
     reached, pending, pending_s = 0, 0, float("nan")
     next_progress = time.time() + 5
     while True:
         start = time.time()
         ms, res = status_once(path)
         lat.append(ms)
+        if busid:
+            for cmd, args in (("approve", {"busid": busid}),
+                              ("revoke", {"busid": busid})):
+                dms, ok = request_once(path, cmd, args)
+                dlat.append(dms)
+                derr += ok is not True
         if res is None:
             failed += 1
         else:
@@ -169,10 +196,14 @@ def cmd_watch(path, expect, timeout, t0):
         if reached or now - t0 >= timeout:
             break
         time.sleep(max(0.0, 0.1 - (now - start)))
+    extra = ""
+    if busid:
+        extra = " decide_%s decide_n=%d decide_errors=%d" % (
+            lat_fields(dlat).replace(" ", " decide_"), len(dlat), derr)
     print("RESULT reached=%d pending_s=%.2f pending=%d expected=%d "
-          "samples=%d %s failed=%d max_gone=%d" % (
+          "samples=%d %s failed=%d max_gone=%d%s" % (
               reached, pending_s, pending, expect, len(lat), lat_fields(lat),
-              failed, max_gone))
+              failed, max_gone, extra))
 
 
 def cmd_rest(path, n):
@@ -249,9 +280,10 @@ def main():
     path, cmd = a[1], a[2]
     if cmd == "add" and len(a) in (4, 5):
         cmd_add(path, a[3], a[4] if len(a) == 5 else "127.0.0.1")
-    elif cmd == "watch" and len(a) in (5, 6):
+    elif cmd == "watch" and len(a) in (5, 6, 7):
         cmd_watch(path, int(a[3]), float(a[4]),
-                  float(a[5]) if len(a) == 6 else time.time())
+                  float(a[5]) if len(a) >= 6 else time.time(),
+                  a[6] if len(a) == 7 else None)
     elif cmd == "rest" and len(a) == 4:
         cmd_rest(path, int(a[3]))
     elif cmd == "list" and len(a) == 3:
