@@ -24,6 +24,8 @@
 
 struct gw *gw;
 
+static void	gw_beat_cb(evutil_socket_t, short, void *);
+
 void
 gw_init(struct event_base *base)
 {
@@ -46,6 +48,32 @@ gw_init(struct event_base *base)
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (gw->dns == NULL)
 		gw->dns = evdns_base_new(base, 0);
+	gw->beat_ev = event_new(base, -1, EV_PERSIST, gw_beat_cb, NULL);
+	if (gw->beat_ev != NULL) {
+		struct timeval tv = { 0, GW_BEAT_MS * 1000 };
+
+		gw->beat_at = now_usec();
+		event_add(gw->beat_ev, &tv);
+	}
+}
+
+/*
+ * The loop's own lateness: a 100 ms heartbeat that finds more than
+ * GW_STALL_MIN_MS since its last run adds the excess to gw->stalled_ms.
+ * A deadline that spans a stalled gateway (stopped, swapped out, a long
+ * callback) is the gateway's lateness, not the peer's: see
+ * upstream.c's probe deadline.  Expired timers run in expiry order, so
+ * the heartbeat (due first) has counted a stop before any deadline that
+ * expired during it runs.
+ */
+static void
+gw_beat_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t now = now_usec(), gap = (now - gw->beat_at) / 1000;
+
+	if (gap > GW_BEAT_MS + GW_STALL_MIN_MS)
+		gw->stalled_ms += gap - GW_BEAT_MS;
+	gw->beat_at = now;
 }
 
 /*
@@ -211,6 +239,8 @@ gw_defer(void (*fn)(void *), void *arg)
 void
 gw_free(void)
 {
+	if (gw->beat_ev != NULL)
+		event_free(gw->beat_ev);
 	if (gw->dns != NULL)
 		evdns_base_free(gw->dns, 0);
 	free(gw);

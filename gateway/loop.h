@@ -22,6 +22,9 @@
 #define GW_OP_TIMEOUT_MS	10000	/* op phase of a downstream peer */
 #define GW_RECLAIM_WAIT_MS	5000	/* an import waits this long for a reclaim */
 #define GW_MAX_APPROVALS	16	/* active operator decisions per device */
+#define GW_BEAT_MS		100	/* the loop's heartbeat */
+#define GW_STALL_MIN_MS		250	/* a later beat counts as a stall */
+#define GW_PROBE_DEADLINE	4	/* a whole probe: x probe-timeout */
 
 struct gw;
 struct exporter;
@@ -63,6 +66,9 @@ struct gw {
 	bool			 host_names;	/* names verified (FCrDNS) */
 	uint64_t		 rate_at, rate_urbs;
 	bool			 shutting_down;
+	struct event		*beat_ev;	/* the loop's heartbeat */
+	uint64_t		 beat_at;	/* its last run, usec */
+	uint64_t		 stalled_ms;	/* the loop ran this late in all */
 };
 
 extern struct gw *gw;

@@ -55,6 +55,7 @@ enum probe_step {
 static void	up_read(struct bufferevent *, void *);
 static void	up_event(struct bufferevent *, short, void *);
 static void	up_probe_next(struct upstream *);
+static void	up_deadline_cb(evutil_socket_t, short, void *);
 
 /* The probe queue: [0] re-claims of authorized devices, [1] the rest. */
 static TAILQ_HEAD(up_queue, upstream) up_queue[2] = {
@@ -96,6 +97,8 @@ upstream_set_state(struct upstream *up, enum up_state st, const char *why)
 	}
 	/* the probe is over (done, or failed): its slot is the next one's */
 	if (up->slot && (st == UP_IDLE || st == UP_RELAYING || st == UP_CLOSED)) {
+		if (up->deadline_ev != NULL)
+			evtimer_del(up->deadline_ev);
 		up->slot = false;
 		up_nprobing--;
 		up->exp->probing--;
@@ -133,6 +136,46 @@ up_set_timeout(struct upstream *up, unsigned ms)
 	bufferevent_set_timeouts(up->bev, ms ? &tv : NULL, ms ? &tv : NULL);
 }
 
+static void
+up_deadline_arm(struct upstream *up, unsigned ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (up->deadline_ev == NULL)
+		up->deadline_ev = evtimer_new(gw->base, up_deadline_cb, up);
+	if (up->deadline_ev != NULL)
+		evtimer_add(up->deadline_ev, &tv);
+}
+
+/*
+ * The whole probe, from the connect to the last descriptor, has
+ * GW_PROBE_DEADLINE x probe-timeout.  probe-timeout alone is an
+ * inactivity timeout (every byte re-arms it): an exporter that
+ * dribbles a byte per second would hold its probe slots for ever, and
+ * with a few such exporters every slot, so that no other device is
+ * claimed.  What the gateway itself stalled meanwhile (gw->stalled_ms,
+ * loop.c) is not the exporter's and is granted again.
+ */
+static void
+up_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream *up = arg;
+	uint64_t stalled = gw->stalled_ms - up->stalled0;
+	char why[96];
+
+	if (!up->slot)
+		return;
+	if (stalled > 0) {
+		up->stalled0 = gw->stalled_ms;
+		up_deadline_arm(up, stalled > 600000 ? 600000 : stalled);
+		return;
+	}
+	snprintf(why, sizeof(why), "probe not finished within %u ms "
+	    "(%d x probe-timeout)", GW_PROBE_DEADLINE * gw->probe_timeout_ms,
+	    GW_PROBE_DEADLINE);
+	up_fail(up, -1, why);
+}
+
 /* Connect: the claim takes a probe slot, its timeouts start now. */
 static void
 up_start(struct upstream *up)
@@ -143,6 +186,8 @@ up_start(struct upstream *up)
 	up->slot = true;
 	up_nprobing++;
 	exp->probing++;
+	up->stalled0 = gw->stalled_ms;
+	up_deadline_arm(up, GW_PROBE_DEADLINE * gw->probe_timeout_ms);
 	if (gw_connect(exp->host, exp->port, &up->bev, up_read, up_event,
 	    up) == -1) {
 		up_fail(up, -1, "cannot start a connection to the exporter");
@@ -217,6 +262,8 @@ upstream_free(void *arg)
 
 	if (up->bev != NULL)
 		bufferevent_free(up->bev);
+	if (up->deadline_ev != NULL)
+		event_free(up->deadline_ev);
 	free(up);
 }
 

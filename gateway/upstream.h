@@ -42,6 +42,8 @@ struct upstream {
 	bool			 urgent;	/* queued ahead of new devices */
 	bool			 queued;
 	bool			 slot;		/* holds a probe slot */
+	struct event		*deadline_ev;	/* the whole probe's */
+	uint64_t		 stalled0;	/* gw->stalled_ms at its start */
 	const struct upstream_ops *ops;
 	struct bufferevent	*bev;
 	enum up_state		 state;

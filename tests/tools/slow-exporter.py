@@ -13,8 +13,15 @@ the time it arrives:
     garbage   answered with bytes that are no OP_REP_DEVLIST
     close     the connection is closed at once
 
-Imports (the gateway's claims) are always relayed.
+Imports (the gateway's claims) are relayed, except in mode
+
+    dribble   an import's replies reach the gateway one byte every 0.3 s
+              (an exporter that keeps an inactivity timeout from ever
+              firing); device lists are relayed
+
+as the mode is when the import arrives.
 """
+import time
 import os
 import socket
 import sys
@@ -57,6 +64,24 @@ def pump(src, dst):
             pass
 
 
+def dribble(src, dst):
+    try:
+        while True:
+            b = src.recv(65536)
+            if not b:
+                break
+            for i in range(len(b)):
+                dst.sendall(b[i:i + 1])
+                time.sleep(0.3)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def serve(c, upstream, mode_file, hung):
     hdr = recv_exact(c, 8)
     if len(hdr) < 8:
@@ -82,7 +107,10 @@ def serve(c, upstream, mode_file, hung):
         return
     u.sendall(hdr)
     threading.Thread(target=pump, args=(c, u), daemon=True).start()
-    pump(u, c)
+    if code != OP_REQ_DEVLIST and mode(mode_file) == "dribble":
+        dribble(u, c)
+    else:
+        pump(u, c)
 
 
 def main():
