@@ -21,8 +21,21 @@
 
 #include <jansson.h>
 
+#include "arena.h"
 #include "fuzz.h"
 #include "jsontext.h"
+
+int	LLVMFuzzerInitialize(int *, char ***);
+
+/* jansson in an arena (arena.h): ~5 k inputs/s under ASan malloc. */
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	arena_init();
+	return 0;
+}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -53,6 +66,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		json_decref(s);
 		goto writer;
 	}
+	if (arena_failures > 0) {	/* jansson out of arena: no verdict */
+		json_decref(j);
+		arena_reset();
+		return 0;
+	}
 	jtext_init(&b, 16 * 1024 * 1024);
 	end = jt_scan(text, text, text + size, &b, indent, 0, &e);
 	if (end != NULL)
@@ -70,7 +88,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT));
 		CHECK(want != NULL && !b.over && b.len == strlen(want) &&
 		    memcmp(b.buf, want, b.len) == 0);
-		free(want);
+		arena_free(want);
 		json_decref(j);
 	}
 	jtext_free(&b);
@@ -88,10 +106,11 @@ writer:	/* the writer, over the input's bytes as one string */
 		want = json_dumps(s, JSON_ENCODE_ANY | JSON_COMPACT);
 		CHECK(want != NULL && b.len == strlen(want) &&
 		    memcmp(b.buf, want, b.len) == 0);
-		free(want);
+		arena_free(want);
 		json_decref(s);
 	}
 	jtext_free(&b);
 	free(str);
+	arena_reset();
 	return 0;
 }
