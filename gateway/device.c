@@ -568,6 +568,10 @@ device_allowed_matches(void *arg, const struct rule *query)
  * so no state change can leave an old view behind.
  */
 
+/* enum approve_scope's names, as the database and protocol.md 2.5 spell them */
+static const char *const approval_scope[] = { "once", "for", "until",
+    "permanent" };
+
 /*
  * What allows the device now, as "approval": the operator's approval
  * that decided, or the rule; null when nothing allows it.
@@ -575,8 +579,6 @@ device_allowed_matches(void *arg, const struct rule *query)
 static void
 approval_text(const struct device *dev, struct jtext *b)
 {
-	static const char *const scopes[] = { "once", "for", "until",
-	    "permanent" };
 	const struct decision *d = &dev->core->decision;
 	char to[HOST_NAME_MAX_LEN + 1];
 	unsigned i;
@@ -594,7 +596,7 @@ approval_text(const struct device *dev, struct jtext *b)
 				continue;
 			host_match_format(&p->to, to, sizeof(to));
 			jt_open(b, '{');
-			jt_kstr(b, "scope", scopes[p->scope]);
+			jt_kstr(b, "scope", approval_scope[p->scope]);
 			jt_kint_or_null(b, "expires_at", p->expires_at);
 			if (to[0] != '\0')
 				jt_kstr(b, "to", to);
@@ -625,8 +627,6 @@ static bool	anomaly_open(const struct device *);
 static void
 decisions_text(const struct device *dev, struct jtext *b)
 {
-	static const char *const scopes[] = { "once", "for", "until",
-	    "permanent" };
 	const struct decision *d = &dev->core->decision;
 	char to[HOST_NAME_MAX_LEN + 1];
 	unsigned i;
@@ -640,7 +640,7 @@ decisions_text(const struct device *dev, struct jtext *b)
 		jt_open(b, '{');
 		jt_kint(b, "id", p->id);
 		jt_kstr(b, "decision", p->deny ? "deny" : "allow");
-		jt_kstr(b, "scope", scopes[p->scope]);
+		jt_kstr(b, "scope", approval_scope[p->scope]);
 		jt_kint_or_null(b, "expires_at", p->expires_at);
 		if (to[0] != '\0')
 			jt_kstr(b, "to", to);

@@ -351,18 +351,6 @@ jt_ws(const char *p, const char *end)
 	return p;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static bool
 hex4(const char *p, const char *end, uint32_t *v)
 {
@@ -372,7 +360,7 @@ hex4(const char *p, const char *end, uint32_t *v)
 		return false;
 	*v = 0;
 	for (i = 0; i < 4; i++) {
-		if ((h = hexval(p[i])) < 0)
+		if ((h = usbgw_hexval((unsigned char)p[i])) < 0)
 			return false;
 		*v = *v << 4 | (uint32_t)h;
 	}

@@ -233,16 +233,6 @@ is_hex(int c)
 	    (c >= 'A' && c <= 'F');
 }
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return c - 'A' + 10;
-}
-
 /* Characters of a bare (unquoted) exporter or host name. */
 static int
 is_name_char(int c)
@@ -546,7 +536,7 @@ parse_hex_field(const char *s, size_t len, size_t digits, unsigned *out)
 	for (i = 0; i < len; i++) {
 		if (!is_hex((unsigned char)s[i]))
 			return -1;
-		*out = (*out << 4) | (unsigned)hexval((unsigned char)s[i]);
+		*out = (*out << 4) | (unsigned)usbgw_hexval((unsigned char)s[i]);
 	}
 	return 0;
 }
@@ -611,7 +601,8 @@ decode_string(struct parser *p, const struct tok *t, size_t maxlen,
 				    !is_hex(s[i + 1]))
 					return perr(p, esc, "expected two hex "
 					    "digits after '\\x' in string");
-				v = (unsigned)(hexval(s[i]) << 4 | hexval(s[i + 1]));
+				v = (unsigned)(usbgw_hexval(s[i]) << 4 |
+				    usbgw_hexval(s[i + 1]));
 				if (v == 0)
 					return perr(p, esc, "NUL byte (\\x00) "
 					    "not allowed in string");

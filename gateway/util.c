@@ -199,3 +199,15 @@ usbgw_jitter(unsigned ms, unsigned pct)
 
 	return ms - span + usbgw_random_uniform(2 * span + 1);
 }
+
+int
+usbgw_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

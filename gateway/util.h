@@ -31,6 +31,8 @@ int	 parse_num(const char *s, long long min, long long max, long long *out,
 
 /* Monotonic clock in microseconds. */
 uint64_t now_usec(void);
+/* The value of one hex digit (either case), -1 for anything else. */
+int	 usbgw_hexval(int c);
 
 /* Uniform random in [0, n), for jitter (not for secrets). */
 uint32_t usbgw_random_uniform(uint32_t n);

@@ -151,18 +151,6 @@ hid_key(int c, uint8_t *modifier, uint8_t *usage)
 	return 0;
 }
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static bool
 is_special(int c)
 {
@@ -206,8 +194,8 @@ lex_word(struct lex *lx)
 					case '\\': case '"': break;
 					case 'x':
 						if (lx->end - lx->p < 2 ||
-						    (h1 = hexval(lx->p[0])) < 0 ||
-						    (h2 = hexval(lx->p[1])) < 0 ||
+						    (h1 = usbgw_hexval(lx->p[0])) < 0 ||
+						    (h2 = usbgw_hexval(lx->p[1])) < 0 ||
 						    (h1 | h2) == 0) {
 							lx->err = "bad hex escape "
 							    "(expected two hex "
@@ -540,8 +528,8 @@ hex2(const char *p)
 {
 	int h, l;
 
-	if ((h = hexval((unsigned char)p[0])) < 0 ||
-	    (l = hexval((unsigned char)p[1])) < 0)
+	if ((h = usbgw_hexval((unsigned char)p[0])) < 0 ||
+	    (l = usbgw_hexval((unsigned char)p[1])) < 0)
 		return -1;
 	return h << 4 | l;
 }

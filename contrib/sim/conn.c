@@ -46,18 +46,6 @@ static struct event	*reaper;
 static void	conn_process(struct sim_conn *);
 static const char *inject_name(enum sim_inject);
 
-static int
-hexdigit(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static const char *
 conn_state_name(enum sim_conn_state s)
 {
@@ -473,8 +461,8 @@ conn_inject(struct sim_conn *conn, const char *what, const char *arg,
 		}
 		bytes = xmalloc(n / 2);
 		for (i = 0; i < n / 2; i++) {
-			hi = hexdigit(arg[2 * i]);
-			lo = hexdigit(arg[2 * i + 1]);
+			hi = usbgw_hexval(arg[2 * i]);
+			lo = usbgw_hexval(arg[2 * i + 1]);
 			if (hi < 0 || lo < 0) {
 				free(bytes);
 				snprintf(err, errsz, "raw: expected hex digits");

@@ -11,8 +11,8 @@
  * missing json_decref, or a jansson string not given back to
  * arena_free, fails at once, on its input).
  *
- * Include once, in the harness; call arena_init() from
- * LLVMFuzzerInitialize and arena_reset() at the end of every input.
+ * Include once, in the harness (it defines LLVMFuzzerInitialize, which
+ * installs the arena); call arena_reset() at the end of every input.
  * What jansson returns to be freed (json_dumps) goes to arena_free().
  */
 #ifndef USBGW_FUZZ_ARENA_H
@@ -89,11 +89,16 @@ arena_reset(void)
 	arena_failures = 0;
 }
 
-FUZZ_NOCOV static void
-arena_init(void)
+int	LLVMFuzzerInitialize(int *, char ***);
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+	(void)argc;
+	(void)argv;
 	ASAN_POISON_MEMORY_REGION(arena, sizeof(arena));
 	json_set_alloc_funcs(arena_malloc, arena_free);
+	return 0;
 }
 
 #endif

@@ -31,17 +31,6 @@
 #include "arena.h"
 #include "fuzz.h"
 
-int	LLVMFuzzerInitialize(int *, char ***);
-
-int
-LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	arena_init();
-	return 0;
-}
-
 static void
 check_reply_roundtrip(json_t *resp)
 {

@@ -25,18 +25,6 @@
 #include "fuzz.h"
 #include "jsontext.h"
 
-int	LLVMFuzzerInitialize(int *, char ***);
-
-/* jansson in an arena (arena.h): ~5 k inputs/s under ASan malloc. */
-int
-LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	arena_init();
-	return 0;
-}
-
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

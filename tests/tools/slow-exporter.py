@@ -48,28 +48,16 @@ def recv_exact(s, n):
     return buf
 
 
-def pump(src, dst):
+def pump(src, dst, dribble=False):
+    """src to dst until either closes; dribble: one byte every 0.3 s."""
     try:
         while True:
             b = src.recv(65536)
             if not b:
                 break
-            dst.sendall(b)
-    except OSError:
-        pass
-    for s in (src, dst):
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-def dribble(src, dst):
-    try:
-        while True:
-            b = src.recv(65536)
-            if not b:
-                break
+            if not dribble:
+                dst.sendall(b)
+                continue
             for i in range(len(b)):
                 dst.sendall(b[i:i + 1])
                 time.sleep(0.3)
@@ -107,10 +95,7 @@ def serve(c, upstream, mode_file, hung):
         return
     u.sendall(hdr)
     threading.Thread(target=pump, args=(c, u), daemon=True).start()
-    if code != OP_REQ_DEVLIST and mode(mode_file) == "dribble":
-        dribble(u, c)
-    else:
-        pump(u, c)
+    pump(u, c, code != OP_REQ_DEVLIST and mode(mode_file) == "dribble")
 
 
 def main():
