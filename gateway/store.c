@@ -689,9 +689,16 @@ void
 store_approval_end(const struct device *dev, int64_t id, const char *why,
     const struct actor *by)
 {
-	if (db != NULL && id > 0)
-		db_approval_end(db, id, why, by != NULL ? by->name : "system",
-		    now_s());
+	if (db == NULL || id <= 0)
+		return;
+	db_approval_end(db, id, why, by != NULL ? by->name : "system",
+	    now_s());
+	/*
+	 * At once, not with the loop pass: an approval that ended (used
+	 * once, expired, withdrawn) and came back after a crash would
+	 * allow the device again.
+	 */
+	store_flush();
 }
 
 void
