@@ -240,6 +240,7 @@ read_msg(struct client *cl, int timeout_ms, json_t **msg)
 	if ((rv = read_frame(cl, timeout_ms, &used)) != 0)
 		return rv;
 	rv = 0;
+	err[0] = '\0';
 	switch (ctl_frame_decode(cl->buf, used, CTL_MAX_RESPONSE, msg, &used,
 	    err, sizeof(err))) {
 	case CTL_DEC_OK:
@@ -301,7 +302,8 @@ frame_result_text(const uint8_t *buf, size_t n, json_int_t id, int indent,
 			have_result = true;
 			jtext_reserve(out, n + n / 2);
 			p = jt_scan(start, v, end, out, indent, 0, &e);
-		} else if (!trunc && json_object_get(head, key) == NULL) {
+		} else if (!trunc && strcmp(key, "result") != 0 &&
+		    json_object_get(head, key) == NULL) {
 			if ((p = jt_scan(start, v, end, NULL, 0, 0, &e)) !=
 			    NULL && (j = json_loadb(v, (size_t)(p - v),
 			    JSON_DECODE_ANY, NULL)) != NULL)
@@ -314,9 +316,15 @@ frame_result_text(const uint8_t *buf, size_t n, json_int_t id, int indent,
 		if (p == NULL)
 			goto bad;
 		p = jt_ws(p, end);
-		if (p < end && *p == ',')
+		if (p < end && *p == ',') {
 			p = jt_ws(p + 1, end);
-		else if (p >= end || *p != '}') {
+			if (p >= end || *p != '"') {	/* no trailing comma */
+				e.position = (size_t)(p - start);
+				snprintf(e.text, sizeof(e.text),
+				    "member name expected");
+				goto bad;
+			}
+		} else if (p >= end || *p != '}') {
 			e.position = (size_t)(p - start);
 			snprintf(e.text, sizeof(e.text), "'}' or ',' expected");
 			goto bad;

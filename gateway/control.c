@@ -299,7 +299,8 @@ conn_send_reply(struct ctl_conn *c, json_t *msg, int has_id, json_int_t id)
 		if (frame == NULL)
 			return;
 	}
-	evbuffer_add_reference(out, frame, len, frame_free_cb, NULL);
+	if (evbuffer_add_reference(out, frame, len, frame_free_cb, NULL) == -1)
+		free(frame);	/* (libevent runs no cleanup on failure) */
 }
 
 static void

@@ -412,6 +412,7 @@ string_scan(const char *start, const char *p, const char *end, char *out,
 	const char *q = p + 1;
 	uint32_t cp, lo;
 	size_t k;
+	bool full = false;
 
 	*plain = true;
 	*outlen = 0;
@@ -482,9 +483,12 @@ string_scan(const char *start, const char *p, const char *end, char *out,
 				    "string");
 			q += k;
 		}
-		if (out != NULL && !utf8_put(out, outsz, outlen, cp) &&
-		    truncated != NULL)
-			*truncated = true;
+		/* truncated: a prefix, nothing shorter appended after it */
+		if (out != NULL && !full && !utf8_put(out, outsz, outlen, cp)) {
+			full = true;
+			if (truncated != NULL)
+				*truncated = true;
+		}
 	}
 	if (out != NULL && outsz > 0)
 		out[*outlen] = '\0';

@@ -183,6 +183,10 @@ is "$OUT" $'[\n  "A/\xc3\xa9",\n  100.0,\n  0\n]' "... written as jansson writes
 fake f6 '{"v":1,"id":1,"ok":false,"error":{"code":"limit","message":"too big"}}'
 is "$RC" 5 "an error reply: exit 5"
 like "$ERR" 'too big' "... its message shown"
+fake f7 '{"v":1,"id":1,"ok":true,"result":[],}'
+is "$RC $OUT" "5 " "a trailing comma in the message: exit 5, nothing printed"
+fake f8 '{"v":1,"id":1,"ok":true,"result":[],"result":[{"busid":"x"}]}'
+is "$RC $OUT" "5 " "a second result member: exit 5, nothing printed"
 
 gw_finish gw
 done_testing

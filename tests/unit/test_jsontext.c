@@ -286,6 +286,10 @@ main(void)
 		q = jt_string(t, t, t + strlen(t), out, 4, &trunc, &e);
 		ok(q != NULL && trunc && strcmp(out, "a\xc3\xa9") == 0,
 		    "jt_string truncates at a character boundary");
+		q = jt_string(t, t, t + strlen(t), out, 5, &trunc, &e);
+		ok(q != NULL && trunc && strcmp(out, "a\xc3\xa9") == 0,
+		    "a truncated string is a prefix: nothing shorter after the "
+		    "character that did not fit");
 	}
 	done_testing();
 }
