@@ -12,7 +12,7 @@
 . "$(dirname "$0")/../lib/sim.sh"
 
 EJ=$USBGW_BUILD/e2e-json
-FLOOD=$TOP/tests/tools/ctl-flood.py
+FLOOD0=$TOP/tests/tools/ctl-flood.py
 PY=/usr/bin/python3
 need_prog "$USBGWD" "$USBGW" "$SIM" "$EJ" "$PY" useradd userdel groupadd \
     groupdel runuser sqlite3
@@ -45,6 +45,8 @@ N_UID=$(id -u "$N")
 R5_UID=$(id -u "$R5")
 
 UGW=$(for_users "$USBGW") || bail_out "cannot copy usbgw"
+# (the users may not read the checkout: a clone in a 0700 directory)
+FLOOD=$(for_users "$FLOOD0") || bail_out "cannot copy ctl-flood.py"
 sim_start sim || bail_out "simulator did not start"
 SOCK=$T/control.sock
 cat >"$T/gw.conf" <<EOF
