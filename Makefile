@@ -4,6 +4,8 @@
 #   gateway/*.c            library modules (libusbgw.a), except the daemon's main
 #   gateway/usbgwd.c       usbgwd's main()
 #   client/*.c             the usbgw CLI (one command per cmd-*.c file)
+#   client/agent/*.c       usbgw-agent (agent.c: its main; the rest also in
+#                          libusbgw-agent.a, linked into tests/unit/test_agent_*)
 #   contrib/sim/*.c        usbgw-sim, the USB/IP device simulator
 #   tests/tools/*.c        one test program per file (usbip-tc, ...)
 #   tests/unit/test_*.c    one TAP unit test per file
@@ -55,6 +57,9 @@ LIB_OBJS  += $(B)/gen/schema_sql.o
 
 GWD_SRCS  := gateway/usbgwd.c
 CLI_SRCS  := $(wildcard client/*.c)
+AGENT_SRCS := $(wildcard client/agent/*.c)
+AGENT_LIB_SRCS := $(filter-out client/agent/agent.c,$(AGENT_SRCS))
+AGENT_LIB := $(B)/libusbgw-agent.a
 SIM_SRCS  := $(wildcard contrib/sim/*.c)
 TOOL_SRCS := $(wildcard tests/tools/*.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -65,6 +70,7 @@ PRELOAD_SRCS := $(wildcard tests/preload/*.c)
 PROGS     := $(if $(wildcard $(GWD_SRCS)),$(B)/usbgwd) \
 	     $(if $(CLI_SRCS),$(B)/usbgw) \
 	     $(if $(SIM_SRCS),$(B)/usbgw-sim) \
+	     $(if $(wildcard client/agent/agent.c),$(B)/usbgw-agent) \
 	     $(TOOL_SRCS:tests/tools/%.c=$(B)/%)
 UNITS     := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
@@ -119,6 +125,18 @@ $(B)/usbgw: $(CLI_SRCS:%.c=$(B)/%.o) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/usbgw-sim: $(SIM_SRCS:%.c=$(B)/%.o) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(AGENT_LIB): $(AGENT_LIB_SRCS:%.c=$(B)/%.o)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/usbgw-agent: $(B)/client/agent/agent.o $(AGENT_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/tests/test_agent_%: $(B)/tests/unit/test_agent_%.o $(AGENT_LIB) $(LIB)
+	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/%: $(B)/tests/tools/%.o $(LIB)
