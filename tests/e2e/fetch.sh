@@ -1,7 +1,10 @@
 #!/bin/bash
 # Download and unpack what the qemu end-to-end test needs into tests/e2e/cache/:
 # Debian's kernel (the one linux-image-amd64 depends on), busybox-static, usbip with
-# its library closure, usb.ids and, when the host has no depmod, kmod.  Nothing is
+# its library closure, usb.ids, udev (systemd-udevd and its rules, for the agent
+# scenarios: Debian's libusb learns hot-plug from the udev monitor; its libraries
+# are the host's, as a Debian 12 host with systemd has them all) and, when the host
+# has no depmod, kmod.  Nothing is
 # installed system-wide.  A warm cache is used as it is, without asking apt; set
 # E2E_REFRESH=1 to resolve the package versions again.
 #
@@ -29,7 +32,8 @@ manifest_ok() {
 	( . "$manifest" &&
 	  [ -f "$E2E_VMLINUX" ] && [ -f "$E2E_BZIMAGE" ] && [ -d "$E2E_MODDIR" ] &&
 	  [ -x "$E2E_BUSYBOX" ] && [ -x "$E2E_USBIP" ] && [ -x "$E2E_USBIPD" ] &&
-	  [ -f "$E2E_USBIDS" ] && [ -x "$E2E_DEPMOD" ] ) 2>/dev/null
+	  [ -f "$E2E_USBIDS" ] && [ -x "$E2E_DEPMOD" ] && [ -x "$E2E_UDEVADM" ] &&
+	  [ -d "$E2E_UDEVLIB/rules.d" ] ) 2>/dev/null
 }
 
 if [ "${E2E_REFRESH:-0}" != 1 ] && manifest_ok; then
@@ -64,7 +68,7 @@ resolve() {
 		--no-conflicts --no-breaks --no-replaces --no-enhances usbip 2>/dev/null |
 		grep -v '^ ' | grep -v '^<' | sort -u)
 	[ -n "$usbip_pkgs" ] || die "cannot resolve usbip's dependencies"
-	pkgs="$kpkg busybox-static"
+	pkgs="$kpkg busybox-static udev"
 	for p in $usbip_pkgs; do
 		case " $host_provided " in *" $p "*) continue ;; esac
 		pkgs="$pkgs $p"
@@ -144,6 +148,8 @@ E2E_USBIP='$root/usr/sbin/usbip'
 E2E_USBIPD='$root/usr/sbin/usbipd'
 E2E_USBIDS='$usbids'
 E2E_DEPMOD='$depmod'
+E2E_UDEVADM='$root/bin/udevadm'
+E2E_UDEVLIB='$root/lib/udev'
 E2E_LIBPATH='$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu'
 EOT
 mv "$manifest.tmp" "$manifest"

@@ -3,14 +3,17 @@
 # Build the guest's uncompressed initramfs from two newc archives put end to end
 # (the kernel unpacks concatenated archives):
 #   base  - busybox, the kernel modules the scenarios need (with depmod output),
-#           modprobe.d, Debian's usbip/usbipd with their libraries, usb.ids and the
-#           gadget's backing disk image.  Cached in the cache folder, keyed by what
-#           goes into it.
-#   run   - /init, the guest library, the scenarios and the project's freshly built
-#           programs from $USBGW_BUILD with the libraries ldd lists.  Made every run.
+#           modprobe.d, Debian's usbip/usbipd with their libraries, usb.ids, the
+#           gadget's backing disk image, Debian's udev (systemd-udevd, udevadm,
+#           its rules) and the agent's user and group.  Cached in the cache
+#           folder, keyed by what goes into it.
+#   run   - /init, the guest library, the scenarios, the agent's udev rule and the
+#           project's freshly built programs from $USBGW_BUILD with the libraries
+#           ldd lists.  Made every run.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
 manifest=${1:?usage: mkinitramfs.sh MANIFEST OUTPUT}
 out=${2:?usage: mkinitramfs.sh MANIFEST OUTPUT}
 # shellcheck disable=SC1090
@@ -23,14 +26,17 @@ die() { echo "mkinitramfs: error: $*" >&2; exit 1; }
 
 # Modules the scenarios load, by module name; their dependencies come from
 # modules.dep.  crct10dif_generic and crc64_rocksoft_generic are sd_mod's soft
-# dependencies (the crypto back ends of crc-t10dif and crc64-rocksoft).
+# dependencies (the crypto back ends of crc-t10dif and crc64-rocksoft).  The
+# agent scenarios (60-69) add the HID and ACM gadget functions and their host
+# drivers (hidraw is built into hid).
 modules="configfs usb_common usbcore udc_core dummy_hcd libcomposite
 	usb_f_mass_storage usb_f_ss_lb scsi_mod usb_storage sd_mod
-	crct10dif_generic crc64_rocksoft_generic usbip_core usbip_host vhci_hcd"
+	crct10dif_generic crc64_rocksoft_generic usbip_core usbip_host vhci_hcd
+	usb_f_hid usb_f_acm hid usbhid hid_generic cdc_acm"
 
 # Programs from the build folder, with where they go in the guest.
 project_progs="usbgwd:/usr/sbin usbgw:/usr/bin usbgw-sim:/usr/bin usbip-tc:/usr/bin
-	e2e-json:/usr/bin e2e-bulk:/usr/bin"
+	e2e-json:/usr/bin e2e-bulk:/usr/bin usbgw-agent:/usr/sbin"
 
 mkcpio() {	# mkcpio DIR OUT
 	if command -v cpio >/dev/null; then
@@ -121,8 +127,9 @@ build_base() {	# build_base DIR
 	cat > "$d/etc/modprobe.d/e2e.conf" <<-'EOT'
 	# No 1 s settle delay before scanning a new USB disk.
 	options usb-storage delay_use=0
-	# Three gadget controllers: the disk, the loopback device, a second disk.
-	options dummy_hcd num=3
+	# Gadget controllers: .0-.2 for usbipd (the disk, the loopback device, a
+	# second disk), .3-.6 for the agent (disk, keyboard, ACM, loopback "KEEP").
+	options dummy_hcd num=8
 	EOT
 
 	cp "$E2E_USBIP" "$E2E_USBIPD" "$d/usr/sbin/"
@@ -131,6 +138,25 @@ build_base() {	# build_base DIR
 
 	make_disk "$d/e2e/disk.img" "$disk_mb"
 	(cd "$d/e2e" && sha256sum disk.img | cut -d' ' -f1 > disk.sha256)
+
+	# Debian's udev: udevadm is also systemd-udevd (by the name it runs under);
+	# its rules and helpers; no hwdb.bin (the hwdb builtin finds nothing).
+	cp "$E2E_UDEVADM" "$d/usr/bin/udevadm"
+	mkdir -p "$d/lib/systemd" "$d/etc/udev/rules.d"
+	ln -s /usr/bin/udevadm "$d/lib/systemd/systemd-udevd"
+	cp -a "$E2E_UDEVLIB" "$d/lib/udev"
+	rm -rf "$d/lib/udev/hwdb.d"
+	copy_libs "$d" "$E2E_UDEVADM"
+	# The agent's unprivileged user (scenarios 60-69) and its group, which the
+	# udev rule gives the USB device nodes.
+	cat > "$d/etc/passwd" <<-'EOT'
+	root:x:0:0:root:/root:/bin/sh
+	usbgw-agent:x:990:990:usbgw-agent:/nonexistent:/bin/false
+	EOT
+	cat > "$d/etc/group" <<-'EOT'
+	root:x:0:
+	usbgw-agent:x:990:
+	EOT
 }
 
 build_run() {	# build_run DIR
@@ -140,6 +166,16 @@ build_run() {	# build_run DIR
 	chmod 755 "$d/init"
 	cp "$here/guest/lib.sh" "$d/e2e/lib.sh"
 	cp "$here"/guest/*.conf "$d/e2e/" 2>/dev/null || true
+	# The agent's udev rule: the repository's, or this folder's stand-in until
+	# contrib/ has one (lib.sh reports which).
+	mkdir -p "$d/etc/udev/rules.d"
+	if [ -f "$top/contrib/70-usbgw-agent.rules" ]; then
+		cp "$top/contrib/70-usbgw-agent.rules" "$d/etc/udev/rules.d/"
+		echo contrib > "$d/e2e/agent-rule-from"
+	else
+		cp "$here/guest/70-usbgw-agent.rules" "$d/etc/udev/rules.d/"
+		echo tests/e2e/guest > "$d/e2e/agent-rule-from"
+	fi
 	if [ -n "${E2E_ONLY:-}" ]; then
 		for name in $E2E_ONLY; do
 			cp "$here/scenarios/$name"*.sh "$d/e2e/scenarios/" ||

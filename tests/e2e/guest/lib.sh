@@ -555,3 +555,217 @@ audit_detail() {
 	gwctl audit --json > "$E2E_STATE/audit.json" 2>>"$LOGS/usbgw.log" || return 1
 	e2e-json get detail action="$a" "$@" < "$E2E_STATE/audit.json"
 }
+
+# --- usbgw-agent (scenarios 60-69) ---------------------------------------------
+# The thin client's exporter on libusb (protocol.md 1.9), run unprivileged as
+# usbgw-agent (uid/gid 990, made by mkinitramfs.sh) on 127.0.0.1:3244 and
+# declared to the proxy gateway as exporter agent1.  Its gadgets sit on
+# dummy_udc.3-.6; usbipd's (.0-.2) are kept local by via-port lines.  udevd
+# runs from 60 on, as initramfs-tools starts it: Debian's libusb learns
+# hot-plug from the udev monitor, and the agent's udev rule gives its group
+# the device nodes.
+
+AGENT_USER=usbgw-agent AGENT_UID=990 AGENT_GID=990
+AGENT_PORT=3244
+AGENT_DIR=/tmp/agent
+AGENT_LOG=$LOGS/usbgw-agent.log
+AGENT_EXPORTER=agent1
+AGENT_DISK_IMG=/tmp/agent-disk.img
+ADISK_UDC=3 ADISK_VID=1209 ADISK_PID=0005 ADISK_SERIAL=E2E-ADISK-0001
+KBD_UDC=4   KBD_VID=1209   KBD_PID=0006   KBD_SERIAL=E2E-KBD-0001
+ACM_UDC=5   ACM_VID=1209   ACM_PID=0007   ACM_SERIAL=E2E-ACM-0001
+KEEP_UDC=6  KEEP_VID=1209  KEEP_PID=0008  KEEP_SERIAL=KEEP
+# A USB HID boot keyboard's report descriptor (HID 1.11 appendix E.6): 8-byte
+# input reports (modifiers, reserved, six key codes), a 1-byte LED output.
+KBD_REPORT_DESC='\005\001\011\006\241\001\005\007\031\340\051\347\025\000\045\001\165\001\225\010\201\002\225\001\165\010\201\003\225\005\165\001\005\010\031\001\051\005\221\002\225\001\165\003\221\003\225\006\165\010\025\000\045\145\005\007\031\000\051\145\201\000\300'
+
+# agent_missing: why the agent scenarios cannot run (nothing if they can).
+agent_missing() {
+	local why
+	why=$(gw_missing)
+	[ -z "$why" ] || { echo "$why"; return 0; }
+	have_prog usbgw-agent || echo "usbgw-agent not built"
+}
+
+# udevd_start: systemd-udevd as initramfs-tools' init-top/udev starts it, then
+# the coldplug it does.  --resolve-names=early, not initramfs-tools' never:
+# with never, udevd leaves every node root's and ignores GROUP= (there is no
+# user database in an initramfs; this guest has one for the agent's group).
+udevd_start() {
+	[ -S /run/udev/control ] && return 0
+	mkdir -p /run/udev
+	/lib/systemd/systemd-udevd --daemon --resolve-names=early \
+		>> "$LOGS/udevd.log" 2>&1 || return 1
+	udevadm trigger --type=subsystems --action=add &&
+	udevadm trigger --type=devices --action=add &&
+	udevadm settle --timeout=60
+}
+
+# gadget_hid NAME: a HID boot keyboard function (usb_f_hid, subclass 1,
+# protocol 1); the gadget side reads and writes /dev/hidgN.
+gadget_hid() {
+	local f=/sys/kernel/config/usb_gadget/$1/functions/hid.usb0
+	mkdir "$f" || return 1
+	echo 1 > "$f/subclass" && echo 1 > "$f/protocol" && echo 8 > "$f/report_length" &&
+	printf "$KBD_REPORT_DESC" > "$f/report_desc" &&
+	ln -s "$f" "/sys/kernel/config/usb_gadget/$1/configs/c.1/"
+}
+
+# gadget_acm NAME: a CDC ACM function (usb_f_acm): ttyGSN on the gadget side.
+gadget_acm() {
+	local f=/sys/kernel/config/usb_gadget/$1/functions/acm.usb0
+	mkdir "$f" || return 1
+	ln -s "$f" "/sys/kernel/config/usb_gadget/$1/configs/c.1/"
+}
+gadget_tty() { echo "ttyGS$(cat /sys/kernel/config/usb_gadget/$1/functions/acm.usb0/port_num)"; }
+gadget_hidg() {
+	local d
+	d=$(cat /sys/kernel/config/usb_gadget/$1/functions/hid.usb0/dev) || return 1
+	basename "$(readlink -f "/sys/dev/char/$d")"
+}
+
+# class_node_under CLASS PATTERN: the first /sys/class/CLASS entry whose device
+# path matches PATTERN (a shell pattern: *dummy_hcd.4/*, */vhci_hcd*).
+class_node_under() {
+	local c
+	for c in /sys/class/"$1"/*; do
+		[ -e "$c/device" ] || continue
+		case $(readlink -f "$c/device") in
+		$2) echo "${c##*/}"; return 0 ;;
+		esac
+	done
+	return 1
+}
+# disk_under PATTERN: a SCSI disk whose sysfs path matches and that has its size.
+disk_under() {
+	local b
+	for b in /sys/block/sd*; do
+		[ -e "$b" ] || continue
+		case $(readlink -f "$b") in
+		$1)	[ "$(cat "$b/size")" -gt 0 ] && [ -b "/dev/${b##*/}" ] || continue
+			echo "${b##*/}"
+			return 0 ;;
+		esac
+	done
+	return 1
+}
+
+# iface_driver BUSID: the driver of interface BUSID:1.0 (none if unbound).
+iface_driver() {
+	local l
+	l=$(readlink "/sys/bus/usb/devices/$1:1.0/driver" 2>/dev/null) || { echo none; return 0; }
+	echo "${l##*/}"
+}
+iface_driver_is() { [ "$(iface_driver "$1")" = "$2" ]; }
+
+# kbd_report_arrives HIDG HIDRAW: key 'a' pressed and released on the gadget
+# (8-byte boot reports written to /dev/HIDG); the first report read on
+# /dev/HIDRAW must be the press.  Prints what was read.
+kbd_report_arrives() {
+	local t=$E2E_STATE/kbd.read rpid got
+	rm -f "$t"
+	timeout 10 dd if="/dev/$2" of="$t" bs=8 count=1 2>/dev/null &
+	rpid=$!
+	usleep 300000
+	printf '\000\000\004\000\000\000\000\000' | timeout 5 dd of="/dev/$1" bs=8 2>/dev/null
+	printf '\000\000\000\000\000\000\000\000' | timeout 5 dd of="/dev/$1" bs=8 2>/dev/null
+	wait $rpid
+	got=$(od -An -tx1 "$t" 2>/dev/null | tr -d ' \n')
+	echo "${got:-nothing}"
+	[ "$got" = 0000040000000000 ]
+}
+
+# tty_oneway FROM TO TEXT: TEXT written to /dev/FROM arrives on /dev/TO (both
+# raw, no echo).  Prints what arrived.
+tty_oneway() {
+	local t=$E2E_STATE/tty.read rpid got
+	rm -f "$t"
+	( stty raw -echo -echoe -echok; timeout 10 dd of="$t" bs=1 count=${#3} 2>/dev/null ) \
+		< "/dev/$2" &
+	rpid=$!
+	usleep 300000
+	( stty raw -echo -echoe -echok; printf '%s' "$3" > "/dev/$1" ) < "/dev/$1"
+	wait $rpid
+	got=$(cat "$t" 2>/dev/null)
+	echo "${got:-nothing}"
+	[ "$got" = "$3" ]
+}
+
+# as_agent_user COMMAND...: run COMMAND as the agent's user (busybox su; its
+# setpriv cannot change uids).  The "--" matters: busybox su permutes its
+# arguments and would take COMMAND's own -c for its own.
+as_agent_user() {
+	su -s /bin/sh "$AGENT_USER" -c 'exec "$@"' -- sh "$@"
+}
+# agent_can_open NODE: the agent's user opens the node for reading and writing.
+agent_can_open() { as_agent_user sh -c ': <> "$1"' _ "$1" 2>/dev/null; }
+
+agent_running() {
+	[ -f "$E2E_STATE/agent.pid" ] && proc_alive "$(cat "$E2E_STATE/agent.pid")"
+}
+agent_listens() { netstat -ltn | grep -q "127.0.0.1:$AGENT_PORT "; }
+
+# agent_conf NAME [LINE...]: $AGENT_DIR/NAME.conf with the common lines
+# (usbipd's gadgets kept local by port, the loopback "KEEP" by serial, audit
+# lines to a file) and then the LINEs; the built-in keep-list follows them.
+agent_conf() {
+	local name=$1 n l
+	shift
+	mkdir -p "$AGENT_DIR"
+	{
+		echo "# usbgw-agent in the e2e guest ($name)"
+		echo "audit-log $AGENT_DIR/audit.log"
+		for n in 0 1 2; do
+			echo "keep-local via-port \"$(dummy_busid $n)\""
+		done
+		echo "keep-local serial \"$KEEP_SERIAL\""
+		for l in "$@"; do
+			echo "$l"
+		done
+	} > "$AGENT_DIR/$name.conf"
+	chmod 644 "$AGENT_DIR/$name.conf"
+}
+
+# agent_start NAME: usbgw-agent -f on $AGENT_DIR/NAME.conf as the agent's user,
+# -l 127.0.0.1:AGENT_PORT -a 127.0.0.1; wait until it listens.  Its runtime
+# directory is made as systemd's RuntimeDirectory= would.
+agent_start() {
+	agent_running && { echo "agent_start: usbgw-agent runs already"; return 1; }
+	mkdir -p /run/usbgw-agent
+	chown "$AGENT_UID:$AGENT_GID" /run/usbgw-agent
+	chmod 750 /run/usbgw-agent
+	touch "$AGENT_DIR/audit.log"
+	chown "$AGENT_UID:$AGENT_GID" "$AGENT_DIR/audit.log"
+	echo "==== usbgw-agent ($1) starting at $(e2e_uptime)" >> "$AGENT_LOG"
+	as_agent_user usbgw-agent -f -v -c "$AGENT_DIR/$1.conf" \
+		-l "127.0.0.1:$AGENT_PORT" -a 127.0.0.1 >> "$AGENT_LOG" 2>&1 &
+	echo $! > "$E2E_STATE/agent.pid"
+	wait_for 15 agent_listens || { echo "usbgw-agent does not listen on $AGENT_PORT"; return 1; }
+}
+
+# agent_signal SIG: signal the agent, wait until it is gone.
+agent_signal() {
+	local pid
+	pid=$(cat "$E2E_STATE/agent.pid" 2>/dev/null) || return 0
+	kill "-$1" "$pid" 2>/dev/null
+	wait_gone 15 proc_alive "$pid" || return 1
+	rm -f "$E2E_STATE/agent.pid"
+}
+
+# agent_declare: the proxy gateway gets the agent as exporter agent1 (--agent
+# when this build's usbgw knows it: push and the control connection).
+agent_declare() {
+	if usbgw exporter add --help 2>&1 | grep -q -- --agent; then
+		gwctl exporter add "$AGENT_EXPORTER" "127.0.0.1:$AGENT_PORT" --agent
+	else
+		gwctl exporter add "$AGENT_EXPORTER" "127.0.0.1:$AGENT_PORT"
+	fi
+}
+
+# agent_lists BUSID: Debian's usbip list against the agent shows BUSID.
+agent_lists() {
+	timeout "$CTL_TIMEOUT" usbip --tcp-port "$AGENT_PORT" list -r 127.0.0.1 2>/dev/null |
+		grep -q " $1:"
+}
+# gw_absent_or_gone BUSID: the gateway lists no such device, or lists it gone.
+gw_absent_or_gone() { gw_state_in "$1" absent gone; }
