@@ -5,7 +5,8 @@
 # boot and reports each check; this script turns them into TAP.
 #
 # Environment:
-#   USBGW_BUILD   build folder with usbgwd, usbgw, e2e-json, e2e-bulk (default build/)
+#   USBGW_BUILD   build folder with usbgwd, usbgw, usbgw-agent, usbip-tc, e2e-json,
+#                 e2e-bulk (default build/)
 #   E2E_CACHE     download cache (default tests/e2e/cache)
 #   E2E_TIMEOUT   seconds the whole boot may take (default 600)
 #   E2E_BOOT_TIMEOUT  seconds until the guest must have started init (default 120)
@@ -67,7 +68,7 @@ fi
 t_prep=$(date +%s)
 diag "kernel $E2E_KREL, initramfs $(($(stat -c %s "$out/initramfs.cpio") / 1048576)) MiB," \
 	"prepared in $((t_prep - t_start)) s"
-for p in usbgwd usbgw e2e-json e2e-bulk; do
+for p in usbgwd usbgw e2e-json e2e-bulk usbip-tc usbgw-agent; do
 	[ -x "$build/$p" ] || diag "$build/$p not built: scenarios that need it skip"
 done
 

@@ -769,3 +769,28 @@ agent_lists() {
 }
 # gw_absent_or_gone BUSID: the gateway lists no such device, or lists it gone.
 gw_absent_or_gone() { gw_state_in "$1" absent gone; }
+
+# gw_live BUSID: how many devices of $GW_EXPORTER at that busid the gateway
+# lists in a live state (anything but gone): a re-plugged device may be listed
+# next to its gone predecessor.
+gw_live() {
+	local s n=0 c
+	gwctl list --json > "$E2E_STATE/list.json" 2>>"$LOGS/usbgw.log" || return 1
+	for s in probing pending blocked authorized attached detached; do
+		c=$(e2e-json count exporter="$GW_EXPORTER" exporter_busid="$1" state="$s" \
+			< "$E2E_STATE/list.json")
+		n=$((n + ${c:-0}))
+	done
+	echo "$n"
+}
+gw_none_live() { [ "$(gw_live "$1")" = 0 ]; }
+# gw_has BUSID STATE: the gateway lists a device of $GW_EXPORTER at BUSID in STATE.
+gw_has() {
+	gwctl list --json > "$E2E_STATE/list.json" 2>>"$LOGS/usbgw.log" || return 1
+	[ "$(e2e-json count exporter="$GW_EXPORTER" exporter_busid="$1" state="$2" \
+		< "$E2E_STATE/list.json")" -gt 0 ]
+}
+# ms_since T0: milliseconds since e2e_uptime T0 (centisecond resolution).
+ms_since() { echo $(( ($(e2e_uptime) - $1) * 10 )); }
+# in_time RC MS LIMIT: a wait succeeded (RC 0) within LIMIT ms.
+in_time() { [ "$1" -eq 0 ] && [ "$2" -le "$3" ]; }

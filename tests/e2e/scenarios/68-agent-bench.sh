@@ -1,0 +1,92 @@
+# Benchmark (issue 14 item 9), reported, not asserted (TCG): the same disk
+# gadget read through the gateway from usbipd + usbip-host, then from the
+# agent: dd iflag=direct of the whole 8 MiB disk three times each, and the
+# control-URB round trip (usbip-tc latency through the gateway).  The agent
+# runs again with the built-in keep-list only: the keyboard stays local and
+# never reaches the gateway.
+
+why=$(agent_missing)
+have_prog usbip-tc || why=${why:-"usbip-tc not built"}
+agent_running && why=${why:-"usbgw-agent still running (67 did not kill it)"}
+if [ -n "$why" ]; then
+	skip_all "$why" "bench: the disk through usbipd and the gateway" \
+		"bench: the disk through the agent and the gateway" \
+		"agent default keep-list: the keyboard stays local"
+	return 0
+fi
+adisk=$(cat "$E2E_STATE/agent_busid.adisk")
+kbd=$(cat "$E2E_STATE/agent_busid.kbd")
+
+# bench_path NAME EXPORTER PORT: approve the disk at the gateway under
+# EXPORTER, time control round trips, attach, read it three times, detach.
+bench_path() {
+	local name=$1 b st i mbps out d
+	GW_EXPORTER=$2
+	st=$(gw_wait_state 30 "$adisk" pending)
+	check "bench $name: the gateway claims $GW_EXPORTER:$adisk, pending (last seen: $st)" \
+		[ "$st" = pending ] || return 1
+	b=$(gw_field "$adisk" busid)
+	gwctl approve "$b" >/dev/null
+	gw_wait_state 10 "$adisk" authorized >/dev/null
+	out=$(usbip-tc latency "127.0.0.1:$GW_PORT" "$b" --kind control --iterations 200 \
+		--warmup 20 -t 10000 2>&1 | grep '^RESULT')
+	echo "$out"
+	for k in median_us p99_us; do
+		v=$(echo "$out" | sed -n "s/.* $k=\([0-9.]*\).*/\1/p")
+		[ -z "$v" ] || e2e_metric "${name}_control_urb_${k}" "$v"
+	done
+	check "bench $name: control URB round trips through the gateway timed ($out)" [ -n "$out" ]
+	gw_wait_state 15 "$adisk" authorized >/dev/null
+	usbip_attach "$GW_PORT" "$b"
+	if check "bench $name: the disk attaches through the gateway" wait_for 30 vhci_disk_ready; then
+		d=$(vhci_disk)
+		for i in 1 2 3; do
+			mbps=$(disk_read_mbps "$d")
+			[ -z "$mbps" ] || e2e_metric "${name}_read${i}_mbps" "$mbps"
+			echo "$mbps" >> "$E2E_STATE/bench.$name"
+		done
+		check "bench $name: three whole-disk reads timed ($(tr '\n' ' ' < "$E2E_STATE/bench.$name"))" \
+			[ "$(wc -l < "$E2E_STATE/bench.$name")" -eq 3 ]
+	fi
+	vhci_detach_all
+	wait_gone 15 vhci_disk
+	wait_gone 10 vhci_any_used
+}
+
+# 1. usbipd + usbip-host (the gateway's exporter e2e).
+rm -f "$E2E_STATE"/bench.*
+check "bench usbipd: usbip bind -b $adisk" usbip bind -b "$adisk"
+bench_path usbipd "$GW_EXPORTER"
+GW_EXPORTER=e2e
+check "bench usbipd: usbip unbind -b $adisk" usbip unbind -b "$adisk"
+wait_for 15 gw_none_live "$adisk"
+# A fresh enumeration, with its local driver, for the agent.
+gadget_unbind adisk
+usleep 500000
+gadget_bind adisk "dummy_udc.$ADISK_UDC"
+check "bench: the disk is a local disk again (usb-storage)" \
+	wait_for 30 disk_under "*/dummy_hcd.$ADISK_UDC/*"
+
+# 2. the agent, with the built-in keep-list (no export line for the keyboard).
+agent_conf default
+check "agent default keep-list: usbgw-agent starts again" agent_start default
+bench_path agent "$AGENT_EXPORTER"
+
+# The ratio of the means, agent over usbipd.
+if [ -s "$E2E_STATE/bench.usbipd" ] && [ -s "$E2E_STATE/bench.agent" ]; then
+	r=$(cat "$E2E_STATE/bench.usbipd" "$E2E_STATE/bench.agent" | awk '
+		NR <= 3 { u += $1 } NR > 3 { a += $1 }
+		END { printf "%.2f\n", (u > 0 ? a / u : 0) }')
+	e2e_metric agent_vs_usbipd_read_ratio "$r"
+	e2e_diag "bench: disk read through the gateway: usbipd $(tr '\n' ' ' < "$E2E_STATE/bench.usbipd")MB/s," \
+		"agent $(tr '\n' ' ' < "$E2E_STATE/bench.agent")MB/s, ratio $r (goal >= 0.8)"
+fi
+
+# The built-in keep-list keeps the boot keyboard local.
+GW_EXPORTER=$AGENT_EXPORTER
+check "agent default keep-list: the keyboard keeps usbhid ($(iface_driver "$kbd"))" \
+	iface_driver_is "$kbd" usbhid
+check "agent default keep-list: the agent does not offer the keyboard $kbd" fails agent_lists "$kbd"
+check "agent default keep-list: audit keep-local line for $kbd" \
+	grep -q "audit: keep-local busid=$kbd " "$AGENT_LOG"
+check "agent default keep-list: the keyboard never reaches the gateway" gw_none_live "$kbd"
