@@ -51,6 +51,7 @@ check "agent: audit keep-local line for the KEEP device $keep" \
 # identity under usbipd in 68's benchmark).
 check "agent: usbgw policy insert 1 'ask id $ADISK_VID:$ADISK_PID'" \
 	gwctl policy insert 1 "ask id $ADISK_VID:$ADISK_PID"
+touch "$E2E_STATE/agent_ask_rule"
 check "agent: usbgw exporter add $AGENT_EXPORTER 127.0.0.1:$AGENT_PORT" agent_declare
 for b in $adisk $kbd $acm; do
 	st=$(gw_wait_state 30 "$b" pending)
