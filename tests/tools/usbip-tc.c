@@ -208,7 +208,6 @@ struct tc_opts {
 	const char	*ready_file;
 	const char	*skip;
 	int		 poll_ms;
-	const char	*source;	/* local address to connect from, or NULL */
 };
 
 struct tc_cmd {
@@ -443,40 +442,16 @@ split_hostport(const char *s, char *host, size_t hostsz, char *port,
 	return 0;
 }
 
-/*
- * Bind fd to the numeric address src (port 0) of family af before it
- * connects: --source, so a test on loopback can come from 127.0.0.5.
- * 0, or an errno (EAFNOSUPPORT: src is no numeric address of family af).
- */
-static int
-tc_bind_source(int fd, int af, const char *src)
-{
-	struct addrinfo hints, *res;
-	int err = 0;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = af;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
-	if (getaddrinfo(src, "0", &hints, &res) != 0)
-		return EAFNOSUPPORT;
-	if (bind(fd, res->ai_addr, res->ai_addrlen) == -1)
-		err = errno;
-	freeaddrinfo(res);
-	return err;
-}
-
 /* Non-blocking connect with a deadline; TCP_NODELAY like usbip does. */
 static int
-tc_connect(struct tc *tc, const struct tc_opts *o)
+tc_connect(struct tc *tc, const char *hostport, int timeout_ms)
 {
 	struct addrinfo hints, *res, *ai;
 	struct pollfd pfd;
 	char host[256], port[32];
-	const char *hostport = o->hostport;
 	socklen_t sl;
 	uint64_t deadline;
-	int fd = -1, r, err = 0, one = 1, left, timeout_ms = o->timeout_ms;
+	int fd = -1, r, err = 0, one = 1, left;
 
 	if (split_hostport(hostport, host, sizeof(host), port,
 	    sizeof(port)) == -1) {
@@ -499,15 +474,6 @@ tc_connect(struct tc *tc, const struct tc_opts *o)
 		    SOCK_CLOEXEC, ai->ai_protocol);
 		if (fd == -1) {
 			err = errno;
-			continue;
-		}
-		if (o->source != NULL &&
-		    (err = tc_bind_source(fd, ai->ai_family, o->source)) != 0) {
-			errmsg("--source %s: %s", o->source,
-			    err == EAFNOSUPPORT ? "not a numeric address of "
-			    "the peer's family" : strerror(err));
-			close(fd);
-			fd = -1;
 			continue;
 		}
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
@@ -1732,7 +1698,7 @@ open_import(struct tc **tcp, const struct tc_opts *o, struct usbip_dev *dev)
 	int rc;
 
 	*tcp = tc = tc_new();
-	if ((rc = tc_connect(tc, o)) != TC_EXIT_OK)
+	if ((rc = tc_connect(tc, o->hostport, o->timeout_ms)) != TC_EXIT_OK)
 		return rc;
 	rc = tc_import(tc, o->busid, dev, &status, o->timeout_ms);
 	if (rc >= TC_EXIT_REFUSED) {
@@ -1928,7 +1894,7 @@ cmd_list(struct tc_opts *o)
 	int rc, i;
 
 	tc = tc_new();
-	if ((rc = tc_connect(tc, o)) != TC_EXIT_OK)
+	if ((rc = tc_connect(tc, o->hostport, o->timeout_ms)) != TC_EXIT_OK)
 		goto out;
 	usbip_op_hdr_encode(req, OP_REQ_DEVLIST, ST_OK);
 	tc_send_bytes(tc, req, sizeof(req));
@@ -2011,7 +1977,7 @@ cmd_import(struct tc_opts *o)
 	int rc;
 
 	tc = tc_new();
-	if ((rc = tc_connect(tc, o)) != TC_EXIT_OK)
+	if ((rc = tc_connect(tc, o->hostport, o->timeout_ms)) != TC_EXIT_OK)
 		goto out;
 	rc = tc_import(tc, o->busid, &d, &status, o->timeout_ms);
 	if (rc >= TC_EXIT_REFUSED) {
@@ -3321,7 +3287,7 @@ cmd_raw(struct tc_opts *o)
 	}
 	if (o->raw_op) {
 		tc = tc_new();
-		if ((rc = tc_connect(tc, o)) != 0)
+		if ((rc = tc_connect(tc, o->hostport, o->timeout_ms)) != 0)
 			goto out;
 		start_ns = now_ns();
 	} else {
@@ -3394,15 +3360,13 @@ enum {
 	OPT_READY_FILE,
 	OPT_SKIP,
 	OPT_POLL,
-	OPT_SOURCE,
 	OPT_TIMEOUT,
 	OPT_VERBOSE,
 	OPT_HELP,
 	OPT_LAST
 };
 #define O(x)		(1ull << ((x) - OPT_JSON))
-#define O_COMMON	(O(OPT_TIMEOUT) | O(OPT_VERBOSE) | O(OPT_HELP) | \
-			 O(OPT_SOURCE))
+#define O_COMMON	(O(OPT_TIMEOUT) | O(OPT_VERBOSE) | O(OPT_HELP))
 #define O_DISC		(O(OPT_EXPECT_DISCONNECT) | O(OPT_WITHIN) | \
 			 O(OPT_READY_FILE))
 #define O_EPS		(O(OPT_EP_IN) | O(OPT_EP_OUT))
@@ -3434,7 +3398,6 @@ static const struct option longopts[] = {
 	{ "ready-file",		required_argument,	NULL, OPT_READY_FILE },
 	{ "skip",		required_argument,	NULL, OPT_SKIP },
 	{ "poll",		required_argument,	NULL, OPT_POLL },
-	{ "source",		required_argument,	NULL, OPT_SOURCE },
 	{ "timeout",		required_argument,	NULL, OPT_TIMEOUT },
 	{ "verbose",		no_argument,		NULL, OPT_VERBOSE },
 	{ "help",		no_argument,		NULL, OPT_HELP },
@@ -3498,7 +3461,6 @@ usage(FILE *f)
 	    "\ncommon options:\n"
 	    "  -t, --timeout MS      per-reply timeout (default %d)\n"
 	    "  -v, --verbose         trace every URB PDU on stderr\n"
-	    "  --source ADDRESS      connect from this local address\n"
 	    "  --expect-disconnect   the peer is expected to close: print\n"
 	    "                        DISCONNECT with the time since SIGUSR1\n"
 	    "                        (the marker); exit 0 only if it closed\n"
@@ -3743,9 +3705,6 @@ parse_opts(const struct tc_cmd *cmd, int argc, char **argv, struct tc_opts *o)
 			    &n) == -1)
 				return -1;
 			o->poll_ms = (int)n;
-			break;
-		case OPT_SOURCE:
-			o->source = optarg;
 			break;
 		}
 	}
