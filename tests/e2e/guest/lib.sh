@@ -737,8 +737,10 @@ agent_start() {
 	touch "$AGENT_DIR/audit.log"
 	chown "$AGENT_UID:$AGENT_GID" "$AGENT_DIR/audit.log"
 	echo "==== usbgw-agent ($1) starting at $(e2e_uptime)" >> "$AGENT_LOG"
-	as_agent_user usbgw-agent -f -v -c "$AGENT_DIR/$1.conf" \
-		-l "127.0.0.1:$AGENT_PORT" -a 127.0.0.1 >> "$AGENT_LOG" 2>&1 &
+	# exec all the way (subshell, su, sh), so that $! is the agent itself.
+	( exec su -s /bin/sh "$AGENT_USER" -c 'exec "$@"' -- sh usbgw-agent -f -v \
+		-c "$AGENT_DIR/$1.conf" -l "127.0.0.1:$AGENT_PORT" -a 127.0.0.1 \
+		>> "$AGENT_LOG" 2>&1 ) &
 	echo $! > "$E2E_STATE/agent.pid"
 	wait_for 15 agent_listens || { echo "usbgw-agent does not listen on $AGENT_PORT"; return 1; }
 }
