@@ -45,7 +45,8 @@ column_of(const struct parse *p, const char *at)
 	const char *s;
 	int col = 1;
 
-	for (s = p->line; s < at && *s != '\0'; s++)
+	/* (past NULs: next_word() cuts the line into words in place) */
+	for (s = p->line; s < at; s++)
 		if (((unsigned char)*s & 0xc0) != 0x80)
 			col++;
 	return col;
@@ -198,8 +199,14 @@ listen_parse(const char *v, struct config_addr *a, char *why, size_t whylen)
 static int
 allow_parse(const char *v, struct host_match *m, char *why, size_t whylen)
 {
-	if (*v == '\0') {
-		snprintf(why, whylen, "expected an address or CIDR network");
+	char sb[SHOWN_MAX + 8];
+
+	/* An IPv4 address starts with a digit, an IPv6 one has a ':';
+	 * anything else would get host_match_parse()'s message on names. */
+	if (*v == '\0' || (strchr(v, ':') == NULL && !(*v >= '0' &&
+	    *v <= '9'))) {
+		snprintf(why, whylen, "expected an address or CIDR network, "
+		    "got '%s'", shown(v, sb, sizeof(sb)));
 		return -1;
 	}
 	if (host_match_parse(v, false, m, why, whylen) == -1)
