@@ -211,6 +211,8 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
 
 # The simulator's config parser is compiled into its harness.
 build-fuzz/fuzz_simconf: contrib/sim/conf.c contrib/sim/sim.h
+# So are usbgw-agent's config parser and keep-list.
+build-fuzz/fuzz_agentconf: client/agent/aconf.c client/agent/aconf.h client/agent/keep.c client/agent/keep.h
 
 # Each harness over the corpus it grows (build-fuzz/corpus/NAME) and the
 # committed one, with its dictionary (tests/fuzz/NAME.dict) if it has one.

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "aconf.h"
+#include "log.h"
 #include "util.h"
 
 #define PERR_LINE_MAX	768
@@ -70,6 +71,7 @@ perr_col(struct parse *p, int col, const char *msg)
 	else
 		snprintf(out, sizeof(out), "%s: %s\n", p->name, msg);
 	n = strlen(out);
+	out[n - 1] = '\n';			/* even when cut short */
 	if (n >= sizeof(p->errs) - p->errlen)	/* bounded: cannot happen */
 		n = sizeof(p->errs) - p->errlen - 1;
 	memcpy(p->errs + p->errlen, out, n);
@@ -385,9 +387,11 @@ parse_rule_line(struct aconf *c, struct parse *p, const char *key, char *rest)
 	list = strcmp(key, "no-reset") == 0 ? c->noreset : c->keep;
 	local = strcmp(key, "export") != 0;
 	if (keep_list_add(list, local, text, p->lineno, &err) == -1) {
-		char msg[sizeof(err.msg) + 32];
+		char msg[sizeof(err.msg) * 4 + 32], esc[sizeof(err.msg) * 4];
 
-		snprintf(msg, sizeof(msg), "%s: %s", key, err.msg);
+		/* rule.c quotes the text as it is; an error line is ASCII */
+		snprintf(msg, sizeof(msg), "%s: %s", key, log_escape(esc,
+		    sizeof(esc), err.msg, strlen(err.msg)));
 		perr_col(p, column_of(p, text) + err.column - 1, msg);
 	}
 }
