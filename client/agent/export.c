@@ -88,6 +88,8 @@ audit_write(const char *line)
 		log_warn("audit-log %s", ex.audit_path);
 }
 
+static void vaudit(const char *, va_list) __attribute__((format(printf, 1, 0)));
+
 static void
 vaudit(const char *fmt, va_list ap)
 {
