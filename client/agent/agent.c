@@ -67,6 +67,33 @@ add_flag(const char *opt, const char *val)
 	agent.flag_val[agent.nflags++] = val;
 }
 
+/* No name in the file: the host name's first label, if it is a valid
+ * name (else "agent"). */
+static void
+default_name(struct aconf *c)
+{
+	char h[256];
+	size_t i, n;
+
+	if (c->name[0] != '\0')
+		return;
+	if (gethostname(h, sizeof(h)) == -1)
+		h[0] = '\0';
+	h[sizeof(h) - 1] = '\0';
+	n = strcspn(h, ".");
+	for (i = 0; i < n; i++)
+		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' &&
+		    h[i] <= 'Z') || (h[i] >= '0' && h[i] <= '9') ||
+		    h[i] == '-' || h[i] == '_'))
+			break;
+	if (n == 0 || i < n || n >= sizeof(c->name))
+		usbgw_strlcpy(c->name, "agent", sizeof(c->name));
+	else {
+		memcpy(c->name, h, n);
+		c->name[n] = '\0';
+	}
+}
+
 /* The file, then the flags over it, then the built-in lists.  NULL and
  * every error in *errs (malloc'd) on failure. */
 static struct aconf *
@@ -91,6 +118,7 @@ load_conf(char **errs)
 		}
 	}
 	aconf_finish(c);
+	default_name(c);
 	return c;
 }
 
@@ -332,9 +360,8 @@ main(int argc, char *argv[])
 		if ((sigs[i] = evsignal_new(agent.base, signums[i], signal_cb,
 		    NULL)) == NULL || evsignal_add(sigs[i], NULL) == -1)
 			fatalx("cannot handle signal %d", signums[i]);
-	log_info("usbgw-agent %s started (pid %ld%s%s)", AGENT_VERSION,
-	    (long)getpid(), agent.conf->name[0] != '\0' ? ", name " : "",
-	    agent.conf->name);
+	log_info("usbgw-agent %s started (pid %ld, name %s)", AGENT_VERSION,
+	    (long)getpid(), agent.conf->name);
 
 	event_base_dispatch(agent.base);
 
