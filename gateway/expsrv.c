@@ -46,6 +46,7 @@
 /* Input held: one largest PDU and a read's worth more. */
 #define EXPSRV_IN_HIWAT		(USBIP_MAX_URB_PDU + (1u << 20))
 #define EXPSRV_READ_CHUNK	(256u << 10)	/* bytes asked of one readv() */
+#define EXPSRV_READ_FIRST	(16u << 10)	/* ... at first, doubling */
 #define EXPSRV_CLOSE_FLUSH	1		/* s, expsrv_conn_close() */
 #define EXPSRV_ZEROS		(64u << 10)
 
@@ -84,6 +85,7 @@ struct expsrv_conn {
 	struct expsrv_urb *urbs_tail;
 	unsigned	 nurbs;
 	size_t		 pending_bytes;	/* OUT bytes of the URBs in flight */
+	size_t		 chunk;		/* bytes asked of the next readv() */
 	unsigned	 busy;		/* inside the engine's own processing */
 	bool		 reading;	/* rev added */
 	bool		 read_paused;	/* output above out_hiwat */
@@ -831,7 +833,10 @@ urb_step(struct expsrv_conn *conn)
  * libevent 2.1's evbuffer_read() reads at most 4096 bytes per call
  * (EVBUFFER_MAX_READ), one event loop turn per 4 KiB, whatever
  * bufferevent_set_max_single_read() says.  Here one readv() fills up to
- * EXPSRV_READ_CHUNK bytes of reserved evbuffer space.
+ * EXPSRV_READ_CHUNK bytes of reserved evbuffer space.  A connection
+ * starts with EXPSRV_READ_FIRST and doubles whenever a read fills what
+ * it asked for: an op-phase poll (a gateway's DEVLIST every few seconds,
+ * per exporter) does not allocate and fault in 256 KiB.
  */
 
 /* Returns bytes read, 0 at EOF, -1 with errno (EAGAIN: nothing yet). */
@@ -845,8 +850,8 @@ conn_fill(struct expsrv_conn *conn)
 	int nvec, i, saved;
 
 	room = len < EXPSRV_IN_HIWAT ? EXPSRV_IN_HIWAT - len : 0;
-	if (room > EXPSRV_READ_CHUNK)
-		room = EXPSRV_READ_CHUNK;
+	if (room > conn->chunk)
+		room = conn->chunk;
 	if (room == 0) {
 		errno = EAGAIN;
 		return -1;
@@ -873,6 +878,8 @@ conn_fill(struct expsrv_conn *conn)
 	} else
 		vec[1].iov_len = (size_t)n - vec[0].iov_len;
 	evbuffer_commit_space(conn->in, vec, nvec);
+	if ((size_t)n == room && conn->chunk < EXPSRV_READ_CHUNK)
+		conn->chunk *= 2;
 	return n;
 }
 
@@ -1115,6 +1122,7 @@ expsrv_accept(struct expsrv *srv, int fd, const struct sockaddr *sa,
 	conn->arg = srv->arg;
 	conn->id = conn_nextid++;
 	conn->state = CONN_OP;
+	conn->chunk = EXPSRV_READ_FIRST;
 	peer_name(sa, salen, conn->peer, sizeof(conn->peer));
 	conn->fd = fd;
 	conn->in = evbuffer_new();
