@@ -33,6 +33,10 @@
  *                             back end's "cancelled"): RET_UNLINK(u,
  *                             -ECONNRESET) alone; with any other status:
  *                             RET_SUBMIT(p) then RET_UNLINK(u, 0).
+ *   p already being unlinked  the connection closes (vhci unlinks a URB
+ *                             once; a second answer could overtake p's
+ *                             RET_SUBMIT).
+ * A CMD_SUBMIT whose seqnum is in flight closes the connection too.
  *
  * Callbacks run inside the loop; the back end may call expsrv_urb_done*()
  * from inside submit() or cancel() (a synchronous completion).  A
@@ -107,7 +111,8 @@ struct expsrv_ops {
 	 * The transfer type (USB_XFER_*: 0 control, 1 iso, 2 bulk, 3
 	 * interrupt) of endpoint ep in direction dir in the device's
 	 * current configuration and alternate settings, or -1 if it has
-	 * none: the URB is malformed and the connection closes.
+	 * none: the URB is malformed and the connection closes (or
+	 * EXPSRV_EP_GUESS, above).
 	 */
 	int	 (*ep_type)(void *dev, uint32_t dir, uint32_t ep);
 	/* Start u; complete it now or later with expsrv_urb_done*(). */
