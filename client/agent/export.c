@@ -257,7 +257,29 @@ w_release(void *dev, struct expsrv_conn *c, const char *why)
 		ex.backend->release(dev, c, why);
 }
 
+/* A malformed request closes its connection: an audit line, budgeted. */
+static void
+w_pdu(void *arg, struct expsrv_conn *c, const struct usbip_op *op,
+    const struct usbip_urb_hdr *urb, const char *malformed)
+{
+	struct import *im;
+	char peer[PEER_MAX], r[256];
+
+	(void)arg;
+	(void)op;
+	(void)urb;
+	if (malformed == NULL)
+		return;
+	peer_addr(expsrv_conn_peer(c), peer, sizeof(peer));
+	im = expsrv_conn_data(c);
+	export_audit_peer(peer, EXPORT_AK_MALFORMED, "malformed peer=%s%s%s "
+	    "reason=\"%s\"", peer, im != NULL ? " busid=" : "",
+	    im != NULL ? im->busid : "", log_escape(r, sizeof(r), malformed,
+	    strlen(malformed)));
+}
+
 static const struct expsrv_ops wrapped_ops = {
+	.pdu = w_pdu,
 	.list = w_list,
 	.import = w_import,
 	.ep_type = w_ep_type,

@@ -13,7 +13,7 @@
 AGENT=$USBGW_BUILD/usbgw-agent
 need_prog "$AGENT" "$TC"
 
-plan 36
+plan 40
 
 # start_agent NAME PORT ARGS...: start it and wait for its listener.
 start_agent() {
@@ -67,6 +67,18 @@ isnt "$RC" 0 "127.0.0.5 (not in allow-from) gets no list"
 wait_log ok 'audit: refused peer=127\.0\.0\.5 listen=127\.0\.0\.1:[0-9]+ reason="not in allow-from"' 5
 check $? "... and an audit: refused line names it and the listener"
 unlike "$(cat "$(bg_log ok)")" 'allow-from is empty' "no 'nobody' warning when -a is given"
+# An import of a device it does not have: refused, with an audit line.
+run "$TC" import "127.0.0.1:$port" 9-9
+isnt "$RC" 0 "an import of an unknown busid is refused"
+wait_log ok 'audit: import-refused busid=9-9 peer=127\.0\.0\.1 status=' 5
+check $? "... with an audit: import-refused line"
+# A malformed request (op code 0x1234): closed, with an audit line.
+exec 7<>"/dev/tcp/127.0.0.1/$port"
+printf '\001\021\022\064\000\000\000\000' >&7
+is "$(timeout 5 cat <&7 | wc -c)" 0 "a malformed op request: closed, no reply"
+exec 7<&- 7>&-
+wait_log ok 'audit: malformed peer=127\.0\.0\.1 reason=' 5
+check $? "... with an audit: malformed line"
 stop_bg ok
 is "$RC" 0 "SIGTERM: exit 0"
 like "$(cat "$(bg_log ok)")" 'signal 15: shutting down' "... after saying why"
