@@ -33,6 +33,10 @@
  *                             back end's "cancelled"): RET_UNLINK(u,
  *                             -ECONNRESET) alone; with any other status:
  *                             RET_SUBMIT(p) then RET_UNLINK(u, 0).
+ *   p already being unlinked  the connection closes (vhci unlinks a URB
+ *                             once; a second answer could overtake p's
+ *                             RET_SUBMIT).
+ * A CMD_SUBMIT whose seqnum is in flight closes the connection too.
  *
  * Callbacks run inside the loop; the back end may call expsrv_urb_done*()
  * from inside submit() or cancel() (a synchronous completion).  A
@@ -57,6 +61,12 @@ struct expsrv_conn;
 
 /* import() has started work and will call expsrv_import_done(). */
 #define EXPSRV_IMPORT_ASYNC	0xffffffffu
+/*
+ * ep_type(): the back end does not know the endpoint and answers such
+ * URBs itself (usbgw-sim stalls them, as its device would): the codec
+ * infers ISO from number_of_packets and the URB is submitted.
+ */
+#define EXPSRV_EP_GUESS		(-2)
 
 /* One CMD_SUBMIT as the back end sees it.  Read-only for the back end
  * except be, iso[].actual_length/status (before expsrv_urb_done_iso()). */
@@ -76,7 +86,8 @@ struct expsrv_urb {
 	struct evbuffer	*data;		/* OUT data as sent (ISO: packed) */
 	void		*be;		/* the back end's, for its transfer */
 	/* The engine's. */
-	uint32_t	 unlink_seqnum;	/* != 0: a CMD_UNLINK waits on it */
+	uint32_t	 unlink_seqnum;	/* the CMD_UNLINK waiting on it */
+	bool		 unlinking;	/* unlink_seqnum is set */
 	bool		 held;		/* the back end has it */
 	struct expsrv_urb *next;	/* in-flight list */
 	struct expsrv_urb *prev;
@@ -100,7 +111,8 @@ struct expsrv_ops {
 	 * The transfer type (USB_XFER_*: 0 control, 1 iso, 2 bulk, 3
 	 * interrupt) of endpoint ep in direction dir in the device's
 	 * current configuration and alternate settings, or -1 if it has
-	 * none: the URB is malformed and the connection closes.
+	 * none: the URB is malformed and the connection closes (or
+	 * EXPSRV_EP_GUESS, above).
 	 */
 	int	 (*ep_type)(void *dev, uint32_t dir, uint32_t ep);
 	/* Start u; complete it now or later with expsrv_urb_done*(). */
@@ -108,12 +120,48 @@ struct expsrv_ops {
 	/*
 	 * Stop u (an unlink, or its connection closing).  Return true if
 	 * u was dropped now (no completion follows: the back end has
-	 * forgotten it), false if its completion will come (status
-	 * -ECONNRESET if it was cancelled, its true result otherwise).
+	 * forgotten it, the engine frees it), false if its completion will
+	 * come (status -ECONNRESET if it was cancelled, its true result
+	 * otherwise; it may already have come from inside cancel(): after
+	 * false the engine does not touch u again).
 	 */
 	bool	 (*cancel)(void *dev, struct expsrv_urb *u);
 	/* The import ended (why: for the log); called once. */
 	void	 (*release)(void *dev, struct expsrv_conn *, const char *why);
+	/*
+	 * Optional (NULL: not called).  The OP_REQ_IMPORT of busid was
+	 * answered with st (ST_OK: dev is the back end's device), whether
+	 * import() answered at once or through expsrv_import_done(); once
+	 * per import request, after the reply was queued.  For audit lines
+	 * (usbgw-agent's export.c wraps a back end's ops with it).
+	 */
+	void	 (*imported)(void *arg, struct expsrv_conn *, const char *busid,
+		    uint32_t st, void *dev);
+
+	/* Optional hooks (NULL: none), for usbgw-sim's tests of importers. */
+	/*
+	 * A complete CMD_SUBMIT before submit() (data and ISO descriptors
+	 * read): -1 with *why closes the connection as malformed (usbgw-sim
+	 * checks ISO packets against the endpoint's packet size here).
+	 */
+	int	 (*check)(void *dev, const struct expsrv_urb *u,
+		    const char **why);
+	/*
+	 * Every request as decoded: an op PDU (op), a URB header (urb;
+	 * before the devid check), or a malformed PDU (malformed: why);
+	 * the other two NULL.  For a PDU log.
+	 */
+	void	 (*pdu)(void *arg, struct expsrv_conn *,
+		    const struct usbip_op *op, const struct usbip_urb_hdr *urb,
+		    const char *malformed);
+	/*
+	 * A RET_SUBMIT header about to be written for u, which the hook
+	 * may change (fault injection, counters).  Returns how many zero
+	 * bytes must follow the reply's data (an actual_length made
+	 * larger), usually 0.
+	 */
+	uint32_t (*reply)(void *arg, struct expsrv_conn *, struct expsrv_urb *u,
+		    struct usbip_urb_hdr *h);
 };
 
 struct expsrv_limits {
@@ -170,6 +218,13 @@ void		 expsrv_conn_resume(struct expsrv_conn *);
  * end): what is queued is flushed for at most 1 s, then closed.
  */
 void		 expsrv_conn_close(struct expsrv_conn *, const char *why);
+/*
+ * Fault injection (usbgw-sim's `inject`): freeze stops every reply
+ * (input is read and dropped, so a close is still noticed); send
+ * writes raw bytes into the ordered output now.
+ */
+void		 expsrv_conn_freeze(struct expsrv_conn *);
+void		 expsrv_conn_send(struct expsrv_conn *, const void *, size_t);
 /* Per-connection data for the owner of the server (peer class, ...). */
 void		 expsrv_conn_set_data(struct expsrv_conn *, void *);
 void		*expsrv_conn_data(const struct expsrv_conn *);

@@ -1,20 +1,13 @@
 /*
- * One TCP connection to the simulator, as usbipd and usbip-host treat
- * one: an op phase (OP_REQ_DEVLIST, answered then closed; OP_REQ_IMPORT,
- * failed then closed or successful and followed by) a URB phase for
- * the imported device.  Every USB/IP byte goes through the codec.
- *
- * Payloads move between evbuffers (evbuffer_remove_buffer), never
- * through a staging copy of their own; IN data of the source device is
- * a reference to a static pattern.
- *
- * A connection is torn down by conn_close() only; the struct is freed
- * later from the loop (a callback may still hold it).
+ * The simulator's connections: each exporter (struct sim_exp, what one
+ * usbipd would be) serves USB/IP through its own expsrv engine
+ * (gateway/expsrv.c), with the exporter's emulated devices as the back
+ * end.  Here: the back-end ops over device.c, and what only the
+ * simulator does: the PDU log, the faults of control `inject`, the
+ * list-* and import-config lies, legacy status codes, max-connections
+ * per exporter, and the static IN pattern of the source device.
  */
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 
 #include <errno.h>
 #include <netdb.h>
@@ -26,6 +19,7 @@
 
 #include "log.h"
 #include "util.h"
+#include "desc.h"
 #include "sim.h"
 
 /*
@@ -39,42 +33,25 @@ static const uint16_t	 pattern_maxp[] = { 64, 512, 1024 };
 static uint8_t		 pattern_mod63[3][PATTERN_LEN];
 static uint8_t		 pattern_zero[PATTERN_LEN];
 static bool		 pattern_ready;
-static unsigned		 conn_nextid = 1;
-static struct sim_connq	 dead_conns = TAILQ_HEAD_INITIALIZER(dead_conns);
-static struct event	*reaper;
+static struct evbuffer	*pattern_buf;	/* references, handed to expsrv */
+static struct event	*pdulog_ev;	/* flushes the PDU log from the loop */
 
-static void	conn_process(struct sim_conn *);
 static const char *inject_name(enum sim_inject);
-
-static const char *
-conn_state_name(enum sim_conn_state s)
-{
-	switch (s) {
-	case CONN_OP:		return "op";
-	case CONN_URB:		return "urb";
-	case CONN_FLUSH:	return "flush";
-	case CONN_DEAD:		return "dead";
-	}
-	return "?";
-}
-
-/* Every state change goes through here, so the debug log shows it. */
-static void
-conn_set_state(struct sim_conn *conn, enum sim_conn_state s)
-{
-	log_debug("conn %u %s: %s -> %s", conn->id, conn->peer,
-	    conn_state_name(conn->state), conn_state_name(s));
-	conn->state = s;
-}
 
 /* ---- the PDU log ----------------------------------------------------- */
 
 static void
-pdulog(struct sim_conn *conn, const char *fmt, ...)
+pdulog_flush_cb(int fd, short events, void *arg)
+{
+	pdulog_flush();
+}
+
+static void
+pdulog(struct expsrv_conn *conn, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
-pdulog(struct sim_conn *conn, const char *fmt, ...)
+pdulog(struct expsrv_conn *conn, const char *fmt, ...)
 {
 	struct timespec ts;
 	struct tm tm;
@@ -87,11 +64,16 @@ pdulog(struct sim_conn *conn, const char *fmt, ...)
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	fprintf(sim.pdulog, "%s.%06ldZ peer=%s conn=%u ", when,
-	    ts.tv_nsec / 1000, conn->peer, conn->id);
+	    ts.tv_nsec / 1000, expsrv_conn_peer(conn), expsrv_conn_id(conn));
 	va_start(ap, fmt);
 	vfprintf(sim.pdulog, fmt, ap);
 	va_end(ap);
 	fputc('\n', sim.pdulog);
+	/* Written out once the loop is done with what it read. */
+	if (pdulog_ev == NULL && (pdulog_ev = event_new(sim.base, -1, 0,
+	    pdulog_flush_cb, NULL)) == NULL)
+		fatalx("event_new failed");
+	event_active(pdulog_ev, EV_TIMEOUT, 0);
 }
 
 void
@@ -102,15 +84,16 @@ pdulog_flush(void)
 }
 
 static void
-pdulog_urb(struct sim_conn *conn, const struct usbip_urb_hdr *h)
+pdulog_urb(struct expsrv_conn *conn, const struct usbip_urb_hdr *h)
 {
+	const struct sim_dev *dev = expsrv_conn_dev(conn);
 	const uint8_t *s = h->u.submit.setup;
 	char extra[64] = "";
 
 	if (h->command == USBIP_CMD_UNLINK) {
 		pdulog(conn, "cmd=CMD_UNLINK seqnum=%u devid=0x%08x "
 		    "unlink_seqnum=%u busid=%s", h->seqnum, h->devid,
-		    h->u.unlink.unlink_seqnum, conn->dev->spec.busid);
+		    h->u.unlink.unlink_seqnum, dev->spec.busid);
 		return;
 	}
 	if (h->ep == 0)
@@ -123,288 +106,25 @@ pdulog_urb(struct sim_conn *conn, const struct usbip_urb_hdr *h)
 	pdulog(conn, "cmd=%s seqnum=%u devid=0x%08x ep=%u dir=%s len=%d%s "
 	    "busid=%s", usbip_cmd_name(h->command), h->seqnum, h->devid, h->ep,
 	    h->direction == USBIP_DIR_IN ? "in" : "out",
-	    h->u.submit.transfer_buffer_length, extra, conn->dev->spec.busid);
-}
-
-/* ---- teardown -------------------------------------------------------- */
-
-static void
-reap_cb(int fd, short events, void *arg)
-{
-	struct sim_conn *conn;
-
-	while ((conn = TAILQ_FIRST(&dead_conns)) != NULL) {
-		TAILQ_REMOVE(&dead_conns, conn, entry);
-		free(conn);
-	}
-}
-
-void
-urb_free(struct sim_urb *u)
-{
-	struct sim_conn *conn = u->conn;
-
-	if (u->queued)
-		TAILQ_REMOVE(&u->ep->queue, u, qentry);
-	TAILQ_REMOVE(&conn->urbs, u, centry);
-	conn->nurbs--;
-	if (u->dir == USBIP_DIR_OUT)
-		conn->pending_bytes -= u->length;
-	if (u->data != NULL)
-		evbuffer_free(u->data);
-	free(u->iso);
-	free(u);
-}
-
-void
-conn_close(struct sim_conn *conn, const char *why)
-{
-	struct sim_urb *u;
-
-	if (conn->state == CONN_DEAD)
-		return;
-	if (conn->dev != NULL)
-		log_info("conn %u %s: closed (%s, device %s%s%s)", conn->id,
-		    conn->peer, why, conn->exp->name,
-		    conn->exp->name[0] != '\0' ? "/" : "",
-		    conn->dev->spec.busid);
-	else
-		log_debug("conn %u %s: closed (%s)", conn->id, conn->peer, why);
-	/* Pending URBs die with the connection: no reply for them. */
-	while ((u = TAILQ_FIRST(&conn->urbs)) != NULL)
-		urb_free(u);
-	if (conn->dev != NULL) {
-		dev_release(conn->dev);
-		conn->dev = NULL;
-	}
-	if (conn->rev != NULL) {
-		event_free(conn->rev);
-		conn->rev = NULL;
-	}
-	if (conn->wev != NULL) {
-		event_free(conn->wev);
-		conn->wev = NULL;
-	}
-	if (conn->fd != -1) {
-		close(conn->fd);
-		conn->fd = -1;
-	}
-	if (conn->in != NULL) {
-		evbuffer_free(conn->in);
-		conn->in = NULL;
-	}
-	if (conn->out != NULL) {
-		evbuffer_free(conn->out);
-		conn->out = NULL;
-	}
-	if (conn->timeout != NULL) {
-		event_free(conn->timeout);
-		conn->timeout = NULL;
-	}
-	conn_set_state(conn, CONN_DEAD);
-	TAILQ_REMOVE(&sim.conns, conn, entry);
-	sim.nconns--;
-	conn->exp->nconns--;
-	TAILQ_INSERT_TAIL(&dead_conns, conn, entry);
-	event_active(reaper, EV_TIMEOUT, 0);
-}
-
-void
-conn_closeall(void)
-{
-	struct sim_conn *conn;
-
-	while ((conn = TAILQ_FIRST(&sim.conns)) != NULL)
-		conn_close(conn, "shutting down");
-	reap_cb(-1, 0, NULL);
-	if (reaper != NULL) {
-		event_free(reaper);
-		reaper = NULL;
-	}
+	    h->u.submit.transfer_buffer_length, extra, dev->spec.busid);
 }
 
 static void
-conn_malformed(struct sim_conn *conn, const char *why)
+sim_pdu(void *arg, struct expsrv_conn *conn, const struct usbip_op *op,
+    const struct usbip_urb_hdr *urb, const char *malformed)
 {
-	pdulog(conn, "cmd=MALFORMED why=\"%s\"", why);
-	log_warnx("conn %u %s: malformed PDU: %s", conn->id, conn->peer, why);
-	conn_close(conn, "malformed PDU");
-}
+	char esc[USBIP_BUSID_SIZE * 4 + 1];
 
-/* ---- replies --------------------------------------------------------- */
-
-static struct evbuffer *
-conn_out(struct sim_conn *conn)
-{
-	return conn->out;
-}
-
-/*
- * Apply a pending fault (conn_inject()) to the reply being written.
- * Returns how many zero bytes must follow the reply's data so that the
- * stream stays in step with the actual_length it now claims.
- */
-static uint32_t
-inject_apply(struct sim_urb *u, struct usbip_urb_hdr *h)
-{
-	struct sim_conn *conn = u->conn;
-	uint32_t extra = 0;
-
-	switch (conn->inject) {
-	case INJ_NONE:
-		return 0;
-	case INJ_SEQNUM:
-		h->seqnum ^= 0x80000000u;
-		break;
-	case INJ_COMMAND:
-		h->command = 7;
-		break;
-	case INJ_OVERFLOW:
-		if (u->dir != USBIP_DIR_IN || u->npackets > 0)
-			return 0;
-		extra = u->length + 1 - (uint32_t)h->u.ret_submit.actual_length;
-		h->u.ret_submit.actual_length = (int32_t)(u->length + 1);
-		break;
-	case INJ_ISO:
-		if (u->npackets == 0)
-			return 0;
-		u->iso[0].actual_length = u->iso[0].length + 1;
-		break;
-	}
-	log_info("conn %u %s: injected %s into the reply to seqnum %u",
-	    conn->id, conn->peer, inject_name(conn->inject), u->seqnum);
-	conn->inject = INJ_NONE;
-	return extra;
-}
-
-static void
-add_zeros(struct evbuffer *out, uint32_t len)
-{
-	uint32_t n;
-
-	while (len > 0) {
-		n = len < PATTERN_LEN ? len : PATTERN_LEN;
-		evbuffer_add_reference(out, pattern_zero, n, NULL, NULL);
-		len -= n;
-	}
-}
-
-/* Write the RET_SUBMIT header; returns the zero bytes owed after data. */
-static uint32_t
-ret_submit_hdr(struct sim_urb *u, int32_t status, uint32_t actual,
-    int32_t start_frame)
-{
-	struct usbip_urb_hdr h;
-	uint8_t buf[USBIP_URB_HDR_LEN];
-	uint32_t i, errors = 0, extra;
-
-	for (i = 0; i < u->npackets; i++)
-		if (u->iso[i].status != 0)
-			errors++;
-	memset(&h, 0, sizeof(h));
-	h.command = USBIP_RET_SUBMIT;
-	h.seqnum = u->seqnum;
-	h.u.ret_submit.status = status;
-	h.u.ret_submit.actual_length = (int32_t)actual;
-	h.u.ret_submit.start_frame = start_frame;
-	h.u.ret_submit.number_of_packets = (int32_t)u->npackets;
-	h.u.ret_submit.error_count = (int32_t)errors;
-	extra = inject_apply(u, &h);
-	usbip_urb_hdr_encode(buf, &h);
-	evbuffer_add(conn_out(u->conn), buf, sizeof(buf));
-	if (u->dir == USBIP_DIR_IN && u->conn->dev != NULL)
-		u->conn->dev->bytes_in += actual;
-	return extra;
-}
-
-static void
-ret_submit_iso(struct sim_urb *u)
-{
-	uint8_t *buf;
-	uint32_t i;
-
-	if (u->npackets == 0)
-		return;
-	buf = xreallocarray(NULL, u->npackets, USBIP_ISO_DESC_LEN);
-	for (i = 0; i < u->npackets; i++)
-		usbip_iso_desc_encode(buf + (size_t)i * USBIP_ISO_DESC_LEN,
-		    &u->iso[i]);
-	evbuffer_add(conn_out(u->conn), buf,
-	    (size_t)u->npackets * USBIP_ISO_DESC_LEN);
-	free(buf);
-}
-
-void
-urb_done(struct sim_urb *u, int32_t status, uint32_t actual)
-{
-	uint32_t extra;
-
-	extra = ret_submit_hdr(u, status, u->dir == USBIP_DIR_IN ? 0 : actual,
-	    0);
-	add_zeros(conn_out(u->conn), extra);
-	ret_submit_iso(u);
-	urb_free(u);
-}
-
-void
-urb_done_buf(struct sim_urb *u, int32_t status, const void *buf,
-    uint32_t len)
-{
-	uint32_t extra;
-
-	extra = ret_submit_hdr(u, status, len, 0);
-	evbuffer_add(conn_out(u->conn), buf, len);
-	add_zeros(conn_out(u->conn), extra);
-	urb_free(u);
-}
-
-void
-urb_done_evbuf(struct sim_urb *u, int32_t status, struct evbuffer *src,
-    uint32_t len)
-{
-	uint32_t extra;
-
-	extra = ret_submit_hdr(u, status, len, 0);
-	evbuffer_remove_buffer(src, conn_out(u->conn), len);
-	add_zeros(conn_out(u->conn), extra);
-	urb_free(u);
-}
-
-void
-urb_done_pattern(struct sim_urb *u, enum sim_pattern pat, uint16_t maxp,
-    uint32_t len)
-{
-	struct evbuffer *out = conn_out(u->conn);
-	const uint8_t *p = pattern_zero;
-	uint32_t n, extra;
-	size_t i;
-
-	if (pat == SIM_PATTERN_MOD63) {
-		for (i = 0; i < nitems(pattern_maxp); i++)
-			if (pattern_maxp[i] == maxp)
-				p = pattern_mod63[i];
-		if (p == pattern_zero)
-			fatalx("no mod63 pattern for packet size %u", maxp);
-	}
-	extra = ret_submit_hdr(u, 0, len, 0);
-	while (len > 0) {
-		n = len < PATTERN_LEN ? len : PATTERN_LEN;
-		evbuffer_add_reference(out, p, n, NULL, NULL);
-		len -= n;
-	}
-	add_zeros(out, extra);
-	urb_free(u);
-}
-
-void
-urb_done_iso(struct sim_urb *u, struct evbuffer *packed, uint32_t actual,
-    int32_t start_frame)
-{
-	ret_submit_hdr(u, 0, actual, start_frame);
-	if (packed != NULL)
-		evbuffer_add_buffer(conn_out(u->conn), packed);
-	ret_submit_iso(u);
-	urb_free(u);
+	if (malformed != NULL)
+		pdulog(conn, "cmd=MALFORMED why=\"%s\"", malformed);
+	else if (urb != NULL)
+		pdulog_urb(conn, urb);
+	else if (op->hdr.code == OP_REQ_IMPORT) {
+		log_escape(esc, sizeof(esc), op->busid, strlen(op->busid));
+		pdulog(conn, "cmd=%s busid=%s", usbip_op_name(op->hdr.code),
+		    esc);
+	} else
+		pdulog(conn, "cmd=%s", usbip_op_name(op->hdr.code));
 }
 
 /* ---- faults, for tests of the importer's robustness --------------------- */
@@ -431,6 +151,51 @@ inject_name(enum sim_inject inj)
 }
 
 /*
+ * Every RET_SUBMIT header passes here: count the IN bytes, and apply a
+ * pending fault (conn_inject()).  Returns how many zero bytes must
+ * follow the reply's data so that the stream stays in step with the
+ * actual_length it now claims.
+ */
+static uint32_t
+sim_reply(void *arg, struct expsrv_conn *conn, struct expsrv_urb *u,
+    struct usbip_urb_hdr *h)
+{
+	struct sim_dev *dev = expsrv_conn_dev(conn);
+	uint32_t extra = 0;
+
+	if (dev == NULL)
+		return 0;
+	if (u->dir == USBIP_DIR_IN)
+		dev->bytes_in += (uint32_t)h->u.ret_submit.actual_length;
+	switch (dev->inject) {
+	case INJ_NONE:
+		return 0;
+	case INJ_SEQNUM:
+		h->seqnum ^= 0x80000000u;
+		break;
+	case INJ_COMMAND:
+		h->command = 7;
+		break;
+	case INJ_OVERFLOW:
+		if (u->dir != USBIP_DIR_IN || u->npackets > 0)
+			return 0;
+		extra = u->length + 1 - (uint32_t)h->u.ret_submit.actual_length;
+		h->u.ret_submit.actual_length = (int32_t)(u->length + 1);
+		break;
+	case INJ_ISO:
+		if (u->npackets == 0)
+			return 0;
+		u->iso[0].actual_length = u->iso[0].length + 1;
+		break;
+	}
+	log_info("conn %u %s: injected %s into the reply to seqnum %u",
+	    expsrv_conn_id(conn), expsrv_conn_peer(conn),
+	    inject_name(dev->inject), u->seqnum);
+	dev->inject = INJ_NONE;
+	return extra;
+}
+
+/*
  * Make the imported device's connection misbehave (control `inject`):
  * the next RET_SUBMIT gets an unknown seqnum, an unknown command, an
  * actual_length one more than was asked (IN), or an ISO packet longer
@@ -438,18 +203,16 @@ inject_name(enum sim_inject inj)
  * (input is read and dropped, so a close is still noticed).
  */
 int
-conn_inject(struct sim_conn *conn, const char *what, const char *arg,
+conn_inject(struct sim_dev *dev, const char *what, const char *arg,
     char *err, size_t errsz)
 {
+	struct expsrv_conn *conn = dev->owner;
 	uint8_t *bytes;
 	size_t i, n;
 	int hi, lo;
 
 	if (strcmp(what, "freeze") == 0) {
-		conn->frozen = true;
-		if (event_pending(conn->wev, EV_WRITE, NULL))
-			event_del(conn->wev);
-		log_info("conn %u %s: frozen", conn->id, conn->peer);
+		expsrv_conn_freeze(conn);
 		return 0;
 	}
 	if (strcmp(what, "raw") == 0) {
@@ -470,16 +233,15 @@ conn_inject(struct sim_conn *conn, const char *what, const char *arg,
 			}
 			bytes[i] = (uint8_t)(hi << 4 | lo);
 		}
-		evbuffer_add(conn->out, bytes, n / 2);
+		expsrv_conn_send(conn, bytes, n / 2);
 		free(bytes);
-		log_info("conn %u %s: injected %zu raw bytes", conn->id,
-		    conn->peer, n / 2);
-		conn_flush(conn);
+		log_info("conn %u %s: injected %zu raw bytes",
+		    expsrv_conn_id(conn), expsrv_conn_peer(conn), n / 2);
 		return 0;
 	}
 	for (i = 0; i < nitems(injects); i++) {
 		if (strcmp(what, injects[i].name) == 0) {
-			conn->inject = injects[i].inject;
+			dev->inject = injects[i].inject;
 			return 0;
 		}
 	}
@@ -488,148 +250,103 @@ conn_inject(struct sim_conn *conn, const char *what, const char *arg,
 	return -1;
 }
 
-/* ---- op phase -------------------------------------------------------- */
+/* ---- the source device's pattern ------------------------------------- */
 
 static void
-op_devlist(struct sim_conn *conn)
+pattern_init(void)
 {
-	struct evbuffer *out = conn_out(conn);
+	size_t i, k;
+
+	for (k = 0; k < nitems(pattern_maxp); k++)
+		for (i = 0; i < PATTERN_LEN; i++)
+			pattern_mod63[k][i] = (uint8_t)((i % pattern_maxp[k]) %
+			    63);
+	if ((pattern_buf = evbuffer_new()) == NULL)
+		fatalx("out of memory");
+	pattern_ready = true;
+}
+
+void
+urb_done_pattern(struct expsrv_urb *u, enum sim_pattern pat, uint16_t maxp,
+    uint32_t len)
+{
+	const uint8_t *p = pattern_zero;
+	uint32_t n, left = len;
+	size_t i;
+
+	if (!pattern_ready)
+		pattern_init();
+	if (pat == SIM_PATTERN_MOD63) {
+		for (i = 0; i < nitems(pattern_maxp); i++)
+			if (pattern_maxp[i] == maxp)
+				p = pattern_mod63[i];
+		if (p == pattern_zero)
+			fatalx("no mod63 pattern for packet size %u", maxp);
+	}
+	while (left > 0) {
+		n = left < PATTERN_LEN ? left : PATTERN_LEN;
+		evbuffer_add_reference(pattern_buf, p, n, NULL, NULL);
+		left -= n;
+	}
+	/* Whole chains move: the reply references the pattern, no copy. */
+	expsrv_urb_done_evbuf(u, 0, pattern_buf, len);
+}
+
+/* ---- the back end: an exporter's devices ------------------------------ */
+
+/* As current usbipd: devices in use are not exportable. */
+static void
+sim_list(void *arg, struct expsrv_conn *conn)
+{
+	struct sim_exp *exp = arg;
 	struct sim_dev *dev;
 	struct usbip_dev rec;
 	const struct usbip_intf *intf;
-	uint8_t hdr[USBIP_OP_HDR_LEN + 4], drec[USBIP_DEV_LEN];
-	uint8_t irec[USBIP_INTF_LEN], nintf;
-	uint32_t n = 0;
-	int i;
+	uint8_t nintf;
 
-	/* As current usbipd: devices in use are not exportable. */
-	TAILQ_FOREACH(dev, &conn->exp->devs, entry)
-		if (dev->owner == NULL)
-			n++;
-	evbuffer_add(out, hdr, usbip_devlist_rep_hdr_encode(hdr, n));
-	TAILQ_FOREACH(dev, &conn->exp->devs, entry) {
+	TAILQ_FOREACH(dev, &exp->devs, entry) {
 		if (dev->owner != NULL)
 			continue;
 		nintf = dev_listed(dev, &rec, &intf);
-		evbuffer_add(out, drec, usbip_dev_encode(drec, &rec));
-		for (i = 0; i < nintf; i++)
-			evbuffer_add(out, irec, usbip_intf_encode(irec,
-			    &intf[i]));
+		expsrv_list_add(conn, &rec, intf, nintf);
 	}
-	log_debug("conn %u %s: device list, %u devices", conn->id, conn->peer,
-	    n);
-	conn_set_state(conn, CONN_FLUSH);
 }
 
-static void
-op_import(struct sim_conn *conn, const char *busid)
+static uint32_t
+sim_import(void *arg, struct expsrv_conn *conn, const char *busid,
+    struct usbip_dev *rec, void **devp)
 {
-	struct sim_dev *dev = dev_find(conn->exp, busid);
-	struct usbip_dev rec;
-	uint8_t rep[USBIP_IMPORT_REP_LEN];
+	struct sim_exp *exp = arg;
+	struct sim_dev *dev = dev_find(exp, busid);
 	char esc[USBIP_BUSID_SIZE * 4 + 1];
-	uint32_t st;
 
-	log_escape(esc, sizeof(esc), busid, strlen(busid));
 	if (dev == NULL)
-		st = ST_NODEV;
-	else if (dev->owner != NULL)
-		st = ST_DEV_BUSY;
-	else
-		st = ST_OK;
-	if (st != ST_OK) {
-		if (sim.legacy_status)
-			st = ST_NA;
-		log_info("conn %u %s: import %s refused: %s", conn->id,
-		    conn->peer, esc, usbip_st_name(st));
-		evbuffer_add(conn_out(conn), rep,
-		    usbip_import_rep_encode(rep, st, NULL));
-		conn_set_state(conn, CONN_FLUSH);
-		return;
-	}
+		return sim.legacy_status ? ST_NA : ST_NODEV;
+	if (dev->owner != NULL)
+		return sim.legacy_status ? ST_NA : ST_DEV_BUSY;
 	dev_attach(dev, conn);
-	conn->dev = dev;
-	conn->devid = dev->busnum << 16 | dev->devnum;
-	dev_record(dev, &rec);
+	dev_record(dev, rec);
 	if (dev->spec.set & SPEC_IMPORT_CFG)
-		rec.bConfigurationValue = dev->spec.import_config;	/* a lie */
-	evbuffer_add(conn_out(conn), rep,
-	    usbip_import_rep_encode(rep, ST_OK, &rec));
-	event_del(conn->timeout);
-	log_info("conn %u %s: imported %s%s%s (devid 0x%08x)", conn->id,
-	    conn->peer, conn->exp->name, conn->exp->name[0] != '\0' ? "/" : "",
-	    esc, conn->devid);
-	conn_set_state(conn, CONN_URB);
+		rec->bConfigurationValue = dev->spec.import_config;	/* a lie */
+	*devp = dev;
+	log_escape(esc, sizeof(esc), busid, strlen(busid));
+	log_info("conn %u %s: imported %s%s%s (devid 0x%08x)",
+	    expsrv_conn_id(conn), expsrv_conn_peer(conn), exp->name,
+	    exp->name[0] != '\0' ? "/" : "", esc,
+	    dev->busnum << 16 | dev->devnum);
+	return ST_OK;
 }
 
-/* Returns 1 if a PDU was handled, 0 if more bytes are needed, -1 closed. */
+/*
+ * An endpoint the device has in no alternate setting is not refused
+ * here: the device stalls such URBs (-EPIPE), as a real one would.
+ */
 static int
-op_step(struct sim_conn *conn, struct evbuffer *in)
+sim_ep_type(void *arg, uint32_t dir, uint32_t num)
 {
-	struct usbip_op op;
-	const char *why = "?";
-	char esc[USBIP_BUSID_SIZE * 4 + 1];
-	size_t len = evbuffer_get_length(in);
-	const uint8_t *p;
-	int r;
+	struct sim_ep *ep = dev_ep_any(arg, dir, num);
 
-	if (len == 0)
-		return 0;
-	if (len > USBIP_IMPORT_REQ_LEN)
-		len = USBIP_IMPORT_REQ_LEN;
-	if ((p = evbuffer_pullup(in, (ssize_t)len)) == NULL)
-		fatalx("evbuffer_pullup failed");
-	r = usbip_op_decode(p, len, USBIP_FROM_CLIENT, &op, &why);
-	if (r == USBIP_NEED_MORE)
-		return 0;
-	if (r == USBIP_MALFORMED) {
-		conn_malformed(conn, why);
-		return -1;
-	}
-	evbuffer_drain(in, (size_t)r);
-	if (op.hdr.code == OP_REQ_IMPORT) {
-		log_escape(esc, sizeof(esc), op.busid, strlen(op.busid));
-		pdulog(conn, "cmd=%s busid=%s", usbip_op_name(op.hdr.code),
-		    esc);
-		op_import(conn, op.busid);
-	} else {
-		pdulog(conn, "cmd=%s", usbip_op_name(op.hdr.code));
-		op_devlist(conn);
-	}
-	return 1;
-}
-
-/* ---- URB phase ------------------------------------------------------- */
-
-static void
-urb_unlink(struct sim_conn *conn, const struct usbip_urb_hdr *h)
-{
-	struct usbip_urb_hdr r;
-	struct sim_urb *u;
-	uint8_t buf[USBIP_URB_HDR_LEN];
-
-	/*
-	 * As stub_rx.c: a URB still pending is given back without its
-	 * RET_SUBMIT, and RET_UNLINK says -ECONNRESET; a URB not pending
-	 * has been completed and its RET_SUBMIT is already queued ahead
-	 * of this reply, which says 0.  RET_UNLINK carries the unlink's
-	 * own seqnum.
-	 */
-	TAILQ_FOREACH(u, &conn->urbs, centry)
-		if (u->seqnum == h->u.unlink.unlink_seqnum)
-			break;
-	memset(&r, 0, sizeof(r));
-	r.command = USBIP_RET_UNLINK;
-	r.seqnum = h->seqnum;
-	if (u != NULL) {
-		urb_free(u);
-		r.u.ret_unlink.status = -ECONNRESET;
-	}
-	log_debug("conn %u: unlink %u: %s", conn->id,
-	    h->u.unlink.unlink_seqnum, r.u.ret_unlink.status != 0 ?
-	    "unlinked" : "not pending");
-	usbip_urb_hdr_encode(buf, &r);
-	evbuffer_add(conn_out(conn), buf, sizeof(buf));
+	return ep != NULL ? ep->xfer : EXPSRV_EP_GUESS;
 }
 
 /*
@@ -638,12 +355,16 @@ urb_unlink(struct sim_conn *conn, const struct usbip_urb_hdr *h)
  * the endpoint's packet size, none longer than a packet.
  */
 static int
-iso_fits(const struct sim_ep *ep, const struct sim_urb *u, const char **why)
+sim_check(void *arg, const struct expsrv_urb *u, const char **why)
 {
+	const struct sim_ep *ep;
 	uint64_t need;
 	uint32_t i;
 
-	if (ep == NULL || ep->xfer != 1)
+	if (u->npackets == 0)
+		return 0;
+	ep = dev_ep_any(arg, u->dir, u->ep);
+	if (ep == NULL || ep->xfer != USB_XFER_ISO)
 		return 0;
 	need = ((uint64_t)u->length + ep->maxp - 1) / ep->maxp;
 	if (u->npackets > need) {
@@ -659,363 +380,99 @@ iso_fits(const struct sim_ep *ep, const struct sim_urb *u, const char **why)
 	return 0;
 }
 
-static int
-urb_submit(struct sim_conn *conn, struct evbuffer *in)
+static void
+sim_submit(void *arg, struct expsrv_urb *u)
 {
-	const struct usbip_urb_hdr *h = &conn->hdr;
-	const struct usbip_urb_layout *lay = &conn->lay;
-	struct sim_urb *u;
-	const uint8_t *p;
-	const char *why = "?";
-	uint32_t i;
-
-	if (conn->nurbs >= sim.max_urbs) {
-		log_warnx("conn %u %s: more than %u URBs in flight", conn->id,
-		    conn->peer, sim.max_urbs);
-		conn_close(conn, "too many URBs in flight");
-		return -1;
-	}
-	u = xcalloc(1, sizeof(*u));
-	u->conn = conn;
-	u->seqnum = h->seqnum;
-	u->epnum = h->ep;
-	u->dir = h->direction;
-	u->length = (uint32_t)h->u.submit.transfer_buffer_length;
-	u->flags = h->u.submit.transfer_flags;
-	u->npackets = lay->niso;
-	TAILQ_INSERT_TAIL(&conn->urbs, u, centry);
-	conn->nurbs++;
-	if (u->dir == USBIP_DIR_OUT)
-		conn->pending_bytes += u->length;
-	if (lay->data_len > 0) {
-		if ((u->data = evbuffer_new()) == NULL)
-			fatalx("out of memory");
-		evbuffer_remove_buffer(in, u->data, lay->data_len);
-	}
-	if (lay->niso > 0) {
-		if ((p = evbuffer_pullup(in, lay->iso_len)) == NULL)
-			fatalx("evbuffer_pullup failed");
-		if (usbip_iso_check(h, p, lay->niso, u->length, &why) == -1) {
-			conn_malformed(conn, why);
-			return -1;
-		}
-		u->iso = xreallocarray(NULL, lay->niso, sizeof(*u->iso));
-		for (i = 0; i < lay->niso; i++) {
-			usbip_iso_desc_decode(p + (size_t)i *
-			    USBIP_ISO_DESC_LEN, &u->iso[i]);
-			u->iso[i].actual_length = 0;
-			u->iso[i].status = 0;
-		}
-		evbuffer_drain(in, lay->iso_len);
-		if (iso_fits(dev_ep_any(conn->dev, u->dir, u->epnum), u,
-		    &why) == -1) {
-			conn_malformed(conn, why);
-			return -1;
-		}
-	}
-	if (conn->pending_bytes > SIM_MAX_PENDING) {
-		log_warnx("conn %u %s: more than %u bytes of OUT data queued",
-		    conn->id, conn->peer, SIM_MAX_PENDING);
-		conn_close(conn, "too much OUT data queued");
-		return -1;
-	}
-	dev_submit(conn->dev, u, h->u.submit.setup);
-	return 1;
+	dev_submit(arg, u);
 }
 
-static int
-urb_step(struct sim_conn *conn, struct evbuffer *in)
+/* The device's URBs wait on endpoint queues only: dropped at once. */
+static bool
+sim_cancel(void *arg, struct expsrv_urb *u)
 {
-	struct usbip_urb_hdr *h = &conn->hdr;
-	struct sim_ep *ep;
-	const uint8_t *p;
-	const char *why = "?";
-	int ep_iso;
-
-	if (!conn->have_hdr) {
-		if (evbuffer_get_length(in) < USBIP_URB_HDR_LEN)
-			return 0;
-		if ((p = evbuffer_pullup(in, USBIP_URB_HDR_LEN)) == NULL)
-			fatalx("evbuffer_pullup failed");
-		if (usbip_urb_hdr_decode(p, USBIP_URB_HDR_LEN,
-		    USBIP_FROM_CLIENT, h, &why) != USBIP_URB_HDR_LEN) {
-			conn_malformed(conn, why);
-			return -1;
-		}
-		pdulog_urb(conn, h);
-		if (h->devid != conn->devid) {
-			/* As the stub's valid_request(): not ours, drop. */
-			log_warnx("conn %u %s: devid 0x%08x is not the imported "
-			    "device's 0x%08x", conn->id, conn->peer, h->devid,
-			    conn->devid);
-			conn_close(conn, "devid mismatch");
-			return -1;
-		}
-		ep_iso = 0;
-		if (h->command == USBIP_CMD_SUBMIT && h->ep != 0) {
-			ep = dev_ep_any(conn->dev, h->direction, h->ep);
-			ep_iso = ep == NULL ? -1 : ep->xfer == 1;
-		}
-		if (usbip_urb_layout(h, NULL, ep_iso, &conn->lay, &why) == -1) {
-			conn_malformed(conn, why);
-			return -1;
-		}
-		conn->have_hdr = true;
-	}
-	if (evbuffer_get_length(in) < conn->lay.total)
-		return 0;
-	conn->have_hdr = false;
-	evbuffer_drain(in, USBIP_URB_HDR_LEN);
-	if (h->command == USBIP_CMD_UNLINK) {
-		urb_unlink(conn, h);
-		return 1;
-	}
-	return urb_submit(conn, in);
-}
-
-/* ---- events ---------------------------------------------------------- */
-
-/*
- * The socket is driven directly rather than through a bufferevent:
- * libevent 2.1's evbuffer_read() reads at most 4096 bytes per call
- * (EVBUFFER_MAX_READ), one event loop turn per 4 KiB, whatever
- * bufferevent_set_max_single_read() says.  Here one readv() fills up to
- * SIM_READ_CHUNK bytes of reserved evbuffer space.
- */
-
-/* Returns bytes read, 0 at EOF, -1 with errno (EAGAIN: nothing yet). */
-static ssize_t
-conn_fill(struct sim_conn *conn)
-{
-	struct evbuffer_iovec vec[2];
-	struct iovec iov[2];
-	size_t room, len = evbuffer_get_length(conn->in);
-	ssize_t n;
-	int nvec, i;
-
-	room = len < SIM_IN_HIWAT ? SIM_IN_HIWAT - len : 0;
-	if (room > SIM_READ_CHUNK)
-		room = SIM_READ_CHUNK;
-	if (room == 0) {
-		errno = EAGAIN;
-		return -1;
-	}
-	nvec = evbuffer_reserve_space(conn->in, (ev_ssize_t)room, vec, 2);
-	if (nvec <= 0)
-		fatalx("evbuffer_reserve_space failed");
-	for (i = 0; i < nvec; i++) {
-		iov[i].iov_base = vec[i].iov_base;
-		iov[i].iov_len = vec[i].iov_len;
-	}
-	do
-		n = readv(conn->fd, iov, nvec);
-	while (n == -1 && errno == EINTR);
-	if (n <= 0) {
-		int saved = errno;
-
-		evbuffer_commit_space(conn->in, vec, 0);
-		errno = saved;
-		return n;
-	}
-	if ((size_t)n <= vec[0].iov_len) {
-		vec[0].iov_len = (size_t)n;
-		nvec = 1;
-	} else
-		vec[1].iov_len = (size_t)n - vec[0].iov_len;
-	evbuffer_commit_space(conn->in, vec, nvec);
-	return n;
+	dev_dequeue(u);
+	return true;
 }
 
 static void
-conn_pause(struct sim_conn *conn)
+sim_release(void *arg, struct expsrv_conn *conn, const char *why)
 {
-	conn->read_paused = true;
-	event_del(conn->rev);
+	struct sim_dev *dev = arg;
+
+	log_info("conn %u %s: closed (%s, device %s%s%s)", expsrv_conn_id(conn),
+	    expsrv_conn_peer(conn), why, dev->exp->name,
+	    dev->exp->name[0] != '\0' ? "/" : "", dev->spec.busid);
+	dev_release(dev);
+	if (dev->removed)
+		dev_free(dev);
 }
 
-static void
-conn_process(struct sim_conn *conn)
+static const struct expsrv_ops sim_ops = {
+	.list = sim_list,
+	.import = sim_import,
+	.ep_type = sim_ep_type,
+	.submit = sim_submit,
+	.cancel = sim_cancel,
+	.release = sim_release,
+	.check = sim_check,
+	.pdu = sim_pdu,
+	.reply = sim_reply,
+};
+
+/* ---- connections ----------------------------------------------------- */
+
+unsigned
+sim_exp_nconns(const struct sim_exp *exp)
 {
-	int r;
-
-	while (!conn->read_paused) {
-		switch (conn->state) {
-		case CONN_OP:
-			r = op_step(conn, conn->in);
-			break;
-		case CONN_URB:
-			r = urb_step(conn, conn->in);
-			break;
-		case CONN_FLUSH:
-			/* The reply is all there is; ignore the rest. */
-			evbuffer_drain(conn->in, evbuffer_get_length(conn->in));
-			return;
-		default:
-			return;
-		}
-		if (r <= 0)
-			return;
-		if (evbuffer_get_length(conn->out) > SIM_OUT_HIWAT)
-			conn_pause(conn);
-	}
-}
-
-/*
- * Write what can be written now; wait for writability for the rest.
- * Resumes reading once the output is down to SIM_OUT_LOWAT, and closes
- * a connection in CONN_FLUSH once its reply is out.
- */
-void
-conn_flush(struct sim_conn *conn)
-{
-	char why[128];
-	int n;
-
-	if (conn->state == CONN_DEAD || conn->frozen)
-		return;
-	while (evbuffer_get_length(conn->out) > 0) {
-		n = evbuffer_write(conn->out, conn->fd);
-		if (n > 0)
-			continue;
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		snprintf(why, sizeof(why), "write: %s",
-		    n == 0 ? "closed" : strerror(errno));
-		conn_close(conn, why);
-		return;
-	}
-	if (evbuffer_get_length(conn->out) > 0) {
-		if (!event_pending(conn->wev, EV_WRITE, NULL))
-			event_add(conn->wev, NULL);
-	} else if (event_pending(conn->wev, EV_WRITE, NULL))
-		event_del(conn->wev);
-	if (conn->state == CONN_FLUSH && evbuffer_get_length(conn->out) == 0) {
-		conn_close(conn, "reply sent");
-		return;
-	}
-	if (conn->read_paused &&
-	    evbuffer_get_length(conn->out) <= SIM_OUT_LOWAT) {
-		conn->read_paused = false;
-		event_add(conn->rev, NULL);
-		conn_process(conn);
-		if (conn->state != CONN_DEAD &&
-		    evbuffer_get_length(conn->out) > 0 &&
-		    !event_pending(conn->wev, EV_WRITE, NULL))
-			event_add(conn->wev, NULL);
-	}
-}
-
-static void
-conn_read_cb(int fd, short events, void *arg)
-{
-	struct sim_conn *conn = arg;
-	char why[128];
-	ssize_t n;
-
-	n = conn_fill(conn);
-	if (n == 0) {
-		conn_close(conn, "peer closed");
-		return;
-	}
-	if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK) {
-		snprintf(why, sizeof(why), "read: %s", strerror(errno));
-		conn_close(conn, why);
-		return;
-	}
-	if (conn->frozen) {
-		/* Frozen: requests are swallowed unanswered. */
-		evbuffer_drain(conn->in, evbuffer_get_length(conn->in));
-		return;
-	}
-	conn_process(conn);
-	pdulog_flush();
-	conn_flush(conn);
-}
-
-static void
-conn_write_cb(int fd, short events, void *arg)
-{
-	conn_flush(arg);
-	pdulog_flush();
-}
-
-static void
-conn_timeout_cb(int fd, short events, void *arg)
-{
-	struct sim_conn *conn = arg;
-
-	log_warnx("conn %u %s: no request within %d s", conn->id, conn->peer,
-	    SIM_OP_TIMEOUT);
-	conn_close(conn, "op phase timeout");
-}
-
-static void
-pattern_init(void)
-{
-	size_t i, k;
-
-	for (k = 0; k < nitems(pattern_maxp); k++)
-		for (i = 0; i < PATTERN_LEN; i++)
-			pattern_mod63[k][i] = (uint8_t)((i % pattern_maxp[k]) %
-			    63);
-	pattern_ready = true;
+	return exp->srv != NULL ? expsrv_nconns(exp->srv) : 0;
 }
 
 void
 conn_accept(struct sim_exp *exp, int fd, const struct sockaddr *sa,
     int socklen)
 {
-	struct sim_conn *conn;
+	struct expsrv_limits lim;
 	char host[NI_MAXHOST], serv[NI_MAXSERV];
-	struct timeval tv = { SIM_OP_TIMEOUT, 0 };
-	int one = 1;
 
-	if (!pattern_ready)
-		pattern_init();
-	if (reaper == NULL &&
-	    (reaper = event_new(sim.base, -1, 0, reap_cb, NULL)) == NULL)
-		fatalx("event_new failed");
-	if (getnameinfo(sa, (socklen_t)socklen, host, sizeof(host), serv,
-	    sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-		usbgw_strlcpy(host, "?", sizeof(host));
-		usbgw_strlcpy(serv, "?", sizeof(serv));
+	if (exp->srv == NULL) {
+		expsrv_limits_default(&lim);
+		lim.max_urbs = sim.max_urbs;
+		exp->srv = expsrv_new(sim.base, &sim_ops, exp, &lim);
 	}
 	/* max-connections holds per exporter, as for one usbipd each. */
-	if (exp->nconns >= sim.max_conns) {
+	if (expsrv_nconns(exp->srv) >= sim.max_conns) {
+		if (getnameinfo(sa, (socklen_t)socklen, host, sizeof(host),
+		    serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+			usbgw_strlcpy(host, "?", sizeof(host));
+			usbgw_strlcpy(serv, "?", sizeof(serv));
+		}
 		log_warnx("%s:%s: refused, already %u connections%s%s", host,
-		    serv, exp->nconns, exp->name[0] != '\0' ? " to " : "",
-		    exp->name);
+		    serv, expsrv_nconns(exp->srv), exp->name[0] != '\0' ?
+		    " to " : "", exp->name);
 		close(fd);
 		return;
 	}
-	if (fd_nonblock_cloexec(fd) == -1)
-		log_warn("fcntl");
-	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == -1)
-		log_warn("setsockopt TCP_NODELAY");
-	conn = xcalloc(1, sizeof(*conn));
-	conn->exp = exp;
-	conn->id = conn_nextid++;
-	conn->state = CONN_OP;
-	TAILQ_INIT(&conn->urbs);
-	snprintf(conn->peer, sizeof(conn->peer), sa->sa_family == AF_INET6 ?
-	    "[%s]:%s" : "%s:%s", host, serv);
-	conn->fd = fd;
-	conn->in = evbuffer_new();
-	conn->out = evbuffer_new();
-	conn->rev = event_new(sim.base, fd, EV_READ | EV_PERSIST, conn_read_cb,
-	    conn);
-	conn->wev = event_new(sim.base, fd, EV_WRITE | EV_PERSIST,
-	    conn_write_cb, conn);
-	conn->timeout = evtimer_new(sim.base, conn_timeout_cb, conn);
-	if (conn->in == NULL || conn->out == NULL || conn->rev == NULL ||
-	    conn->wev == NULL || conn->timeout == NULL)
-		fatalx("out of memory");
-	event_add(conn->rev, NULL);
-	evtimer_add(conn->timeout, &tv);
-	TAILQ_INSERT_TAIL(&sim.conns, conn, entry);
-	sim.nconns++;
-	exp->nconns++;
-	log_debug("conn %u %s: accepted", conn->id, conn->peer);
+	expsrv_accept(exp->srv, fd, sa, (socklen_t)socklen);
+}
+
+void
+conn_closeall(void)
+{
+	size_t i;
+
+	expsrv_free(sim.main.srv);
+	sim.main.srv = NULL;
+	for (i = 0; i < sim.nexps; i++) {
+		expsrv_free(sim.exps[i].srv);
+		sim.exps[i].srv = NULL;
+	}
+	if (pdulog_ev != NULL) {
+		event_free(pdulog_ev);
+		pdulog_ev = NULL;
+	}
+	if (pattern_buf != NULL) {
+		evbuffer_free(pattern_buf);
+		pattern_buf = NULL;
+		pattern_ready = false;
+	}
 }

@@ -107,7 +107,7 @@ cmd_exporters(struct ctl_client *c)
 				imported++;
 		ctl_reply(c, "%s port=%u devices=%u imported=%u connections=%u",
 		    sim.exps[i].name, sim.exps[i].port, sim.exps[i].ndevs,
-		    imported, sim.exps[i].nconns);
+		    imported, sim_exp_nconns(&sim.exps[i]));
 	}
 	ctl_reply(c, "ok");
 }
@@ -136,7 +136,7 @@ cmd_list(struct ctl_client *c, int argc, char **argv)
 		    usbip_speed_name(dev->spec.speed),
 		    dev->owner != NULL ? "imported" : "available",
 		    dev->owner != NULL ? " peer=" : "",
-		    dev->owner != NULL ? dev->owner->peer : "",
+		    dev->owner != NULL ? expsrv_conn_peer(dev->owner) : "",
 		    (unsigned long long)dev->nimports,
 		    (unsigned long long)dev->nurbs,
 		    (unsigned long long)dev->bytes_out,
@@ -242,7 +242,7 @@ cmd_inject(struct ctl_client *c, int argc, char **argv)
 		ctl_reply(c, "ok");
 		return;
 	}
-	if (conn_inject(dev->owner, argv[2], argc == 4 ? argv[3] : NULL, err,
+	if (conn_inject(dev, argv[2], argc == 4 ? argv[3] : NULL, err,
 	    sizeof(err)) == -1) {
 		ctl_reply(c, "error: %s", err);
 		return;

@@ -520,18 +520,25 @@ dev_add(struct sim_dev *dev)
 	    usbip_speed_name(dev->spec.speed));
 }
 
+/*
+ * Unplug: gone from the exporter at once; an import of it ends (its
+ * connection flushes what it has queued first, for at most 1 s) and
+ * the device is freed at the import's release.
+ */
 void
 dev_remove(struct sim_dev *dev)
 {
-	if (dev->owner != NULL)
-		conn_close(dev->owner, "device unplugged");
 	TAILQ_REMOVE(devq(dev->exp), dev, entry);
 	dev->exp->ndevs--;
 	if (dev->exp->name[0] == '\0')
 		log_info("unplugged %s", dev->spec.busid);
 	else
 		log_debug("unplugged %s/%s", dev->exp->name, dev->spec.busid);
-	dev_free(dev);
+	dev->removed = true;
+	if (dev->owner != NULL)
+		expsrv_conn_close(dev->owner, "device unplugged");
+	else
+		dev_free(dev);
 }
 
 void
@@ -602,17 +609,18 @@ dev_reset_state(struct sim_dev *dev)
 	dev->frame = 0;
 	dev->desc_reads = 0;
 	dev->disguised = false;
+	dev->inject = INJ_NONE;
 }
 
 void
-dev_attach(struct sim_dev *dev, struct sim_conn *conn)
+dev_attach(struct sim_dev *dev, struct expsrv_conn *conn)
 {
 	dev_reset_state(dev);
 	dev->owner = conn;
 	dev->nimports++;
 }
 
-/* The connection has freed its URBs already: the queues are empty. */
+/* The connection has cancelled its URBs already: the queues are empty. */
 void
 dev_release(struct sim_dev *dev)
 {
@@ -654,20 +662,46 @@ dev_ep_byaddr(struct sim_dev *dev, uint16_t addr)
  * does when an endpoint is disabled (set configuration/interface).
  */
 static void
-ep_flush(struct sim_ep *ep, int32_t status)
+ep_enqueue(struct sim_ep *ep, struct expsrv_urb *u)
 {
-	struct sim_urb *u;
+	struct sim_qurb *q = xcalloc(1, sizeof(*q));
 
-	while ((u = TAILQ_FIRST(&ep->queue)) != NULL)
-		urb_done(u, status, 0);
+	q->ep = ep;
+	q->u = u;
+	u->be = q;
+	TAILQ_INSERT_TAIL(&ep->queue, q, entry);
+}
+
+void
+dev_dequeue(struct expsrv_urb *u)
+{
+	struct sim_qurb *q = u->be;
+
+	if (q == NULL)
+		return;
+	TAILQ_REMOVE(&q->ep->queue, q, entry);
+	u->be = NULL;
+	free(q);
+}
+
+/* The first URB waiting on ep, taken off the queue; NULL if none. */
+static struct expsrv_urb *
+ep_first(struct sim_ep *ep)
+{
+	struct sim_qurb *q = TAILQ_FIRST(&ep->queue);
+
+	return q != NULL ? q->u : NULL;
 }
 
 static void
-ep_enqueue(struct sim_ep *ep, struct sim_urb *u)
+ep_flush(struct sim_ep *ep, int32_t status)
 {
-	TAILQ_INSERT_TAIL(&ep->queue, u, qentry);
-	u->ep = ep;
-	u->queued = true;
+	struct expsrv_urb *u;
+
+	while ((u = ep_first(ep)) != NULL) {
+		dev_dequeue(u);
+		expsrv_urb_done(u, status, 0);
+	}
 }
 
 static void
@@ -945,7 +979,7 @@ ctrl_class(struct sim_dev *dev, const uint8_t *setup, const uint8_t *odata,
 }
 
 static void
-dev_control(struct sim_dev *dev, struct sim_urb *u, const uint8_t *setup)
+dev_control(struct sim_dev *dev, struct expsrv_urb *u, const uint8_t *setup)
 {
 	uint8_t out[SIM_CTRL_MAX], odata[64];
 	uint16_t wlength = get_le16(setup + 6);
@@ -956,7 +990,7 @@ dev_control(struct sim_dev *dev, struct sim_urb *u, const uint8_t *setup)
 	/* The data stage's direction is the setup packet's. */
 	if ((in && u->dir != USBIP_DIR_IN) ||
 	    (!in && u->dir != USBIP_DIR_OUT)) {
-		urb_done(u, -EPIPE, 0);
+		expsrv_urb_done(u, -EPIPE, 0);
 		return;
 	}
 	if (!in && u->data != NULL) {
@@ -974,18 +1008,18 @@ dev_control(struct sim_dev *dev, struct sim_urb *u, const uint8_t *setup)
 		r = -1;
 	}
 	if (r < 0) {
-		urb_done(u, -EPIPE, 0);
+		expsrv_urb_done(u, -EPIPE, 0);
 		return;
 	}
 	if (!in) {
-		urb_done(u, 0, olen < wlength ? olen : wlength);
+		expsrv_urb_done(u, 0, olen < wlength ? olen : wlength);
 		return;
 	}
 	if ((uint32_t)r > wlength)
 		r = wlength;
 	if ((uint32_t)r > u->length)
 		r = (int)u->length;
-	urb_done_buf(u, (u->flags & URB_SHORT_NOT_OK) && (uint32_t)r <
+	expsrv_urb_done_buf(u, (u->flags & URB_SHORT_NOT_OK) && (uint32_t)r <
 	    u->length ? -EREMOTEIO : 0, out, (uint32_t)r);
 }
 
@@ -997,8 +1031,6 @@ hid_timer_cb(int fd, short events, void *arg)
 	struct sim_dev *dev = arg;
 
 	hid_service(dev);
-	if (dev->owner != NULL)
-		conn_flush(dev->owner);
 }
 
 static struct sim_ep *
@@ -1020,14 +1052,14 @@ static void
 hid_service(struct sim_dev *dev)
 {
 	struct sim_ep *ep = hid_ep(dev);
-	struct sim_urb *u;
+	struct expsrv_urb *u;
 	uint8_t r[HID_REPORT_LEN];
 	size_t nreports;
 	uint64_t now;
 	struct timeval tv;
 
 	nreports = dev->spec.keys != NULL ? 2 * strlen(dev->spec.keys) : 0;
-	while (ep != NULL && (u = TAILQ_FIRST(&ep->queue)) != NULL) {
+	while (ep != NULL && (u = ep_first(ep)) != NULL) {
 		if (nreports == 0)
 			return;
 		if (dev->key_report >= nreports) {
@@ -1050,10 +1082,11 @@ hid_service(struct sim_dev *dev)
 		dev->key_report++;
 		dev->next_report_us = now + (uint64_t)dev->spec.interval_ms *
 		    1000;
+		dev_dequeue(u);
 		if (u->length < HID_REPORT_LEN)
-			urb_done(u, -EOVERFLOW, 0);
+			expsrv_urb_done(u, -EOVERFLOW, 0);
 		else
-			urb_done_buf(u, 0, r, HID_REPORT_LEN);
+			expsrv_urb_done_buf(u, 0, r, HID_REPORT_LEN);
 	}
 }
 
@@ -1079,26 +1112,28 @@ loop_service(struct sim_dev *dev)
 {
 	struct sim_ep *in = ep_of_kind(dev, USBIP_DIR_IN, EPK_LOOP_IN);
 	struct sim_ep *out = ep_of_kind(dev, USBIP_DIR_OUT, EPK_LOOP_OUT);
-	struct sim_urb *u;
+	struct expsrv_urb *u;
 	size_t have;
 	uint32_t n;
 	bool progress;
 
 	do {
 		progress = false;
-		while ((u = TAILQ_FIRST(&out->queue)) != NULL &&
+		while ((u = ep_first(out)) != NULL &&
 		    evbuffer_get_length(dev->fifo) < dev->spec.fifo_size) {
 			n = u->data != NULL ?
 			    (uint32_t)evbuffer_get_length(u->data) : 0;
 			if (n > 0)
 				evbuffer_add_buffer(dev->fifo, u->data);
-			urb_done(u, 0, n);
+			dev_dequeue(u);
+			expsrv_urb_done(u, 0, n);
 			progress = true;
 		}
-		while ((u = TAILQ_FIRST(&in->queue)) != NULL &&
+		while ((u = ep_first(in)) != NULL &&
 		    (have = evbuffer_get_length(dev->fifo)) > 0) {
 			n = have < u->length ? (uint32_t)have : u->length;
-			urb_done_evbuf(u, (u->flags & URB_SHORT_NOT_OK) &&
+			dev_dequeue(u);
+			expsrv_urb_done_evbuf(u, (u->flags & URB_SHORT_NOT_OK) &&
 			    n < u->length ? -EREMOTEIO : 0, dev->fifo, n);
 			progress = true;
 		}
@@ -1108,7 +1143,7 @@ loop_service(struct sim_dev *dev)
 /* ISO OUT: every packet is accepted; its bytes enter the ISO FIFO while
  * there is room (the rest is dropped, as a full audio ring drops). */
 static void
-iso_out(struct sim_dev *dev, struct sim_urb *u)
+iso_out(struct sim_dev *dev, struct expsrv_urb *u)
 {
 	const uint8_t *data = NULL;
 	uint32_t i, total = 0, room, n, frame;
@@ -1131,12 +1166,12 @@ iso_out(struct sim_dev *dev, struct sim_urb *u)
 	}
 	frame = dev->frame;
 	dev->frame += u->npackets;
-	urb_done_iso(u, NULL, total, (int32_t)frame);
+	expsrv_urb_done_iso(u, NULL, total, (int32_t)frame);
 }
 
 /* ISO IN: each packet gets what the ISO FIFO holds, up to its length. */
 static void
-iso_in(struct sim_dev *dev, struct sim_urb *u)
+iso_in(struct sim_dev *dev, struct expsrv_urb *u)
 {
 	struct evbuffer *packed;
 	uint32_t i, total = 0, n, frame;
@@ -1157,25 +1192,25 @@ iso_in(struct sim_dev *dev, struct sim_urb *u)
 	}
 	frame = dev->frame;
 	dev->frame += u->npackets;
-	urb_done_iso(u, packed, total, (int32_t)frame);
+	expsrv_urb_done_iso(u, packed, total, (int32_t)frame);
 	evbuffer_free(packed);
 }
 
 void
-dev_submit(struct sim_dev *dev, struct sim_urb *u, const uint8_t setup[8])
+dev_submit(struct sim_dev *dev, struct expsrv_urb *u)
 {
 	struct sim_ep *ep;
 
 	dev->nurbs++;
 	if (u->data != NULL)
 		dev->bytes_out += evbuffer_get_length(u->data);
-	if (u->epnum == 0) {
-		dev_control(dev, u, setup);
+	if (u->ep == 0) {
+		dev_control(dev, u, u->setup);
 		return;
 	}
-	ep = dev_ep_active(dev, u->dir, u->epnum);
+	ep = dev_ep_active(dev, u->dir, u->ep);
 	if (ep == NULL || ep->halted) {
-		urb_done(u, -EPIPE, 0);
+		expsrv_urb_done(u, -EPIPE, 0);
 		return;
 	}
 	switch (ep->kind) {
@@ -1186,7 +1221,7 @@ dev_submit(struct sim_dev *dev, struct sim_urb *u, const uint8_t setup[8])
 	case EPK_LOOP_IN:
 	case EPK_LOOP_OUT:
 		if (u->length == 0) {
-			urb_done(u, 0, 0);
+			expsrv_urb_done(u, 0, 0);
 			break;
 		}
 		ep_enqueue(ep, u);
@@ -1196,7 +1231,7 @@ dev_submit(struct sim_dev *dev, struct sim_urb *u, const uint8_t setup[8])
 		urb_done_pattern(u, dev->spec.pattern, ep->maxp, u->length);
 		break;
 	case EPK_SINK_OUT:
-		urb_done(u, 0, u->length);
+		expsrv_urb_done(u, 0, u->length);
 		break;
 	case EPK_ISO_IN:
 		iso_in(dev, u);
@@ -1205,7 +1240,7 @@ dev_submit(struct sim_dev *dev, struct sim_urb *u, const uint8_t setup[8])
 		iso_out(dev, u);
 		break;
 	case EPK_NONE:
-		urb_done(u, -EPIPE, 0);
+		expsrv_urb_done(u, -EPIPE, 0);
 		break;
 	}
 }

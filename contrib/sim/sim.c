@@ -411,6 +411,8 @@ exporters_free(void)
 	size_t i;
 
 	for (i = 0; i < sim.nexps; i++) {
+		expsrv_free(sim.exps[i].srv);
+		sim.exps[i].srv = NULL;
 		while (!TAILQ_EMPTY(&sim.exps[i].devs))
 			dev_remove(TAILQ_FIRST(&sim.exps[i].devs));
 		evconnlistener_free(sim.exps[i].lev);
@@ -529,14 +531,13 @@ main(int argc, char **argv)
 
 	log_init("usbgw-sim", 1, LOG_LVL_INFO);
 	/*
-	 * Socket reads fill fresh evbuffer chains of SIM_READ_CHUNK and more;
+	 * Socket reads fill fresh evbuffer chains of 256 KiB and more (expsrv);
 	 * keep glibc from mapping and trimming them back to the kernel each
 	 * time (a page fault per 4 KiB on every read).
 	 */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 128 << 20);
 	TAILQ_INIT(&sim.main.devs);
-	TAILQ_INIT(&sim.conns);
 	while ((ch = getopt_long(argc, argv, "AC:c:dhL:l:m:p:P:Su:", longopts,
 	    NULL)) != -1) {
 		switch (ch) {

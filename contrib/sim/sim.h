@@ -8,9 +8,10 @@
  *    what changed;
  *  - sim_dev: an exported device built from a spec: descriptors,
  *    endpoints and their runtime state; owned by at most one connection;
- *  - sim_conn: one TCP connection, op phase then (after a successful
- *    import) URB phase;
- *  - sim_urb: a submitted URB the device has not completed yet.
+ *  - sim_exp: an exporter (one usbipd): its devices and its expsrv, the
+ *    engine (gateway/expsrv.c) that serves its connections; conn.c is
+ *    the simulator's back end to it, device.c the devices behind that;
+ *  - sim_qurb: a URB (struct expsrv_urb) waiting on an endpoint.
  */
 #ifndef USBGW_SIM_H
 #define USBGW_SIM_H
@@ -25,6 +26,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "expsrv.h"
 #include "usbip.h"
 
 /* Limits (named, documented in usbgw-sim.1 and README.md). */
@@ -33,12 +35,7 @@
 #define SIM_MAX_CONNS_LIMIT	4096
 #define SIM_MAX_URBS		1024		/* in flight per connection */
 #define SIM_MAX_URBS_LIMIT	65536
-#define SIM_MAX_PENDING		(64u << 20)	/* queued OUT bytes per conn */
-#define SIM_OUT_HIWAT		(8u << 20)	/* stop reading above this */
-#define SIM_OUT_LOWAT		(1u << 20)	/* resume below this */
-#define SIM_IN_HIWAT		(USBIP_MAX_URB_PDU + (1u << 20))
-#define SIM_READ_CHUNK		(256u << 10)	/* bytes asked of one readv() */
-#define SIM_OP_TIMEOUT		30		/* seconds for the op phase */
+/* Per connection: the engine's (expsrv_limits_default()), but -u. */
 #define SIM_FIFO_DEFAULT	(4u << 20)
 #define SIM_FIFO_MIN		64
 #define SIM_FIFO_MAX		(64u << 20)
@@ -145,8 +142,13 @@ enum sim_ep_kind {
 	EPK_ISO_OUT,		/* iso OUT: into the ISO FIFO */
 };
 
-struct sim_urb;
-TAILQ_HEAD(sim_urbq, sim_urb);
+/* A URB queued on an endpoint until the device has data or room. */
+struct sim_qurb {
+	TAILQ_ENTRY(sim_qurb) entry;
+	struct sim_ep	*ep;
+	struct expsrv_urb *u;		/* u->be points back here */
+};
+TAILQ_HEAD(sim_urbq, sim_qurb);
 
 struct sim_ep {
 	enum sim_ep_kind kind;
@@ -160,8 +162,16 @@ struct sim_ep {
 	struct sim_urbq	 queue;		/* URBs waiting on this endpoint */
 };
 
-struct sim_conn;
 struct sim_exp;
+
+/* A fault to put into the next reply (control `inject`). */
+enum sim_inject {
+	INJ_NONE,
+	INJ_SEQNUM,	/* RET_SUBMIT for a seqnum never sent */
+	INJ_COMMAND,	/* unknown command code */
+	INJ_OVERFLOW,	/* actual_length > transfer_buffer_length (IN) */
+	INJ_ISO,	/* ISO packet actual_length > its length */
+};
 
 struct sim_dev {
 	TAILQ_ENTRY(sim_dev) entry;
@@ -171,7 +181,8 @@ struct sim_dev {
 	uint32_t	 busnum;
 	uint32_t	 devnum;
 	char		 path[USBIP_PATH_SIZE];
-	struct sim_conn	*owner;		/* importing connection or NULL */
+	struct expsrv_conn *owner;	/* importing connection or NULL */
+	bool		 removed;	/* unplugged; freed at its release */
 
 	/* Descriptors, built once from the spec. */
 	uint8_t		 devdesc[18];
@@ -202,6 +213,7 @@ struct sim_dev {
 	uint32_t	 frame;
 	uint32_t	 desc_reads;		/* GET_DESCRIPTORs this import */
 	bool		 disguised;		/* injected */
+	enum sim_inject	 inject;		/* for the next reply */
 
 	/* Counters since plugged. */
 	uint64_t	 nimports;
@@ -210,64 +222,6 @@ struct sim_dev {
 	uint64_t	 bytes_in;
 };
 TAILQ_HEAD(sim_devq, sim_dev);
-
-enum sim_conn_state {
-	CONN_OP,	/* waiting for OP_REQ_DEVLIST / OP_REQ_IMPORT */
-	CONN_URB,	/* imported: CMD_SUBMIT / CMD_UNLINK */
-	CONN_FLUSH,	/* reply queued, close once written */
-	CONN_DEAD,	/* closed, freed from the loop */
-};
-
-struct sim_urb {
-	TAILQ_ENTRY(sim_urb) centry;	/* conn->urbs */
-	TAILQ_ENTRY(sim_urb) qentry;	/* ep->queue */
-	struct sim_conn	*conn;
-	struct sim_ep	*ep;		/* set while queued */
-	uint32_t	 seqnum;
-	uint32_t	 epnum;
-	uint32_t	 dir;
-	uint32_t	 length;	/* transfer_buffer_length */
-	uint32_t	 flags;		/* transfer_flags */
-	uint32_t	 npackets;	/* ISO only */
-	struct usbip_iso_desc *iso;
-	struct evbuffer	*data;		/* OUT data not yet consumed */
-	bool		 queued;	/* on ep->queue */
-};
-
-/* A fault to put into the next reply (control `inject`). */
-enum sim_inject {
-	INJ_NONE,
-	INJ_SEQNUM,	/* RET_SUBMIT for a seqnum never sent */
-	INJ_COMMAND,	/* unknown command code */
-	INJ_OVERFLOW,	/* actual_length > transfer_buffer_length (IN) */
-	INJ_ISO,	/* ISO packet actual_length > its length */
-};
-
-struct sim_conn {
-	TAILQ_ENTRY(sim_conn) entry;
-	struct sim_exp	*exp;		/* the exporter it connected to */
-	unsigned	 id;
-	enum sim_conn_state state;
-	int		 fd;
-	struct event	*rev;		/* readable */
-	struct event	*wev;		/* writable, added while out is not empty */
-	struct evbuffer	*in;
-	struct evbuffer	*out;
-	struct event	*timeout;
-	char		 peer[64];
-	struct sim_dev	*dev;
-	uint32_t	 devid;
-	struct sim_urbq	 urbs;
-	unsigned	 nurbs;
-	size_t		 pending_bytes;
-	bool		 read_paused;
-	bool		 frozen;	/* injected: no more replies */
-	enum sim_inject	 inject;
-	bool		 have_hdr;	/* hdr/lay describe the next PDU */
-	struct usbip_urb_hdr hdr;
-	struct usbip_urb_layout lay;
-};
-TAILQ_HEAD(sim_connq, sim_conn);
 
 /*
  * An exporter: what one usbipd would be, its own devices (busids,
@@ -280,7 +234,7 @@ struct sim_exp {
 	char		 name[USBIP_BUSID_SIZE];	/* "" for the main one */
 	struct sim_devq	 devs;
 	unsigned	 ndevs;
-	unsigned	 nconns;
+	struct expsrv	*srv;		/* its connections; made at the first */
 	uint16_t	 port;
 	struct evconnlistener *lev;	/* NULL for the main exporter */
 };
@@ -291,8 +245,6 @@ struct sim {
 	struct sim_exp	 main;		/* -l/listen, device blocks, plug */
 	struct sim_exp	*exps;		/* made by `exporters` statements */
 	size_t		 nexps;
-	struct sim_connq conns;
-	unsigned	 nconns;
 	unsigned	 max_conns;
 	unsigned	 max_urbs;
 	bool		 legacy_status;
@@ -361,45 +313,35 @@ void		 dev_record(const struct sim_dev *, struct usbip_dev *);
 /* The record and interfaces a DEVLIST entry claims (list-* lies). */
 uint8_t		 dev_listed(const struct sim_dev *, struct usbip_dev *,
 		    const struct usbip_intf **);
-void		 dev_attach(struct sim_dev *, struct sim_conn *);
+void		 dev_attach(struct sim_dev *, struct expsrv_conn *);
 void		 dev_release(struct sim_dev *);
 /* The endpoint if the device has it in any alternate setting. */
 struct sim_ep	*dev_ep_any(struct sim_dev *, uint32_t dir, uint32_t num);
 /* Complete or queue u (endpoint 0 included); u is the device's now. */
-void		 dev_submit(struct sim_dev *, struct sim_urb *,
-		    const uint8_t setup[8]);
+void		 dev_submit(struct sim_dev *, struct expsrv_urb *);
+/* Take u off its endpoint's queue, if it waits on one. */
+void		 dev_dequeue(struct expsrv_urb *);
 
 /* Boot keyboard usage for an ASCII character; -1 if it has none. */
 int		 hid_key(int c, uint8_t *modifier, uint8_t *usage);
 
-/* conn.c */
+/* conn.c: the simulator as expsrv's back end, the PDU log, faults. */
 void		 conn_accept(struct sim_exp *, int fd, const struct sockaddr *,
 		    int socklen);
-void		 conn_close(struct sim_conn *, const char *why);
-/* Write what the connection has queued (after completions off a timer). */
-void		 conn_flush(struct sim_conn *);
+unsigned	 sim_exp_nconns(const struct sim_exp *);
 void		 dev_disguise(struct sim_dev *);
-int		 conn_inject(struct sim_conn *, const char *what,
+/* A fault in the imported device's connection (control `inject`). */
+int		 conn_inject(struct sim_dev *, const char *what,
 		    const char *arg, char *err, size_t errsz);
+/* Close every connection of every exporter (at exit). */
 void		 conn_closeall(void);
 /*
- * Completing a URB writes its RET_SUBMIT and frees it (taking it off
- * its endpoint queue).  urb_done: no data (OUT, or a status only);
- * urb_done_buf: IN data copied from buf; urb_done_evbuf: IN data moved
- * from src; urb_done_pattern: IN data from the static pattern, not
- * copied (maxp: the endpoint's packet size); urb_done_iso: ISO, packed IN data moved from `packed` (NULL
- * for OUT), descriptors from u->iso.
+ * Complete an IN URB with len bytes of the static pattern, sent by
+ * reference without a copy (maxp: the endpoint's packet size).  The
+ * other completions are expsrv's (expsrv_urb_done*()).
  */
-void		 urb_done(struct sim_urb *, int32_t status, uint32_t actual);
-void		 urb_done_buf(struct sim_urb *, int32_t status,
-		    const void *buf, uint32_t len);
-void		 urb_done_evbuf(struct sim_urb *, int32_t status,
-		    struct evbuffer *src, uint32_t len);
-void		 urb_done_pattern(struct sim_urb *, enum sim_pattern,
+void		 urb_done_pattern(struct expsrv_urb *, enum sim_pattern,
 		    uint16_t maxp, uint32_t len);
-void		 urb_done_iso(struct sim_urb *, struct evbuffer *packed,
-		    uint32_t actual, int32_t start_frame);
-void		 urb_free(struct sim_urb *);
 void		 pdulog_flush(void);
 
 /* ctl.c */
