@@ -774,16 +774,15 @@ gw_absent_or_gone() { gw_state_in "$1" absent gone; }
 
 # gw_live BUSID: how many devices of $GW_EXPORTER at that busid the gateway
 # lists in a live state (anything but gone): a re-plugged device may be listed
-# next to its gone predecessor.
+# next to its gone predecessor.  Two e2e-json runs per poll: the hot-plug
+# timings include the polling.
 gw_live() {
-	local s n=0 c
+	local all gone
 	gwctl list --json > "$E2E_STATE/list.json" 2>>"$LOGS/usbgw.log" || return 1
-	for s in probing pending blocked authorized attached detached; do
-		c=$(e2e-json count exporter="$GW_EXPORTER" exporter_busid="$1" state="$s" \
-			< "$E2E_STATE/list.json")
-		n=$((n + ${c:-0}))
-	done
-	echo "$n"
+	all=$(e2e-json count exporter="$GW_EXPORTER" exporter_busid="$1" < "$E2E_STATE/list.json")
+	gone=$(e2e-json count exporter="$GW_EXPORTER" exporter_busid="$1" state=gone \
+		< "$E2E_STATE/list.json")
+	echo $(( ${all:-0} - ${gone:-0} ))
 }
 gw_none_live() { [ "$(gw_live "$1")" = 0 ]; }
 # gw_has BUSID STATE: the gateway lists a device of $GW_EXPORTER at BUSID in STATE.

@@ -79,6 +79,12 @@ if [ -n "$why" ]; then
 		"agent default keep-list: the keyboard stays local"
 	return 0
 fi
+# The keyboard enumerates afresh too, so that usbhid holds it whatever 67 left.
+gadget_unbind kbd
+usleep 500000
+gadget_bind kbd "dummy_udc.$KBD_UDC"
+check "agent default keep-list: the keyboard has usbhid before the agent starts" \
+	wait_for 15 iface_driver_is "$kbd" usbhid
 agent_conf default
 check "agent default keep-list: usbgw-agent starts again" agent_start default
 bench_path agent "$AGENT_EXPORTER"
