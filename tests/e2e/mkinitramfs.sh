@@ -166,16 +166,10 @@ build_run() {	# build_run DIR
 	chmod 755 "$d/init"
 	cp "$here/guest/lib.sh" "$d/e2e/lib.sh"
 	cp "$here"/guest/*.conf "$d/e2e/" 2>/dev/null || true
-	# The agent's udev rule: the repository's, or this folder's stand-in until
-	# contrib/ has one (lib.sh reports which).
+	# The agent's udev rule, as make install installs it.
 	mkdir -p "$d/etc/udev/rules.d"
-	if [ -f "$top/contrib/70-usbgw-agent.rules" ]; then
-		cp "$top/contrib/70-usbgw-agent.rules" "$d/etc/udev/rules.d/"
-		echo contrib > "$d/e2e/agent-rule-from"
-	else
-		cp "$here/guest/70-usbgw-agent.rules" "$d/etc/udev/rules.d/"
-		echo tests/e2e/guest > "$d/e2e/agent-rule-from"
-	fi
+	cp "$top/contrib/70-usbgw-agent.rules" "$d/etc/udev/rules.d/" ||
+		die "contrib/70-usbgw-agent.rules missing"
 	if [ -n "${E2E_ONLY:-}" ]; then
 		for name in $E2E_ONLY; do
 			cp "$here/scenarios/$name"*.sh "$d/e2e/scenarios/" ||

@@ -15,8 +15,8 @@ check "agent: HID and ACM modules load (usb_f_hid, usb_f_acm, hid, usbhid, hid-g
 check "agent: eight dummy_hcd controllers (dummy_hcd num=8)" \
 	[ -d /sys/devices/platform/dummy_hcd.7 ]
 check "agent: systemd-udevd starts (--daemon), coldplug trigger and settle" udevd_start
-e2e_diag "agent: udev rule from $(cat /e2e/agent-rule-from)" \
-	"($(grep -v '^#' /etc/udev/rules.d/70-usbgw-agent.rules | head -n 1))"
+e2e_diag "agent: udev rule contrib/70-usbgw-agent.rules:" \
+	"$(grep -v '^#' /etc/udev/rules.d/70-usbgw-agent.rules | head -n 1)"
 
 cp "$DISK_IMG" "$AGENT_DISK_IMG"
 setup_agent_gadgets() {
