@@ -56,10 +56,11 @@ exporter_add_exec(struct cmd_ctx *ctx)
 	    a.host[0] == '\0')
 		return usage_error(ctx, "\"%s\": %s", ctx->argv[1],
 		    a.host[0] == '\0' && es == NULL ? "expected a host" : es);
-	st = cmd_call(ctx, "exporter.add", json_pack("{s:s, s:s, s:i}", "name",
-	    ctx->argv[0], "host", a.host, "port", atoi(a.port)), &res);
+	st = cmd_call(ctx, "exporter.add", json_pack("{s:s, s:s, s:i, s:b}",
+	    "name", ctx->argv[0], "host", a.host, "port", atoi(a.port),
+	    "agent", arg_has(ctx, "agent")), &res);
 	if (st == EXIT_OK && !ctx->json) {
-		printf("added exporter ");
+		printf("added %s ", arg_has(ctx, "agent") ? "agent" : "exporter");
 		print_safe(stdout, ctx->argv[0]);
 		printf(" at %s%s%s:%s\n", strchr(a.host, ':') ? "[" : "", a.host,
 		    strchr(a.host, ':') ? "]" : "", a.port);
@@ -89,10 +90,17 @@ const struct cmd_entry cmd_exporter_list_entry = {
 	"exporter list", "[--json]", "list exporters and whether they answer",
 	PRIV_READ, 0, 0, NULL, exporter_list_exec
 };
+static const struct cmd_opt add_opts[] = {
+	{ "agent", 0, NULL, "a usbgw-agent: keep a control connection to it "
+	    "(pushed hot-plug; polled every 60 s as a backstop)" },
+	{ NULL, 0, NULL, NULL }
+};
+
 const struct cmd_entry cmd_exporter_add_entry = {
-	"exporter add", "NAME HOST[:PORT]",
-	"add an exporter (usbipd or agent) for the gateway to poll",
-	PRIV_ADMIN, 2, 2, NULL, exporter_add_exec
+	"exporter add", "NAME HOST[:PORT] [--agent]",
+	"add an exporter (usbipd, or with --agent a usbgw-agent) for the "
+	"gateway to poll",
+	PRIV_ADMIN, 2, 2, add_opts, exporter_add_exec
 };
 const struct cmd_entry cmd_exporter_remove_entry = {
 	"exporter remove", "NAME",
