@@ -28,8 +28,13 @@ exporter_list_exec(struct cmd_ctx *ctx)
 	json_array_foreach(res, i, e) {
 		const char *h = jstr(e, "host");
 
-		snprintf(addr, sizeof(addr), strchr(h, ':') != NULL ?
-		    "[%s]:%s" : "%s:%s", h, jfmt(e, "port"));
+		if (strcmp(jstr(e, "kind"), "agent-dialout") == 0)
+			snprintf(addr, sizeof(addr), "agent from %s", h);
+		else
+			snprintf(addr, sizeof(addr), strchr(h, ':') != NULL ?
+			    "[%s]:%s%s" : "%s:%s%s", h, jfmt(e, "port"),
+			    strcmp(jstr(e, "kind"), "agent") == 0 ?
+			    " (agent)" : "");
 		fmt_time(seen, sizeof(seen),
 		    json_integer_value(json_object_get(e, "last_seen")));
 		table_add(t, jstr(e, "name"), addr, *jstr(e, "status") != '\0' ?
