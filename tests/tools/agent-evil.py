@@ -11,7 +11,7 @@ and prints what it saw as "RESULT key=value" lines:
   unknown     a message of type 42            -> closed
   badseq      a first message with seq 7      -> closed
   snaplie     SNAPSHOT_BEGIN 2, one DEV_ADDED -> closed
-  flood       3000 PINGs at once: PONGs counted in the first second
+  flood       3000 PINGs at once: PONGs counted in the first 2 s
   lie         DEV_ADDED 7-7 (it has no such device); OPEN_FAILED ST_NODEV
   tokens      forged token; a good token used, then replayed; a token
               for 7-7 used for 7-8; a token used after 11 s (expired)
@@ -155,7 +155,7 @@ def main():
         a.s.sendall(buf)
         n = 0
         a.s.settimeout(0.2)
-        while time.monotonic() - t0 < 1.0:
+        while time.monotonic() - t0 < 2.0:
             try:
                 t, _ = a.msg(0.2)
                 if t == PONG:
@@ -164,7 +164,7 @@ def main():
                 pass
             except (EOFError, OSError):
                 break
-        result("pongs_first_second", n)
+        result("pongs_2s", n)
         result("closed", int(closed_within(a.s, 0.5)))
     elif sc == "lie":
         a.send(SB, struct.pack(">I", 1))
