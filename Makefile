@@ -77,7 +77,7 @@ BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 FUZZERS   := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 PRELOADS  := $(PRELOAD_SRCS:tests/preload/%.c=$(B)/preload/%.so)
 
-.PHONY: all check test unit integration asan fuzz fuzz-smoke bench e2e install clean deps demo ci
+.PHONY: all check test unit integration asan fuzz fuzz-smoke bench e2e install install-agent clean deps demo ci
 .DEFAULT_GOAL := all
 
 all: $(PROGS) $(UNITS) $(BENCHES) $(PRELOADS)
@@ -211,6 +211,8 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
 
 # The simulator's config parser is compiled into its harness.
 build-fuzz/fuzz_simconf: contrib/sim/conf.c contrib/sim/sim.h
+# So are usbgw-agent's config parser and keep-list.
+build-fuzz/fuzz_agentconf: client/agent/aconf.c client/agent/aconf.h client/agent/keep.c client/agent/keep.h
 
 # Each harness over the corpus it grows (build-fuzz/corpus/NAME) and the
 # committed one, with its dictionary (tests/fuzz/NAME.dict) if it has one.
@@ -239,7 +241,19 @@ deps:
 demo: all
 	contrib/demo.sh $(B)
 
-install: all
+# usbgw-agent's udev rule and unit (paths in the unit follow SBINDIR);
+# its example configuration is not installed over an existing one.
+UDEVRULESDIR   ?= $(PREFIX)/lib/udev/rules.d
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+install-agent: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(UDEVRULESDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/usbgw
+	install -m 0755 $(B)/usbgw-agent $(DESTDIR)$(SBINDIR)/usbgw-agent
+	install -m 0644 contrib/70-usbgw-agent.rules $(DESTDIR)$(UDEVRULESDIR)/70-usbgw-agent.rules
+	sed 's|/usr/local/sbin/|$(SBINDIR)/|g' contrib/usbgw-agent.service >$(DESTDIR)$(SYSTEMDUNITDIR)/usbgw-agent.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/usbgw-agent.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/usbgw/usbgw-agent.conf ] || install -m 0644 contrib/usbgw-agent.conf $(DESTDIR)$(SYSCONFDIR)/usbgw/usbgw-agent.conf
+
+install: all $(if $(wildcard client/agent/agent.c),install-agent)
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	$(if $(wildcard $(B)/usbgwd),install -m 0755 $(B)/usbgwd $(DESTDIR)$(SBINDIR)/usbgwd)
 	$(if $(wildcard $(B)/usbgw),install -m 0755 $(B)/usbgw $(DESTDIR)$(BINDIR)/usbgw)

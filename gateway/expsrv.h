@@ -114,6 +114,15 @@ struct expsrv_ops {
 	bool	 (*cancel)(void *dev, struct expsrv_urb *u);
 	/* The import ended (why: for the log); called once. */
 	void	 (*release)(void *dev, struct expsrv_conn *, const char *why);
+	/*
+	 * Optional (NULL: not called).  The OP_REQ_IMPORT of busid was
+	 * answered with st (ST_OK: dev is the back end's device), whether
+	 * import() answered at once or through expsrv_import_done(); once
+	 * per import request, after the reply was queued.  For audit lines
+	 * (usbgw-agent's export.c wraps a back end's ops with it).
+	 */
+	void	 (*imported)(void *arg, struct expsrv_conn *, const char *busid,
+		    uint32_t st, void *dev);
 };
 
 struct expsrv_limits {

@@ -138,6 +138,10 @@ static const char *const day_names[7] = {
 	"sun", "mon", "tue", "wed", "thu", "fri", "sat"
 };
 
+/* What RULE_PARSE_DEVICE allows, for its messages. */
+#define DEVICE_ATTRS	"id, name, manufacturer, serial, hash, " \
+			"with-interface, via-port"
+
 #define SECONDS_PER_DAY	86400
 #define GOT_MAX		40	/* bytes of a token quoted in an error */
 
@@ -1357,6 +1361,11 @@ parse_rule(struct parser *p, int query)
 		if (t.type == T_EOF)
 			break;
 		if (tok_is(p, &t, "if")) {
+			if (p->flags & RULE_PARSE_DEVICE) {
+				perr(p, t.start, "'if' is not allowed here "
+				    "(only %s)", DEVICE_ATTRS);
+				goto fail;
+			}
 			if (query) {
 				perr(p, t.start, "'if' is not allowed in an "
 				    "allowed-matches query");
@@ -1385,6 +1394,12 @@ parse_rule(struct parser *p, int query)
 			}
 			perr(p, t.start, "expected attribute name, got %s",
 			    tok_desc(p, &t, got, sizeof(got)));
+			goto fail;
+		}
+		if ((p->flags & RULE_PARSE_DEVICE) && (k == A_VIA_EXPORTER ||
+		    k == A_TO_HOST || k == A_LABEL)) {
+			perr(p, t.start, "attribute '%s' is not allowed here "
+			    "(only %s)", attr_defs[k].name, DEVICE_ATTRS);
 			goto fail;
 		}
 		if (r->a[k].present) {

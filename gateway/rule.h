@@ -54,6 +54,13 @@ struct rule_error {
  * Used by the rules.conf importer only.
  */
 #define RULE_PARSE_USBGUARD	0x1
+/*
+ * RULE_PARSE_DEVICE: only what a device says of itself -- id, name,
+ * manufacturer, serial, hash, with-interface and via-port (the local
+ * busid).  via-exporter, to-host, label and an "if" condition are errors
+ * at their column.  Used by usbgw-agent's keep-list (protocol.md 1.9.2).
+ */
+#define RULE_PARSE_DEVICE	0x2
 
 /* Parse one rule (a trailing "# comment" is ignored).  NULL on error. */
 struct rule	*rule_parse(const char *text, struct rule_error *err);

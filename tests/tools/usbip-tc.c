@@ -442,6 +442,27 @@ split_hostport(const char *s, char *host, size_t hostsz, char *port,
 	return 0;
 }
 
+/* --source ADDR: the local address to connect from (numeric). */
+static const char *tc_source;
+
+/* Bind fd to tc_source (same family as the peer).  0 or an errno. */
+static int
+bind_source(int fd, int family)
+{
+	struct addrinfo hints, *res;
+	int r;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = family;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST;
+	if (getaddrinfo(tc_source, NULL, &hints, &res) != 0)
+		return EAFNOSUPPORT;
+	r = bind(fd, res->ai_addr, res->ai_addrlen) == 0 ? 0 : errno;
+	freeaddrinfo(res);
+	return r;
+}
+
 /* Non-blocking connect with a deadline; TCP_NODELAY like usbip does. */
 static int
 tc_connect(struct tc *tc, const char *hostport, int timeout_ms)
@@ -474,6 +495,12 @@ tc_connect(struct tc *tc, const char *hostport, int timeout_ms)
 		    SOCK_CLOEXEC, ai->ai_protocol);
 		if (fd == -1) {
 			err = errno;
+			continue;
+		}
+		if (tc_source != NULL &&
+		    (err = bind_source(fd, ai->ai_family)) != 0) {
+			close(fd);
+			fd = -1;
 			continue;
 		}
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
@@ -3363,10 +3390,12 @@ enum {
 	OPT_TIMEOUT,
 	OPT_VERBOSE,
 	OPT_HELP,
+	OPT_SOURCE,
 	OPT_LAST
 };
 #define O(x)		(1ull << ((x) - OPT_JSON))
-#define O_COMMON	(O(OPT_TIMEOUT) | O(OPT_VERBOSE) | O(OPT_HELP))
+#define O_COMMON	(O(OPT_TIMEOUT) | O(OPT_VERBOSE) | O(OPT_HELP) | \
+			 O(OPT_SOURCE))
 #define O_DISC		(O(OPT_EXPECT_DISCONNECT) | O(OPT_WITHIN) | \
 			 O(OPT_READY_FILE))
 #define O_EPS		(O(OPT_EP_IN) | O(OPT_EP_OUT))
@@ -3398,6 +3427,7 @@ static const struct option longopts[] = {
 	{ "ready-file",		required_argument,	NULL, OPT_READY_FILE },
 	{ "skip",		required_argument,	NULL, OPT_SKIP },
 	{ "poll",		required_argument,	NULL, OPT_POLL },
+	{ "source",		required_argument,	NULL, OPT_SOURCE },
 	{ "timeout",		required_argument,	NULL, OPT_TIMEOUT },
 	{ "verbose",		no_argument,		NULL, OPT_VERBOSE },
 	{ "help",		no_argument,		NULL, OPT_HELP },
@@ -3461,6 +3491,7 @@ usage(FILE *f)
 	    "\ncommon options:\n"
 	    "  -t, --timeout MS      per-reply timeout (default %d)\n"
 	    "  -v, --verbose         trace every URB PDU on stderr\n"
+	    "  --source ADDR         connect from this local address\n"
 	    "  --expect-disconnect   the peer is expected to close: print\n"
 	    "                        DISCONNECT with the time since SIGUSR1\n"
 	    "                        (the marker); exit 0 only if it closed\n"
@@ -3549,6 +3580,9 @@ parse_opts(const struct tc_cmd *cmd, int argc, char **argv, struct tc_opts *o)
 			printf("usage: usbip-tc %s %s\n  %s\n", cmd->name,
 			    cmd->usage, cmd->help);
 			exit(0);
+		case OPT_SOURCE:
+			tc_source = optarg;
+			break;
 		case OPT_VERBOSE:
 			o->verbose++;
 			break;

@@ -1,0 +1,380 @@
+/*
+ * usbgw-agent: the thin client's USB/IP exporter on libusb (usbgw-agent(8),
+ * protocol.md 1.9).  main(), options, configuration, signals, and the
+ * device layer's hooks (keep-list, no-reset, audit lines).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "aconf.h"
+#include "export.h"
+#include "keep.h"
+#include "log.h"
+#include "usbdev.h"
+#include "util.h"
+
+#define AGENT_VERSION	"0.1"
+#define AGENT_MAX_FLAGS	64
+
+static struct {
+	const char	*conf_path;
+	bool		 conf_must_exist;
+	const char	*flag_opt[AGENT_MAX_FLAGS];	/* 'l' or 'a' */
+	const char	*flag_val[AGENT_MAX_FLAGS];
+	int		 nflags;
+	struct aconf	*conf;		/* in force; the hooks read it */
+	bool		 usb;		/* usbdev_init() succeeded */
+	struct event_base *base;
+} agent;
+
+static __attribute__((noreturn)) void
+usage(int code)
+{
+	fprintf(code ? stderr : stdout,
+	    "usage: usbgw-agent -f [-nv] [-c FILE] [-l ADDRESS:PORT]... "
+	    "[-a ADDRESS_OR_CIDR]...\n"
+	    "       usbgw-agent --reattach [STATEFILE]\n"
+	    "  -f            stay in the foreground, log to stderr\n"
+	    "  -c FILE       configuration file (default %s)\n"
+	    "  -l ADDR:PORT  USB/IP listen address, may repeat (default *:%s)\n"
+	    "  -a ADDR/CIDR  who may list and import, may repeat (default:\n"
+	    "                nobody); adds to the file's allow-from\n"
+	    "  -v            debug logging\n"
+	    "  -n            check the configuration and exit\n"
+	    "  --reattach    give the devices the state file lists back to\n"
+	    "                their kernel drivers (the agent is dead)\n"
+	    "  -V            print the version\n",
+	    ACONF_DEFAULT_PATH, ACONF_DEFAULT_PORT);
+	exit(code);
+}
+
+static void
+add_flag(const char *opt, const char *val)
+{
+	if (agent.nflags >= AGENT_MAX_FLAGS) {
+		fprintf(stderr, "usbgw-agent: more than %d -l and -a options\n",
+		    AGENT_MAX_FLAGS);
+		exit(2);
+	}
+	agent.flag_opt[agent.nflags] = opt;
+	agent.flag_val[agent.nflags++] = val;
+}
+
+/* No name in the file: the host name's first label, if it is a valid
+ * name (else "agent"). */
+static void
+default_name(struct aconf *c)
+{
+	char h[256];
+	size_t i, n;
+
+	if (c->name[0] != '\0')
+		return;
+	if (gethostname(h, sizeof(h)) == -1)
+		h[0] = '\0';
+	h[sizeof(h) - 1] = '\0';
+	n = strcspn(h, ".");
+	for (i = 0; i < n; i++)
+		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' &&
+		    h[i] <= 'Z') || (h[i] >= '0' && h[i] <= '9') ||
+		    h[i] == '-' || h[i] == '_'))
+			break;
+	if (n == 0 || i < n || n >= sizeof(c->name))
+		usbgw_strlcpy(c->name, "agent", sizeof(c->name));
+	else {
+		memcpy(c->name, h, n);
+		c->name[n] = '\0';
+	}
+}
+
+/* The file, then the flags over it, then the built-in lists.  NULL and
+ * every error in *errs (malloc'd) on failure. */
+static struct aconf *
+load_conf(char **errs)
+{
+	struct aconf *c = aconf_new();
+	char err[512];
+	int i, r;
+
+	if (aconf_load(c, agent.conf_path, agent.conf_must_exist, errs) == -1) {
+		aconf_free(c);
+		return NULL;
+	}
+	for (i = 0; i < agent.nflags; i++) {
+		r = agent.flag_opt[i][0] == 'l' ?
+		    aconf_flag_listen(c, agent.flag_val[i], err, sizeof(err)) :
+		    aconf_flag_allow(c, agent.flag_val[i], err, sizeof(err));
+		if (r == -1) {
+			xasprintf(errs, "usbgw-agent: %s\n", err);
+			aconf_free(c);
+			return NULL;
+		}
+	}
+	aconf_finish(c);
+	default_name(c);
+	return c;
+}
+
+static void
+warn_nobody(const struct aconf *c)
+{
+	if (c->nallow == 0)
+		log_warnx("allow-from is empty: nobody may list or import "
+		    "devices (add allow-from lines or -a)");
+}
+
+/* ---- the device layer's hooks ------------------------------------------ */
+
+static bool
+hook_keep(void *arg, const struct usbgw_identity *id, int *ruleno)
+{
+	char b[USBGW_BUSID_MAX * 4];
+	bool local;
+	int n;
+
+	(void)arg;
+	local = keep_local(agent.conf->keep, id, &n);
+	if (ruleno != NULL)
+		*ruleno = n < 0 ? 0 : n;
+	if (local)
+		export_audit("keep-local busid=%s id=%04x:%04x rule=%d",
+		    log_escape(b, sizeof(b), id->exporter_busid,
+		    strlen(id->exporter_busid)), id->vid, id->pid,
+		    n < 0 ? 0 : n);
+	return local;
+}
+
+static bool
+hook_no_reset(void *arg, const struct usbgw_identity *id)
+{
+	(void)arg;
+	return keep_no_reset(agent.conf->noreset, id);
+}
+
+static void
+hook_changed(void *arg, const char *busid, bool added,
+    const struct usbip_dev *rec, const struct usbip_intf *intf, uint8_t nintf)
+{
+	char b[USBGW_BUSID_MAX * 4];
+
+	(void)arg;
+	(void)intf;
+	(void)nintf;
+	log_escape(b, sizeof(b), busid, strnlen(busid, USBGW_BUSID_MAX));
+	if (added && rec != NULL)
+		export_audit("export busid=%s id=%04x:%04x", b, rec->idVendor,
+		    rec->idProduct);
+	else
+		export_audit("gone busid=%s", b);
+}
+
+static void
+hook_audit(void *arg, const char *line)
+{
+	(void)arg;
+	export_audit("%s", line);
+}
+
+static const struct usbdev_hooks hooks = {
+	.keep = hook_keep,
+	.no_reset = hook_no_reset,
+	.changed = hook_changed,
+	.audit = hook_audit,
+};
+
+/* ---- signals ---------------------------------------------------------- */
+
+static void
+reload(void)
+{
+	struct aconf *c;
+	char *errs = NULL, err[512], *line, *save;
+
+	if ((c = load_conf(&errs)) == NULL) {
+		for (line = strtok_r(errs, "\n", &save); line != NULL;
+		    line = strtok_r(NULL, "\n", &save))
+			log_warnx("reload: %s", line);
+		log_warnx("reload: configuration unchanged");
+		free(errs);
+		return;
+	}
+	if (export_set_conf(c, err, sizeof(err)) == -1) {
+		log_warnx("reload: %s; configuration unchanged", err);
+		aconf_free(c);
+		return;
+	}
+	aconf_free(agent.conf);
+	agent.conf = c;
+	log_info("reloaded %s: allow-from, keep-list (for new arrivals), "
+	    "no-reset, audit-log, max-connections; listen needs a restart",
+	    c->path[0] != '\0' ? c->path : "(no file)");
+	warn_nobody(c);
+}
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	if (sig == SIGHUP) {
+		reload();
+		return;
+	}
+	log_info("signal %d: shutting down", (int)sig);
+	export_stop_listening();
+	event_base_loopbreak(agent.base);
+}
+
+/* ---- main ------------------------------------------------------------- */
+
+static int
+reattach(const char *state_file)
+{
+	char err[512];
+	int n;
+
+	if ((n = usbdev_reattach_state(state_file, err, sizeof(err))) == -1) {
+		fprintf(stderr, "usbgw-agent: --reattach %s: %s\n", state_file,
+		    err);
+		return 1;
+	}
+	printf("%d device%s given back to their drivers\n", n,
+	    n == 1 ? "" : "s");
+	return 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "reattach", no_argument, NULL, 'R' },
+		{ NULL, 0, NULL, 0 }
+	};
+	static const int signums[] = { SIGHUP, SIGTERM, SIGINT };
+	struct event *sigs[nitems(signums)];
+	const struct config_addr *la;
+	struct usbdev_conf uc;
+	char *errs = NULL, err[512];
+	bool foreground = false, check_only = false, do_reattach = false;
+	size_t i, nla;
+	int ch;
+
+	log_init("usbgw-agent", 1, LOG_LVL_INFO);
+	while ((ch = getopt_long(argc, argv, "a:c:fhl:nvV", longopts,
+	    NULL)) != -1) {
+		switch (ch) {
+		case 'a':
+			add_flag("a", optarg);
+			break;
+		case 'c':
+			agent.conf_path = optarg;
+			agent.conf_must_exist = true;
+			break;
+		case 'f':
+			foreground = true;
+			break;
+		case 'h':
+			usage(0);
+		case 'l':
+			add_flag("l", optarg);
+			break;
+		case 'n':
+			check_only = true;
+			break;
+		case 'R':
+			do_reattach = true;
+			break;
+		case 'v':
+			log_setlevel(LOG_LVL_DEBUG);
+			break;
+		case 'V':
+			printf("usbgw-agent %s\n", AGENT_VERSION);
+			return 0;
+		default:
+			usage(2);
+		}
+	}
+	if (optind < argc - (do_reattach ? 1 : 0))
+		usage(2);
+	if (agent.conf_path == NULL)
+		agent.conf_path = ACONF_DEFAULT_PATH;
+
+	if (do_reattach && optind < argc)
+		return reattach(argv[optind]);
+	if ((agent.conf = load_conf(&errs)) == NULL) {
+		fprintf(stderr, "%s", errs);
+		free(errs);
+		return 1;
+	}
+	if (do_reattach) {
+		i = (size_t)reattach(agent.conf->state_file);
+		aconf_free(agent.conf);
+		return (int)i;
+	}
+	if (check_only) {
+		warn_nobody(agent.conf);
+		printf("configuration OK\n");
+		aconf_free(agent.conf);
+		return 0;
+	}
+	if (!foreground)
+		log_init("usbgw-agent", 0, log_getlevel());
+	signal(SIGPIPE, SIG_IGN);
+	if (!foreground && daemon(0, 0) == -1)
+		fatal("daemon");
+	if ((agent.base = event_base_new()) == NULL)
+		fatalx("event_base_new");
+	/* Sockets at priority 1, libusb's descriptors at 0 (1.9.1). */
+	event_base_priority_init(agent.base, 2);
+
+	memset(&uc, 0, sizeof(uc));
+	uc.state_file = agent.conf->state_file[0] != '\0' ?
+	    agent.conf->state_file : NULL;
+	if (usbdev_init(agent.base, &uc, &hooks, NULL, err, sizeof(err)) == -1)
+		log_warnx("USB devices unavailable (%s): serving an empty "
+		    "device list", err);
+	else
+		agent.usb = true;
+	if (export_init(agent.base, agent.conf, agent.usb ?
+	    &usbdev_expsrv_ops : NULL, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	nla = aconf_listen_addrs(agent.conf, &la);
+	for (i = 0; i < nla; i++)
+		if (export_listen(&la[i]) == -1)
+			fatalx("cannot listen on %s:%s", la[i].host[0] != '\0' ?
+			    la[i].host : "*", la[i].port);
+	if (nla == 0)
+		log_info("listen none: no USB/IP listener");
+	warn_nobody(agent.conf);
+
+	for (i = 0; i < nitems(signums); i++)
+		if ((sigs[i] = evsignal_new(agent.base, signums[i], signal_cb,
+		    NULL)) == NULL || evsignal_add(sigs[i], NULL) == -1)
+			fatalx("cannot handle signal %d", signums[i]);
+	log_info("usbgw-agent %s started (pid %ld, name %s)", AGENT_VERSION,
+	    (long)getpid(), agent.conf->name);
+
+	event_base_dispatch(agent.base);
+
+	export_stop_listening();
+	export_closeall();
+	if (agent.usb)
+		usbdev_shutdown();
+	export_shutdown();
+	event_base_loop(agent.base, EVLOOP_NONBLOCK);	/* deferred frees */
+	for (i = 0; i < nitems(signums); i++)
+		event_free(sigs[i]);
+	event_base_free(agent.base);
+	aconf_free(agent.conf);
+	log_info("usbgw-agent stopped");
+	return 0;
+}

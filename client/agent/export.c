@@ -1,0 +1,477 @@
+/*
+ * usbgw-agent's listeners, allow-from, connection cap, audit lines, and
+ * the expsrv engine around the device layer's back end (export.h).
+ *
+ * The engine is given the back end's ops wrapped: import answers and
+ * releases become audit lines ("import", "release"), with the URBs and
+ * bytes submitted counted per import.  What the wrapper keeps for an
+ * import lives in the connection's data (expsrv_conn_set_data) from its
+ * ST_OK answer to its release().
+ */
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netdb.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/listener.h>
+
+#include "export.h"
+#include "hostlimit.h"
+#include "log.h"
+#include "util.h"
+
+#define EXPORT_MAX_LISTENERS	(2 * ACONF_MAX_LISTEN)
+#define EXPORT_BACKLOG		64
+#define AUDIT_LINE_MAX		1024
+#define PEER_MAX		(INET6_ADDRSTRLEN + 8)
+
+struct listener {
+	struct evconnlistener	*lev;
+	char			 name[PEER_MAX];	/* "127.0.0.1:3240" */
+};
+
+/* One import, from its ST_OK to its release(). */
+struct import {
+	char		 busid[USBIP_BUSID_SIZE * 4];	/* escaped */
+	char		 peer[PEER_MAX];
+	unsigned long long urbs, bytes;
+};
+
+static struct {
+	struct event_base	*base;
+	const struct aconf	*conf;
+	const struct expsrv_ops	*backend;
+	struct expsrv		*srv;
+	struct hostlimit	*hl;
+	int			 audit_fd;
+	char			 audit_path[ACONF_PATH_MAX];
+	struct listener		 l[EXPORT_MAX_LISTENERS];
+	unsigned		 nl;
+	struct event		*resume_ev;	/* accept paused on EMFILE */
+} ex = { .audit_fd = -1 };
+
+static const char *const audit_kinds[EXPORT_AK_N] = {
+	"refused", "malformed",
+};
+
+/* ---- audit lines ---------------------------------------------------- */
+
+static void
+audit_write(const char *line)
+{
+	char buf[AUDIT_LINE_MAX + 64], ts[40];
+	struct timespec tv;
+	struct tm tm;
+	int n;
+
+	log_info("audit: %s", line);
+	if (ex.audit_fd == -1)
+		return;
+	clock_gettime(CLOCK_REALTIME, &tv);
+	localtime_r(&tv.tv_sec, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S%z", &tm);
+	n = snprintf(buf, sizeof(buf), "%s audit: %s\n", ts, line);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(buf))
+		n = (int)sizeof(buf) - 1;
+	/* One write per line on an O_APPEND file: lines never interleave. */
+	if (write(ex.audit_fd, buf, (size_t)n) != n)
+		log_warn("audit-log %s", ex.audit_path);
+}
+
+static void vaudit(const char *, va_list) __attribute__((format(printf, 1, 0)));
+
+static void
+vaudit(const char *fmt, va_list ap)
+{
+	char line[AUDIT_LINE_MAX];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	audit_write(line);
+}
+
+void
+export_audit(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vaudit(fmt, ap);
+	va_end(ap);
+}
+
+void
+export_audit_peer(const char *addr, int kind, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ex.hl != NULL && !hostlimit_check(ex.hl, addr, kind))
+		return;
+	va_start(ap, fmt);
+	vaudit(fmt, ap);
+	va_end(ap);
+}
+
+/* The budget's summary: one line a minute per address held back. */
+static void
+audit_summary(const char *key, const char *detail)
+{
+	char k[HOSTLIMIT_KEY_MAX * 4], d[1024];
+
+	export_audit("suppressed peer=%s detail=\"%s\"",
+	    log_escape(k, sizeof(k), key, strlen(key)),
+	    log_escape(d, sizeof(d), detail, strlen(detail)));
+}
+
+static int
+audit_open(const char *path, char *err, size_t errlen)
+{
+	int fd = -1;
+
+	if (path[0] != '\0' && (fd = open(path, O_WRONLY | O_APPEND | O_CREAT |
+	    O_CLOEXEC | O_NOCTTY, 0600)) == -1) {
+		snprintf(err, errlen, "audit-log %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (ex.audit_fd != -1)
+		close(ex.audit_fd);
+	ex.audit_fd = fd;
+	usbgw_strlcpy(ex.audit_path, path, sizeof(ex.audit_path));
+	return 0;
+}
+
+/* ---- the back end, wrapped ---------------------------------------------- */
+
+/* "addr" of the engine's "addr:port" / "[v6]:port". */
+static void
+peer_addr(const char *hostport, char *out, size_t len)
+{
+	const char *e;
+	size_t n;
+
+	if (hostport[0] == '[' && (e = strchr(hostport, ']')) != NULL) {
+		n = (size_t)(e - hostport - 1);
+		hostport++;
+	} else if ((e = strrchr(hostport, ':')) != NULL)
+		n = (size_t)(e - hostport);
+	else
+		n = strlen(hostport);
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, hostport, n);
+	out[n] = '\0';
+}
+
+static void
+w_list(void *arg, struct expsrv_conn *c)
+{
+	(void)arg;
+	if (ex.backend != NULL)
+		ex.backend->list(NULL, c);
+}
+
+static uint32_t
+w_import(void *arg, struct expsrv_conn *c, const char *busid,
+    struct usbip_dev *rec, void **dev)
+{
+	(void)arg;
+	if (ex.backend == NULL)
+		return ST_NODEV;
+	return ex.backend->import(NULL, c, busid, rec, dev);
+}
+
+static void
+w_imported(void *arg, struct expsrv_conn *c, const char *busid, uint32_t st,
+    void *dev)
+{
+	struct import *im;
+	char peer[PEER_MAX], b[USBIP_BUSID_SIZE * 4];
+
+	(void)arg;
+	(void)dev;
+	peer_addr(expsrv_conn_peer(c), peer, sizeof(peer));
+	log_escape(b, sizeof(b), busid, strnlen(busid, USBIP_BUSID_SIZE));
+	if (st != ST_OK) {
+		export_audit("import-refused busid=%s peer=%s status=%s", b,
+		    peer, usbip_st_name(st));
+		return;
+	}
+	im = xcalloc(1, sizeof(*im));
+	usbgw_strlcpy(im->busid, b, sizeof(im->busid));
+	usbgw_strlcpy(im->peer, peer, sizeof(im->peer));
+	free(expsrv_conn_data(c));
+	expsrv_conn_set_data(c, im);
+	export_audit("import busid=%s peer=%s via=listen", b, peer);
+	if (ex.backend != NULL && ex.backend->imported != NULL)
+		ex.backend->imported(NULL, c, busid, st, dev);
+}
+
+static int
+w_ep_type(void *dev, uint32_t dir, uint32_t ep)
+{
+	return ex.backend != NULL ? ex.backend->ep_type(dev, dir, ep) : -1;
+}
+
+static void
+w_submit(void *dev, struct expsrv_urb *u)
+{
+	struct import *im;
+
+	if (u->conn != NULL && (im = expsrv_conn_data(u->conn)) != NULL) {
+		im->urbs++;
+		im->bytes += u->length;
+	}
+	ex.backend->submit(dev, u);
+}
+
+static bool
+w_cancel(void *dev, struct expsrv_urb *u)
+{
+	return ex.backend->cancel(dev, u);
+}
+
+static void
+w_release(void *dev, struct expsrv_conn *c, const char *why)
+{
+	struct import *im = expsrv_conn_data(c);
+	char r[256];
+
+	if (im != NULL) {
+		export_audit("release busid=%s peer=%s reason=\"%s\" urbs=%llu "
+		    "bytes=%llu", im->busid, im->peer,
+		    log_escape(r, sizeof(r), why, strlen(why)), im->urbs,
+		    im->bytes);
+		expsrv_conn_set_data(c, NULL);
+		free(im);
+	}
+	if (ex.backend != NULL)
+		ex.backend->release(dev, c, why);
+}
+
+static const struct expsrv_ops wrapped_ops = {
+	.list = w_list,
+	.import = w_import,
+	.ep_type = w_ep_type,
+	.submit = w_submit,
+	.cancel = w_cancel,
+	.release = w_release,
+	.imported = w_imported,
+};
+
+/* ---- listeners ------------------------------------------------------- */
+
+static void
+sa_format(const struct sockaddr *sa, socklen_t len, char *host, size_t hostlen,
+    char *port, size_t portlen)
+{
+	if (getnameinfo(sa, len, host, (socklen_t)hostlen, port,
+	    (socklen_t)portlen, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+		usbgw_strlcpy(host, "?", hostlen);
+		usbgw_strlcpy(port, "?", portlen);
+	}
+}
+
+static void
+accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	struct listener *l = arg;
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+
+	(void)lev;
+	sa_format(sa, (socklen_t)salen, host, sizeof(host), port, sizeof(port));
+	/* Before any byte is read: a refused peer learns nothing. */
+	if (!aconf_allowed(ex.conf, sa)) {
+		close(fd);
+		export_audit_peer(host, EXPORT_AK_REFUSED, "refused peer=%s "
+		    "listen=%s reason=\"not in allow-from\"", host, l->name);
+		return;
+	}
+	if (expsrv_nconns(ex.srv) >= ex.conf->max_connections) {
+		close(fd);
+		export_audit_peer(host, EXPORT_AK_REFUSED, "refused peer=%s "
+		    "listen=%s reason=\"max-connections (%u)\"", host, l->name,
+		    ex.conf->max_connections);
+		return;
+	}
+	log_debug("connection from %s:%s on %s", host, port, l->name);
+	expsrv_accept(ex.srv, fd, sa, (socklen_t)salen);
+}
+
+static void
+resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	unsigned i;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	for (i = 0; i < ex.nl; i++)
+		evconnlistener_enable(ex.l[i].lev);
+}
+
+/* EMFILE and the like: pause accepting for a second, not spin. */
+static void
+accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	struct timeval tv = { 1, 0 };
+	struct listener *l = arg;
+	unsigned i;
+
+	(void)lev;
+	log_warn("accept on %s (paused for 1 s)", l->name);
+	for (i = 0; i < ex.nl; i++)
+		evconnlistener_disable(ex.l[i].lev);
+	evtimer_add(ex.resume_ev, &tv);
+}
+
+static int
+listen_one(const char *host, const char *port, bool v6only)
+{
+	struct addrinfo hints, *res;
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	struct listener *l;
+	char h[NI_MAXHOST], p[NI_MAXSERV];
+	unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+	    LEV_OPT_CLOSE_ON_EXEC;
+	int r;
+
+	if (ex.nl >= EXPORT_MAX_LISTENERS) {
+		log_warnx("more than %d listeners", EXPORT_MAX_LISTENERS);
+		return -1;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+	if ((r = getaddrinfo(host, port, &hints, &res)) != 0) {
+		log_warnx("listen %s:%s: %s", host, port, gai_strerror(r));
+		return -1;
+	}
+	if (v6only)
+		flags |= LEV_OPT_BIND_IPV6ONLY;
+	l = &ex.l[ex.nl];
+	l->lev = evconnlistener_new_bind(ex.base, accept_cb, l, flags,
+	    EXPORT_BACKLOG, res->ai_addr, (int)res->ai_addrlen);
+	freeaddrinfo(res);
+	if (l->lev == NULL) {
+		log_warn("cannot listen on %s%s%s:%s", v6only ? "[" : "", host,
+		    v6only ? "]" : "", port);
+		return -1;
+	}
+	evconnlistener_set_error_cb(l->lev, accept_error_cb);
+	if (getsockname(evconnlistener_get_fd(l->lev), (struct sockaddr *)&ss,
+	    &sslen) == 0) {
+		sa_format((struct sockaddr *)&ss, sslen, h, sizeof(h), p,
+		    sizeof(p));
+		snprintf(l->name, sizeof(l->name), ss.ss_family == AF_INET6 ?
+		    "[%s]:%s" : "%s:%s", h, p);
+	} else
+		snprintf(l->name, sizeof(l->name), "%s:%s", host, port);
+	ex.nl++;
+	log_info("listening on %s", l->name);
+	return 0;
+}
+
+int
+export_listen(const struct config_addr *a)
+{
+	if (a->host[0] != '\0')
+		return listen_one(a->host, a->port, false);
+	/* '*': IPv4 and, where the host has it, IPv6. */
+	if (listen_one("0.0.0.0", a->port, false) == -1)
+		return -1;
+	if (listen_one("::", a->port, true) == -1)
+		log_warnx("no IPv6 listener on [::]:%s: IPv4 only", a->port);
+	return 0;
+}
+
+unsigned
+export_nlisteners(void)
+{
+	return ex.nl;
+}
+
+void
+export_stop_listening(void)
+{
+	unsigned i;
+
+	for (i = 0; i < ex.nl; i++)
+		evconnlistener_free(ex.l[i].lev);
+	ex.nl = 0;
+	if (ex.resume_ev != NULL)
+		evtimer_del(ex.resume_ev);
+}
+
+void
+export_closeall(void)
+{
+	if (ex.srv != NULL)
+		expsrv_closeall(ex.srv);
+}
+
+/* ---- life ------------------------------------------------------------- */
+
+int
+export_init(struct event_base *base, const struct aconf *c,
+    const struct expsrv_ops *backend, char *err, size_t errlen)
+{
+	static const struct hostlimit_spec spec = {
+		.kinds = audit_kinds,
+		.nkinds = EXPORT_AK_N,
+		.refused = "connections refused",
+		.per_key = "from one address",
+		.by_prefix = true,
+		.write = audit_summary,
+	};
+	struct expsrv_limits lim;
+
+	ex.base = base;
+	ex.conf = c;
+	ex.backend = backend;
+	if (audit_open(c->audit_log, err, errlen) == -1)
+		return -1;
+	ex.hl = hostlimit_new(base, &spec, NULL);
+	hostlimit_limits(ex.hl, EXPORT_AUDIT_PER_HOST, EXPORT_AUDIT_TOTAL);
+	expsrv_limits_default(&lim);
+	ex.srv = expsrv_new(base, &wrapped_ops, NULL, &lim);
+	ex.resume_ev = evtimer_new(base, resume_cb, NULL);
+	return 0;
+}
+
+int
+export_set_conf(const struct aconf *c, char *err, size_t errlen)
+{
+	if (audit_open(c->audit_log, err, errlen) == -1)
+		return -1;
+	ex.conf = c;
+	return 0;
+}
+
+void
+export_shutdown(void)
+{
+	export_stop_listening();
+	if (ex.srv != NULL)
+		expsrv_free(ex.srv);
+	ex.srv = NULL;
+	hostlimit_free(ex.hl);		/* its summaries are audit lines */
+	ex.hl = NULL;
+	if (ex.resume_ev != NULL)
+		event_free(ex.resume_ev);
+	ex.resume_ev = NULL;
+	if (ex.audit_fd != -1)
+		close(ex.audit_fd);
+	ex.audit_fd = -1;
+}
