@@ -348,6 +348,17 @@ CREATE INDEX attachments_open_all ON attachments(id) WHERE ended_at IS NULL;
 
 PRAGMA user_version = 5;
 
+-- @migration 6
+
+-- What an exporter is (protocol.md 1.9.4): a stock usbipd, polled; a
+-- usbgw-agent the gateway keeps a control connection to ('agent'); or a
+-- usbgw-agent that connects to the gateway ('agent-dialout', host holds
+-- the network it may come from, NET/PREFIX).
+ALTER TABLE exporters ADD COLUMN kind TEXT NOT NULL DEFAULT 'usbip'
+    CHECK (kind IN ('usbip', 'agent', 'agent-dialout'));
+
+PRAGMA user_version = 6;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

@@ -28,8 +28,13 @@ exporter_list_exec(struct cmd_ctx *ctx)
 	json_array_foreach(res, i, e) {
 		const char *h = jstr(e, "host");
 
-		snprintf(addr, sizeof(addr), strchr(h, ':') != NULL ?
-		    "[%s]:%s" : "%s:%s", h, jfmt(e, "port"));
+		if (strcmp(jstr(e, "kind"), "agent-dialout") == 0)
+			snprintf(addr, sizeof(addr), "agent from %s", h);
+		else
+			snprintf(addr, sizeof(addr), strchr(h, ':') != NULL ?
+			    "[%s]:%s%s" : "%s:%s%s", h, jfmt(e, "port"),
+			    strcmp(jstr(e, "kind"), "agent") == 0 ?
+			    " (agent)" : "");
 		fmt_time(seen, sizeof(seen),
 		    json_integer_value(json_object_get(e, "last_seen")));
 		table_add(t, jstr(e, "name"), addr, *jstr(e, "status") != '\0' ?
@@ -56,10 +61,11 @@ exporter_add_exec(struct cmd_ctx *ctx)
 	    a.host[0] == '\0')
 		return usage_error(ctx, "\"%s\": %s", ctx->argv[1],
 		    a.host[0] == '\0' && es == NULL ? "expected a host" : es);
-	st = cmd_call(ctx, "exporter.add", json_pack("{s:s, s:s, s:i}", "name",
-	    ctx->argv[0], "host", a.host, "port", atoi(a.port)), &res);
+	st = cmd_call(ctx, "exporter.add", json_pack("{s:s, s:s, s:i, s:b}",
+	    "name", ctx->argv[0], "host", a.host, "port", atoi(a.port),
+	    "agent", arg_has(ctx, "agent")), &res);
 	if (st == EXIT_OK && !ctx->json) {
-		printf("added exporter ");
+		printf("added %s ", arg_has(ctx, "agent") ? "agent" : "exporter");
 		print_safe(stdout, ctx->argv[0]);
 		printf(" at %s%s%s:%s\n", strchr(a.host, ':') ? "[" : "", a.host,
 		    strchr(a.host, ':') ? "]" : "", a.port);
@@ -89,10 +95,17 @@ const struct cmd_entry cmd_exporter_list_entry = {
 	"exporter list", "[--json]", "list exporters and whether they answer",
 	PRIV_READ, 0, 0, NULL, exporter_list_exec
 };
+static const struct cmd_opt add_opts[] = {
+	{ "agent", 0, NULL, "a usbgw-agent: keep a control connection to it "
+	    "(pushed hot-plug; polled every 60 s as a backstop)" },
+	{ NULL, 0, NULL, NULL }
+};
+
 const struct cmd_entry cmd_exporter_add_entry = {
-	"exporter add", "NAME HOST[:PORT]",
-	"add an exporter (usbipd or agent) for the gateway to poll",
-	PRIV_ADMIN, 2, 2, NULL, exporter_add_exec
+	"exporter add", "NAME HOST[:PORT] [--agent]",
+	"add an exporter (usbipd, or with --agent a usbgw-agent) for the "
+	"gateway to poll",
+	PRIV_ADMIN, 2, 2, add_opts, exporter_add_exec
 };
 const struct cmd_entry cmd_exporter_remove_entry = {
 	"exporter remove", "NAME",

@@ -3,15 +3,19 @@
  *
  *	# comment
  *	key = value
- *	exporter NAME HOST[:PORT]
+ *	exporter NAME HOST[:PORT] [agent]
+ *	agent NAME from ADDRESS[/PREFIX]
  *	hook EVENT[,EVENT...] COMMAND...
  *
  * The parser checks every line and reports every error as FILE:LINE, so an
  * operator fixes a file in one pass; a file with any error changes nothing
  * the daemon runs with (the caller loads into a fresh config).
  */
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+
+#include <arpa/inet.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +29,7 @@
 
 #include "config.h"
 #include "hooks.h"
+#include "identity.h"
 #include "log.h"
 #include "util.h"
 
@@ -806,11 +811,17 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 	struct config_addr a;
 	size_t i;
 
+	int kind = 0;
+
 	name = strtok_r(rest, " \t", &save);
 	addr = name != NULL ? strtok_r(NULL, " \t", &save) : NULL;
 	extra = addr != NULL ? strtok_r(NULL, " \t", &save) : NULL;
+	if (extra != NULL && strcmp(extra, "agent") == 0) {
+		kind = 1;
+		extra = strtok_r(NULL, " \t", &save);
+	}
 	if (name == NULL || addr == NULL || extra != NULL) {
-		perr(p, line, "expected \"exporter NAME HOST[:PORT]\"");
+		perr(p, line, "expected \"exporter NAME HOST[:PORT] [agent]\"");
 		return;
 	}
 	if (!name_valid(name, 32) || strchr(name, '$') != NULL) {
@@ -841,6 +852,99 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 	e = &c->exporters[c->nexporters++];
 	usbgw_strlcpy(e->name, name, sizeof(e->name));
 	e->addr = a;
+	e->kind = kind;
+	e->line = line;
+}
+
+/*
+ * "ADDRESS[/PREFIX]", an IPv4 or IPv6 network with no host bits set
+ * (part 3, 3.6): written back canonical into out.
+ */
+static int
+parse_net(const char *s, char *out, size_t outlen, const char **errstr)
+{
+	char tmp[INET6_ADDRSTRLEN + 8], buf[INET6_ADDRSTRLEN], *slash;
+	struct usbgw_addr a, m;
+	long long n;
+	unsigned full, i;
+
+	if (strlen(s) >= sizeof(tmp)) {
+		*errstr = "expected ADDRESS[/PREFIX]";
+		return -1;
+	}
+	usbgw_strlcpy(tmp, s, sizeof(tmp));
+	if ((slash = strchr(tmp, '/')) != NULL)
+		*slash++ = '\0';
+	if (usbgw_addr_parse(tmp, &a) == -1) {
+		*errstr = "expected an IPv4 or IPv6 address";
+		return -1;
+	}
+	full = a.family == AF_INET ? 32 : 128;
+	n = full;
+	if (slash != NULL && parse_num(slash, 0, full, &n, errstr) == -1) {
+		*errstr = full == 32 ? "expected a prefix length 0-32" :
+		    "expected a prefix length 0-128";
+		return -1;
+	}
+	m = a;
+	for (i = 0; i < 16; i++) {
+		int bits = (int)n - (int)i * 8;
+
+		if (bits < 8)
+			m.addr[i] &= bits <= 0 ? 0 : (uint8_t)(0xff << (8 - bits));
+	}
+	if (memcmp(m.addr, a.addr, sizeof(a.addr)) != 0) {
+		*errstr = "host bits set in the network";
+		return -1;
+	}
+	snprintf(out, outlen, "%s/%lld", usbgw_addr_format(&a, buf,
+	    sizeof(buf)), n);
+	return 0;
+}
+
+/* agent NAME from ADDRESS[/PREFIX]: a dial-out agent. */
+static void
+parse_agent(struct config *c, struct parse *p, int line, char *rest)
+{
+	struct config_exporter *e;
+	char *name, *from, *net, *extra, *save, canon[CONFIG_HOST_MAX];
+	const char *errstr = NULL;
+	size_t i;
+
+	name = strtok_r(rest, " \t", &save);
+	from = name != NULL ? strtok_r(NULL, " \t", &save) : NULL;
+	net = from != NULL ? strtok_r(NULL, " \t", &save) : NULL;
+	extra = net != NULL ? strtok_r(NULL, " \t", &save) : NULL;
+	if (name == NULL || from == NULL || strcmp(from, "from") != 0 ||
+	    net == NULL || extra != NULL) {
+		perr(p, line, "expected \"agent NAME from ADDRESS[/PREFIX]\"");
+		return;
+	}
+	if (!name_valid(name, 32) || strchr(name, '$') != NULL) {
+		perr(p, line, "agent: expected a name of 1 to 31 letters, "
+		    "digits, '.', '-' or '_', got \"%s\"", name);
+		return;
+	}
+	if (parse_net(net, canon, sizeof(canon), &errstr) == -1) {
+		perr(p, line, "agent %s: %s, got \"%s\"", name, errstr, net);
+		return;
+	}
+	for (i = 0; i < c->nexporters; i++)
+		if (strcmp(c->exporters[i].name, name) == 0) {
+			perr(p, line, "agent %s: already declared at line %d",
+			    name, c->exporters[i].line);
+			return;
+		}
+	if (c->nexporters >= CONFIG_MAX_EXPORTERS) {
+		perr(p, line, "expected at most %d exporters",
+		    CONFIG_MAX_EXPORTERS);
+		return;
+	}
+	e = &c->exporters[c->nexporters++];
+	usbgw_strlcpy(e->name, name, sizeof(e->name));
+	usbgw_strlcpy(e->addr.host, canon, sizeof(e->addr.host));
+	usbgw_strlcpy(e->addr.port, CONFIG_DEFAULT_PORT, sizeof(e->addr.port));
+	e->kind = 2;
 	e->line = line;
 }
 
@@ -923,9 +1027,14 @@ parse_line(struct config *c, struct parse *p, int line, char *s)
 		parse_hook(c, p, line, skip_ws(s + 4));
 		return;
 	}
+	if (strncmp(s, "agent", 5) == 0 && (s[5] == ' ' || s[5] == '\t')) {
+		parse_agent(c, p, line, skip_ws(s + 5));
+		return;
+	}
 	if ((eq = strchr(s, '=')) == NULL) {
 		perr(p, line, "expected \"KEY = VALUE\", \"exporter NAME "
-		    "HOST[:PORT]\" or \"hook EVENTS COMMAND\"");
+		    "HOST[:PORT] [agent]\", \"agent NAME from ADDRESS[/PREFIX]\" "
+		    "or \"hook EVENTS COMMAND\"");
 		return;
 	}
 	*eq = '\0';
@@ -1176,9 +1285,14 @@ config_dump(const struct config *c)
 		}
 	}
 	for (i = 0; i < c->nexporters; i++) {
+		if (c->exporters[i].kind == 2) {
+			dump_add(&out, &len, "agent %s from %s\n",
+			    c->exporters[i].name, c->exporters[i].addr.host);
+			continue;
+		}
 		fmt_addr(buf, sizeof(buf), &c->exporters[i].addr);
-		dump_add(&out, &len, "exporter %s %s\n", c->exporters[i].name,
-		    buf);
+		dump_add(&out, &len, "exporter %s %s%s\n", c->exporters[i].name,
+		    buf, c->exporters[i].kind == 1 ? " agent" : "");
 	}
 	for (i = 0; i < c->nhooks; i++) {
 		evs[0] = '\0';

@@ -52,9 +52,15 @@ struct config_addr {
 	char		port[8];
 };
 
+/*
+ * kind: 0 usbipd, 1 an agent in listen mode ("exporter NAME HOST agent"),
+ * 2 a dial-out agent ("agent NAME from CIDR": addr.host holds the
+ * network as NET/PREFIX, canonical).  The values are enum exp_kind's.
+ */
 struct config_exporter {
 	char		name[CONFIG_NAME_MAX];
 	struct config_addr addr;
+	int		kind;
 	int		line;		/* where it was declared */
 };
 

@@ -29,6 +29,7 @@ enum stmt_id {
 	S_EXP_REMOVE,
 	S_EXP_STATUS,
 	S_EXP_LIST,
+	S_EXP_KIND,
 	S_DEV_FIND,
 	S_DEV_TOUCH,
 	S_DEV_INSERT,
@@ -86,8 +87,10 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "UPDATE exporters SET status = ?2, last_seen = "
 	    "CASE WHEN ?2 = 'up' THEN ?3 ELSE last_seen END WHERE id = ?1",
 	[S_EXP_LIST] =
-	    "SELECT id, name, host, port, status FROM exporters "
+	    "SELECT id, name, host, port, status, kind FROM exporters "
 	    "WHERE removed_at IS NULL ORDER BY name",
+	[S_EXP_KIND] =
+	    "UPDATE exporters SET kind = ?2 WHERE id = ?1",
 	[S_DEV_FIND] =
 	    "SELECT id FROM devices WHERE exporter_id = ?1 AND "
 	    "exporter_busid = ?2 AND hash = ?3 AND serial = ?4 AND "
@@ -778,6 +781,18 @@ db_exporter_upsert(struct db *db, const char *name, const char *host,
 }
 
 int
+db_exporter_set_kind(struct db *db, int64_t id, const char *kind)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_KIND)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, kind);
+	return step_done(db, st, "exporter kind") == -1 ? -1 : 0;
+}
+
+int
 db_exporter_remove(struct db *db, const char *name, int64_t now)
 {
 	sqlite3_stmt *st;
@@ -819,6 +834,7 @@ db_exporter_foreach(struct db *db, int (*cb)(void *, const struct db_exporter *)
 		col_text(st, 2, e.host, sizeof(e.host));
 		e.port = sqlite3_column_int(st, 3);
 		col_text(st, 4, e.status, sizeof(e.status));
+		col_text(st, 5, e.kind, sizeof(e.kind));
 		if (cb(arg, &e) != 0) {
 			sqlite3_reset(st);
 			return 0;

@@ -12,6 +12,8 @@
  * the gateway holds is present while its claim is open, whether or not
  * the list shows it; its unplugging shows as the claim closing.
  */
+#include <sys/socket.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,9 @@
 #define EXP_BACKOFF_MAX_MS	60000
 #define EXP_JITTER_PCT		10	/* every poll interval, +- */
 #define EXP_DOWN_TIMEOUTS	3	/* polls timed out in a row: down */
+#define EXP_AGENT_POLL_MS	60000	/* an agent's backstop poll, pushing */
+
+static const struct exporter_agent_ops *agent_ops;
 
 static void	exp_poll_cb(evutil_socket_t, short, void *);
 static void	exp_schedule(struct exporter *, unsigned);
@@ -44,12 +49,52 @@ exporter_new(const char *name, const char *host, uint16_t port)
 	usbgw_strlcpy(exp->host, host, sizeof(exp->host));
 	exp->port = port;
 	exp->state = EXP_UNKNOWN;
+	exp->kind = EXP_KIND_USBIP;
 	TAILQ_INIT(&exp->devices);
 	exp->poll_ev = evtimer_new(gw->base, exp_poll_cb, exp);
 	TAILQ_INSERT_TAIL(&gw->exporters, exp, entry);
 	/* the first poll within a tenth of the interval: spread too */
 	exp_schedule(exp, usbgw_random_uniform(gw->poll_ms / 10 + 1));
 	return exp;
+}
+
+/*
+ * An agent.  Listen mode: polled like usbipd (the backstop), and a
+ * control connection kept open to it (agentgw.c).  Dial-out: never
+ * polled (there is nothing to connect to); host holds "NET/PREFIX", the
+ * addresses its control connection may come from.
+ */
+struct exporter *
+exporter_new_agent(const char *name, enum exp_kind kind, const char *host,
+    uint16_t port)
+{
+	struct exporter *exp = exporter_new(name, host, port);
+	char addr[256], *slash;
+	long long n;
+	const char *es;
+
+	exp->kind = kind;
+	if (kind == EXP_KIND_DIALOUT) {
+		evtimer_del(exp->poll_ev);
+		usbgw_strlcpy(addr, host, sizeof(addr));
+		slash = strchr(addr, '/');
+		if (slash != NULL)
+			*slash++ = '\0';
+		if (usbgw_addr_parse(addr, &exp->net) == -1)
+			memset(&exp->net, 0, sizeof(exp->net)); /* admits nobody */
+		exp->net_prefix = exp->net.family == AF_INET ? 32 : 128;
+		if (slash != NULL && parse_num(slash, 0, exp->net_prefix, &n,
+		    &es) == 0)
+			exp->net_prefix = (unsigned)n;
+	} else if (kind == EXP_KIND_AGENT && agent_ops != NULL)
+		agent_ops->start(exp);
+	return exp;
+}
+
+void
+exporter_set_agent_ops(const struct exporter_agent_ops *ops)
+{
+	agent_ops = ops;
 }
 
 static void
@@ -195,6 +240,8 @@ exporter_free(struct exporter *exp)
 	struct device *dev;
 
 	exp->dead = true;
+	if (agent_ops != NULL)
+		agent_ops->stop(exp);
 	TAILQ_FOREACH(dev, &exp->devices, entry) {
 		if (gw->shutting_down)
 			device_release(dev, "gateway shutting down");
@@ -227,6 +274,19 @@ exp_set_state(struct exporter *exp, enum exp_state st, const char *why)
 	exp->state = st;
 	store_exporter_status(exp);
 	gw_exporter_event(exp, why);
+}
+
+/*
+ * The poll interval: an agent whose control connection is up pushes its
+ * changes, and is polled only as a backstop.
+ */
+static unsigned
+exp_poll_ms(const struct exporter *exp)
+{
+	if (exp->kind == EXP_KIND_AGENT && exp->ctl != NULL &&
+	    gw->poll_ms < EXP_AGENT_POLL_MS)
+		return EXP_AGENT_POLL_MS;
+	return gw->poll_ms;
 }
 
 /* The poll interval after n failed polls in a row: doubled each time. */
@@ -296,8 +356,8 @@ exp_poll_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 	unsigned ms = gw->probe_timeout_ms;
 
-	if (exp->poll_bev != NULL)
-		return;		/* one poll at a time */
+	if (exp->poll_bev != NULL || exp->kind == EXP_KIND_DIALOUT)
+		return;		/* one poll at a time; a dial-out agent: none */
 	if (gw_connect(exp->host, exp->port, &exp->poll_bev, exp_read,
 	    exp_event, exp) == -1) {
 		exp_poll_failed(exp, "cannot start connection");
@@ -455,6 +515,41 @@ exp_listed_held(struct device *dev)
 	    "claim does not hold it");
 }
 
+/*
+ * One device record of a list (or an agent's DEV_ADDED): a new device
+ * within the limits is taken and claimed, a known unheld one claimed
+ * again.  False if a limit left it alone.
+ */
+static bool
+exp_record_one(struct exporter *exp, const struct usbip_dev *rec,
+    const struct usbip_intf *intf, bool first)
+{
+	struct device *dev;
+	char esc[64];
+
+	if (!usbip_busid_valid(rec->busid)) {
+		log_warnx("exporter %s lists an unusable busid \"%s\"",
+		    exp->name, log_escape(esc, sizeof(esc), rec->busid,
+		    sizeof(rec->busid)));
+		return true;
+	}
+	dev = exp_device_by_upbusid(exp, rec->busid);
+	if (dev == NULL) {
+		if (!exp_may_add(exp, rec->busid, first))
+			return false;
+		exp_evict_gone(exp);
+		dev = device_new(exp, rec);
+	}
+	device_listed(dev, rec, intf);
+	dev->seen = true;
+	dev->missed = 0;
+	if (dev->up == NULL && dev->ds == NULL)
+		device_claim(dev);
+	else
+		exp_listed_held(dev);
+	return true;
+}
+
 /* A complete device list arrived: reconcile. */
 static void
 exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
@@ -463,7 +558,6 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 	struct usbip_intf intf[USBIP_MAX_INTERFACES];
 	struct device *dev;
 	size_t off = 0;
-	char esc[64];
 	bool skipped = false, first = !exp->listed_once;
 
 	exp->listed_once = true;
@@ -471,31 +565,9 @@ exp_devlist(struct exporter *exp, const uint8_t *buf, size_t len)
 		exp->lists_ok++;
 	TAILQ_FOREACH(dev, &exp->devices, entry)
 		dev->seen = false;
-	while (usbip_devlist_next(buf, len, &off, &rec, intf)) {
-		if (!usbip_busid_valid(rec.busid)) {
-			log_warnx("exporter %s lists an unusable busid \"%s\"",
-			    exp->name, log_escape(esc, sizeof(esc), rec.busid,
-			    sizeof(rec.busid)));
-			continue;
-		}
-		dev = exp_device_by_upbusid(exp, rec.busid);
-		if (dev == NULL) {
-			if (!exp_may_add(exp, rec.busid, first)) {
-				skipped = true;
-				continue;
-			}
-			exp_evict_gone(exp);
-			dev = device_new(exp, &rec);
-			device_listed(dev, &rec, intf);
-		} else
-			device_listed(dev, &rec, intf);
-		dev->seen = true;
-		dev->missed = 0;
-		if (dev->up == NULL && dev->ds == NULL)
-			device_claim(dev);
-		else
-			exp_listed_held(dev);
-	}
+	while (usbip_devlist_next(buf, len, &off, &rec, intf))
+		if (!exp_record_one(exp, &rec, intf, first))
+			skipped = true;
 	TAILQ_FOREACH(dev, &exp->devices, entry) {
 		if (dev->seen || dev->state == DEV_GONE)
 			continue;
@@ -581,6 +653,99 @@ exp_read(struct bufferevent *bev, void *arg)
 	exp_devlist(exp, p, (size_t)r);
 	exp_settle(exp);
 	exp_poll_close(exp);
-	exp_schedule(exp, usbgw_jitter(gw->poll_ms, EXP_JITTER_PCT));
+	exp_schedule(exp, usbgw_jitter(exp_poll_ms(exp), EXP_JITTER_PCT));
 }
 
+
+/* ---- what an agent pushes (agentgw.c), protocol.md 1.9.4 --------------- */
+
+/*
+ * Does the gateway hold dev's claim (imported, probing, idle or
+ * relaying)?  An agent's word about a held device counts for nothing:
+ * the claim's connection is the truth.
+ */
+static bool
+exp_dev_held(const struct device *dev)
+{
+	return dev->ds != NULL || (dev->up != NULL &&
+	    dev->up->state != UP_CLOSED && dev->up->state != UP_QUEUED &&
+	    dev->up->state != UP_CONNECTING);
+}
+
+void
+exporter_ctl_changed(struct exporter *exp, const char *why)
+{
+	if (exp->dead)
+		return;
+	if (exp->kind == EXP_KIND_DIALOUT) {
+		/* its control connection is all the gateway sees of it */
+		exp_set_state(exp, exp->ctl != NULL ? EXP_UP : EXP_DOWN, why);
+		return;
+	}
+	/* listen mode: the backstop poll's interval changes now */
+	if (exp->poll_bev == NULL && exp->fails == 0)
+		exp_schedule(exp, usbgw_jitter(exp->ctl != NULL ?
+		    exp_poll_ms(exp) : gw->poll_ms / 10 + 1, EXP_JITTER_PCT));
+}
+
+void
+exporter_record(struct exporter *exp, const struct usbip_dev *rec,
+    const struct usbip_intf *intf)
+{
+	bool first = !exp->listed_once;
+
+	if (exp->dead)
+		return;
+	exp->listed_once = true;
+	exp_record_one(exp, rec, intf, first);
+}
+
+void
+exporter_removed(struct exporter *exp, const char *busid, const char *why)
+{
+	struct device *dev = exp_device_by_upbusid(exp, busid);
+
+	if (dev == NULL || dev->state == DEV_GONE)
+		return;
+	dev->seen = false;
+	dev->listed_held = 0;
+	if (exp_dev_held(dev)) {
+		log_debug("%s: the agent reports it removed; held: the "
+		    "claim decides", dev->busid);
+		return;
+	}
+	device_gone(dev, why);
+}
+
+void
+exporter_snapshot_begin(struct exporter *exp)
+{
+	struct device *dev;
+
+	TAILQ_FOREACH(dev, &exp->devices, entry)
+		dev->seen = false;
+}
+
+/*
+ * A snapshot is the agent's whole list of exportable devices, in order
+ * on one connection: a device it does not show and the gateway does not
+ * hold (nor is about to claim again after a release) has left.
+ */
+void
+exporter_snapshot_end(struct exporter *exp)
+{
+	struct device *dev;
+
+	if (exp->dead)
+		return;
+	exp->listed_once = true;
+	if (exp->lists_ok < 2)
+		exp->lists_ok++;
+	TAILQ_FOREACH(dev, &exp->devices, entry) {
+		if (dev->dead || dev->seen || dev->state == DEV_GONE ||
+		    exp_dev_held(dev) || device_reclaim_pending(dev))
+			continue;
+		device_gone(dev, "not in the agent's snapshot");
+	}
+	exp_settle(exp);
+}

@@ -5,6 +5,8 @@
 #ifndef USBGW_EXPORTER_H
 #define USBGW_EXPORTER_H
 
+#include <string.h>
+
 #include "device.h"
 #include "loop.h"
 
@@ -14,13 +16,57 @@ enum exp_state {
 	EXP_DOWN,
 };
 
+/*
+ * What the exporter is (protocol.md 1.9.4): a stock usbipd, polled; an
+ * agent the gateway connects to (listen mode: a control connection
+ * besides the polls); an agent that connects to the gateway (dial-out:
+ * admitted by name and address, every claim dialled back).
+ */
+enum exp_kind {
+	EXP_KIND_USBIP,
+	EXP_KIND_AGENT,
+	EXP_KIND_DIALOUT,
+};
+
+struct agentconn;
+
+/* The kind's name in the database and the control protocol (inline:
+ * storage, below the exporters, names them too). */
+static inline const char *
+exp_kind_name(enum exp_kind k)
+{
+	switch (k) {
+	case EXP_KIND_USBIP:	return "usbip";
+	case EXP_KIND_AGENT:	return "agent";
+	case EXP_KIND_DIALOUT:	return "agent-dialout";
+	}
+	return "invalid";
+}
+
+static inline int
+exp_kind_parse(const char *s)
+{
+	if (strcmp(s, "usbip") == 0)
+		return EXP_KIND_USBIP;
+	if (strcmp(s, "agent") == 0)
+		return EXP_KIND_AGENT;
+	if (strcmp(s, "agent-dialout") == 0)
+		return EXP_KIND_DIALOUT;
+	return -1;
+}
+
+
 struct exporter {
 	TAILQ_ENTRY(exporter)	 entry;
 	struct gw		*gw;
 	int64_t			 id;
 	char			 name[GW_NAME_MAX];
-	char			 host[256];
+	char			 host[256];	/* dial-out: the network, text */
 	uint16_t		 port;
+	enum exp_kind		 kind;
+	struct usbgw_addr	 net;		/* dial-out: agents from here */
+	unsigned		 net_prefix;
+	struct agentconn	*ctl;		/* its control connection, up */
 	enum exp_state		 state;
 	bool			 dead;
 	TAILQ_HEAD(, device)	 devices;
@@ -43,6 +89,30 @@ struct exporter {
 
 /* exporter.c */
 struct exporter	*exporter_new(const char *name, const char *host, uint16_t port);
+/* An agent: listen mode (host:port) or dial-out (from net/prefix, text
+ * in host).  Sets the kind and starts what it needs. */
+struct exporter	*exporter_new_agent(const char *name, enum exp_kind,
+		    const char *host, uint16_t port);
+/*
+ * The agent module (agentgw.c) keeps listen-mode control connections;
+ * it registers how to start and stop one (agentgw_init).
+ */
+struct exporter_agent_ops {
+	void	(*start)(struct exporter *);
+	void	(*stop)(struct exporter *);
+};
+void		 exporter_set_agent_ops(const struct exporter_agent_ops *);
+/* The agent's control connection came up (ctl set) or went down. */
+void		 exporter_ctl_changed(struct exporter *, const char *why);
+/* A device record the agent pushed (DEV_ADDED): as a list entry. */
+void		 exporter_record(struct exporter *, const struct usbip_dev *,
+		    const struct usbip_intf *);
+/* The agent says busid left (DEV_REMOVED): gone unless held. */
+void		 exporter_removed(struct exporter *, const char *busid,
+		    const char *why);
+/* A snapshot begins / ended: devices not in it and not held are gone. */
+void		 exporter_snapshot_begin(struct exporter *);
+void		 exporter_snapshot_end(struct exporter *);
 void		 exporter_free(struct exporter *);
 struct exporter	*exporter_find(const char *name);
 const char	*exp_state_name(enum exp_state);

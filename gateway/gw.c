@@ -11,6 +11,15 @@
 #include "log.h"
 #include "util.h"
 
+/* An exporter of any kind (enum exp_kind). */
+struct exporter *
+gw_exporter_new(const char *name, int kind, const char *host, uint16_t port)
+{
+	if (kind == EXP_KIND_AGENT || kind == EXP_KIND_DIALOUT)
+		return exporter_new_agent(name, (enum exp_kind)kind, host, port);
+	return exporter_new(name, host, port);
+}
+
 /* Bring the exporter list in line with the config file's. */
 void
 gw_sync_exporters(const struct config *cfg)
@@ -28,24 +37,27 @@ gw_sync_exporters(const struct config *cfg)
 		exp = exporter_find(ce->name);
 		if (exp != NULL) {
 			if (strcmp(exp->host, ce->addr.host) == 0 &&
-			    exp->port == port)
+			    exp->port == port && (int)exp->kind == ce->kind)
 				continue;
 			exporter_free(exp);
 		}
-		exp = exporter_new(ce->name, ce->addr.host, (uint16_t)port);
+		exp = gw_exporter_new(ce->name, ce->kind, ce->addr.host,
+		    (uint16_t)port);
 		store_exporter_save(exp, NULL);
 	}
 }
 
 static int
 restore_cb(void *arg, const char *name, const char *host, int port,
-    int64_t id)
+    int64_t id, const char *kind)
 {
 	struct exporter *exp;
+	int k = exp_kind_parse(kind);
 
 	if (exporter_find(name) != NULL || port < 1 || port > 65535)
 		return 0;
-	exp = exporter_new(name, host, (uint16_t)port);
+	exp = gw_exporter_new(name, k < 0 ? EXP_KIND_USBIP : k, host,
+	    (uint16_t)port);
 	exp->id = id;
 	return 0;
 }

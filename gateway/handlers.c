@@ -221,10 +221,11 @@ exporter_json(const struct exporter *exp)
 	TAILQ_FOREACH(dev, &exp->devices, entry)
 		if (dev->state != DEV_GONE)
 			n++;
-	return json_pack("{s:s, s:s, s:i, s:s, s:i}", "name", exp->name,
-	    "host", exp->host, "port", (int)exp->port,
+	return json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:b}", "name",
+	    exp->name, "host", exp->host, "port", (int)exp->port,
 	    "status", exp->state == EXP_UP ? "up" : exp->state == EXP_DOWN ?
-	    "down" : "connecting", "devices", n);
+	    "down" : "connecting", "devices", n, "kind",
+	    exp_kind_name(exp->kind), "control", exp->ctl != NULL);
 }
 
 static enum ctl_err
@@ -248,11 +249,13 @@ h_exporter_add(json_t *args, const struct actor *who, json_t **res,
 	json_int_t port = USBIP_PORT;
 	struct exporter *exp;
 	enum ctl_err e;
+	int agent = 0;
 
 	if ((e = ctl_arg_str(args, "name", 1, &name, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "host", 1, &host, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_int(args, "port", 0, 1, 65535, &port, err, errlen)) !=
-	    CTL_OK)
+	    CTL_OK ||
+	    (e = ctl_arg_bool(args, "agent", &agent, err, errlen)) != CTL_OK)
 		return e;
 	if (!gw_exporter_name_valid(name))
 		ERR(CTL_E_USAGE, "argument name: expected 1-%d letters, digits, "
@@ -263,7 +266,8 @@ h_exporter_add(json_t *args, const struct actor *who, json_t **res,
 		    "address, got \"%.64s\"", host);
 	if (exporter_find(name) != NULL)
 		ERR(CTL_E_REFUSED, "exporter %s exists", name);
-	exp = exporter_new(name, host, (uint16_t)port);
+	exp = agent ? exporter_new_agent(name, EXP_KIND_AGENT, host,
+	    (uint16_t)port) : exporter_new(name, host, (uint16_t)port);
 	store_exporter_save(exp, who);
 	*res = exporter_json(exp);
 	return CTL_OK;

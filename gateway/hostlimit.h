@@ -33,6 +33,7 @@ enum hostlimit_kind {
 	HL_IMPORT_REFUSED,	/* import of a blocked or not-for-you device */
 	HL_ACCESS_REQUEST,	/* import of a pending device */
 	HL_MALFORMED,		/* malformed op-phase request */
+	HL_AGENT_REFUSED,	/* an agent's CONTROL or DIALBACK refused */
 	HL_NKINDS
 };
 

@@ -25,6 +25,8 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "agentgw.h"
+#include "agentproto.h"
 #include "config.h"
 #include "gw.h"
 #include "hostname.h"
@@ -139,8 +141,10 @@ dsession_close(struct dsession *ds, const char *why)
 	dsession_set_state(ds, DS_CLOSING, why);
 	TAILQ_REMOVE(&gw->sessions, ds, entry);
 	gw->nsessions--;
-	bufferevent_setcb(ds->bev, NULL, NULL, NULL, NULL);
-	bufferevent_disable(ds->bev, EV_READ | EV_WRITE);
+	if (ds->bev != NULL) {
+		bufferevent_setcb(ds->bev, NULL, NULL, NULL, NULL);
+		bufferevent_disable(ds->bev, EV_READ | EV_WRITE);
+	}
 	gw_defer(ds_free, ds);
 }
 
@@ -524,6 +528,16 @@ ds_read(struct bufferevent *bev, void *arg)
 		return;		/* its name first: every decision needs it */
 	p = evbuffer_pullup(in, len < USBIP_IMPORT_REQ_LEN ? -1 :
 	    USBIP_IMPORT_REQ_LEN);
+	if (agp_is_hello(p, len, true)) {
+		/* an agent's CONTROL or DIALBACK (protocol.md 1.9.4) */
+		struct bufferevent *abev = ds->bev;
+
+		ds->bev = NULL;
+		ds->quiet = true;
+		dsession_close(ds, "an agent's connection, handed over");
+		agentgw_accept(abev, ds->host, &ds->addr);
+		return;
+	}
 	r = usbip_op_decode(p, len, USBIP_FROM_CLIENT, &op, &why);
 	if (r == USBIP_NEED_MORE)
 		return;

@@ -823,14 +823,20 @@ store_exporter_save(struct exporter *exp, const struct actor *who)
 	if (db == NULL)
 		return;
 	id = db_exporter_upsert(db, exp->name, exp->host, exp->port, now_s());
-	if (id > 0)
+	if (id > 0) {
 		exp->id = id;
+		db_exporter_set_kind(db, id, exp_kind_name(exp->kind));
+	}
 	memset(&ev, 0, sizeof(ev));
 	ev.event = "exporter-add";
 	ev.exporter = exp->name;
 	ev.object = exp->name;
 	ev.who = who;
-	snprintf(detail, sizeof(detail), "%s:%u", exp->host, exp->port);
+	if (exp->kind == EXP_KIND_DIALOUT)
+		snprintf(detail, sizeof(detail), "agent from %s", exp->host);
+	else
+		snprintf(detail, sizeof(detail), "%s:%u%s", exp->host,
+		    exp->port, exp->kind == EXP_KIND_AGENT ? " agent" : "");
 	ev.detail = detail;
 	append(&ev);
 }
@@ -860,7 +866,8 @@ store_exporter_status(struct exporter *exp)
 }
 
 struct exporters_foreach {
-	int	(*cb)(void *, const char *, const char *, int, int64_t);
+	int	(*cb)(void *, const char *, const char *, int, int64_t,
+		    const char *);
 	void	*arg;
 };
 
@@ -869,13 +876,13 @@ exporters_cb(void *arg, const struct db_exporter *e)
 {
 	struct exporters_foreach *f = arg;
 
-	return f->cb(f->arg, e->name, e->host, (int)e->port, e->id);
+	return f->cb(f->arg, e->name, e->host, (int)e->port, e->id, e->kind);
 }
 
 /* Every exporter the database knows (not removed). */
 void
 store_exporters_foreach(int (*cb)(void *, const char *name, const char *host,
-    int port, int64_t id), void *arg)
+    int port, int64_t id, const char *kind), void *arg)
 {
 	struct exporters_foreach f = { cb, arg };
 

@@ -61,6 +61,7 @@ static void	up_deadline_cb(evutil_socket_t, short, void *);
 static TAILQ_HEAD(up_queue, upstream) up_queue[2] = {
 	TAILQ_HEAD_INITIALIZER(up_queue[0]), TAILQ_HEAD_INITIALIZER(up_queue[1])
 };
+static const struct upstream_dialer *up_dialer;
 static unsigned		 up_nqueued;
 static unsigned		 up_nprobing;	/* claims holding a slot */
 static struct event	*up_queue_ev;
@@ -124,6 +125,9 @@ up_fail(struct upstream *up, int status, const char *why)
 {
 	struct device *dev = up->dev;
 
+	if (up->dialing && up_dialer != NULL)
+		up_dialer->cancel(up);	/* its token is spent */
+	up->dialing = false;
 	upstream_set_state(up, UP_CLOSED, why);
 	up->ops->failed(dev, status, why);
 }
@@ -188,6 +192,17 @@ up_start(struct upstream *up)
 	exp->probing++;
 	up->stalled0 = gw->stalled_ms;
 	up_deadline_arm(up, GW_PROBE_DEADLINE * gw->probe_timeout_ms);
+	if (exp->kind == EXP_KIND_DIALOUT) {
+		const char *why = "no dial-out support";
+
+		/* the agent connects back: upstream_dialed() */
+		up->dialing = true;
+		if (up_dialer == NULL || up_dialer->open(up, &why) == -1) {
+			up->dialing = false;
+			up_fail(up, UP_ST_UNREACHABLE, why);
+		}
+		return;
+	}
 	if (gw_connect(exp->host, exp->port, &up->bev, up_read, up_event,
 	    up) == -1) {
 		up_fail(up, -1, "cannot start a connection to the exporter");
@@ -273,10 +288,42 @@ upstream_free(void *arg)
  * since a callback of its bufferevent may be on the stack.
  */
 void
+upstream_set_dialer(const struct upstream_dialer *d)
+{
+	up_dialer = d;
+}
+
+/*
+ * The agent's dial-back connection, admitted by its token: from here on
+ * it is the claim's connection, as if the gateway had connected.
+ */
+void
+upstream_dialed(struct upstream *up, struct bufferevent *bev)
+{
+	up->dialing = false;
+	up->bev = bev;
+	bufferevent_setcb(bev, up_read, NULL, up_event, up);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	up_set_timeout(up, gw->probe_timeout_ms);
+	up_event(bev, BEV_EVENT_CONNECTED, up);
+}
+
+/* OPEN_FAILED, no dial-back in time, the control connection lost. */
+void
+upstream_dial_failed(struct upstream *up, int status, const char *why)
+{
+	up->dialing = false;
+	up_fail(up, status, why);
+}
+
+void
 upstream_close(struct upstream *up)
 {
 	if (up == NULL)
 		return;
+	if (up->dialing && up_dialer != NULL)
+		up_dialer->cancel(up);
+	up->dialing = false;
 	upstream_set_state(up, UP_CLOSED, "closed");
 	up->dev = NULL;
 	if (up->bev != NULL) {

@@ -34,6 +34,19 @@ struct upstream_ops {
 	void	(*closed)(struct device *, const char *why); /* after idle */
 };
 
+/*
+ * A dial-out agent's claims (protocol.md 1.9.4): the connection is not
+ * made by the gateway but asked of the agent (OPEN_IMPORT), which
+ * connects back; the claim then goes on as if it had connected.  The
+ * agent module (agentgw.c, above) registers these.
+ */
+struct upstream_dialer {
+	/* ask for a connection; -1 (why set): the agent cannot be asked */
+	int	(*open)(struct upstream *, const char **why);
+	/* the claim ended before its dial-back came */
+	void	(*cancel)(struct upstream *);
+};
+
 /* The gateway's own import of a device at its exporter: the claim. */
 struct upstream {
 	TAILQ_ENTRY(upstream)	 qentry;	/* the probe queue, while queued */
@@ -47,6 +60,7 @@ struct upstream {
 	const struct upstream_ops *ops;
 	struct bufferevent	*bev;
 	enum up_state		 state;
+	bool			 dialing;	/* waits for its dial-back */
 	uint32_t		 devid;		/* exporter's busnum<<16|devnum */
 	struct usbip_dev	 rec;		/* exporter's import reply */
 	/* probe */
@@ -69,5 +83,10 @@ void		 upstream_close(struct upstream *);
 void		 upstream_queue_kick(void);
 unsigned	 upstream_probing(void);
 unsigned	 upstream_queued(void);
+void		 upstream_set_dialer(const struct upstream_dialer *);
+/* The dial-back connection arrived (bev taken over), or cannot come. */
+void		 upstream_dialed(struct upstream *, struct bufferevent *);
+void		 upstream_dial_failed(struct upstream *, int status,
+		    const char *why);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "agentgw.h"
 #include "gw.h"
 #include "hostname.h"
 #include "hooks.h"
@@ -371,6 +372,7 @@ main(int argc, char *argv[])
 	tiers_load();
 	hooks_init(base, cfg);
 	server_init();
+	agentgw_init();
 	ctl_table = gw_ctl_table(&nctl);
 	control_set_summary(hostlimit_write);
 	control_set_commit(store_flush);
@@ -410,6 +412,7 @@ main(int argc, char *argv[])
 	local_shutdown();
 	server_shutdown();
 	gw_shutdown();
+	agentgw_shutdown();
 	hostname_shutdown();		/* after the sessions that asked */
 	control_shutdown();
 	hooks_shutdown();

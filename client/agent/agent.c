@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "aconf.h"
+#include "ctlconn.h"
 #include "export.h"
 #include "keep.h"
 #include "log.h"
@@ -167,6 +168,7 @@ hook_changed(void *arg, const char *busid, bool added,
 	(void)arg;
 	(void)intf;
 	(void)nintf;
+	ctlconn_changed(busid, added, rec, intf, nintf);
 	log_escape(b, sizeof(b), busid, strnlen(busid, USBGW_BUSID_MAX));
 	if (added && rec != NULL)
 		export_audit("export busid=%s id=%04x:%04x", b, rec->idVendor,
@@ -354,6 +356,10 @@ main(int argc, char *argv[])
 			    la[i].host : "*", la[i].port);
 	if (nla == 0)
 		log_info("listen none: no USB/IP listener");
+	if (agent.conf->ngateways > 0 && ctlconn_init(agent.base,
+	    agent.conf->name, agent.conf->gateways, agent.conf->ngateways,
+	    agent.usb ? usbdev_foreach_exportable : NULL, export_adopt) == -1)
+		fatalx("cannot dial out as \"%s\"", agent.conf->name);
 	warn_nobody(agent.conf);
 
 	for (i = 0; i < nitems(signums); i++)
@@ -365,6 +371,7 @@ main(int argc, char *argv[])
 
 	event_base_dispatch(agent.base);
 
+	ctlconn_shutdown();
 	export_stop_listening();
 	export_closeall();
 	if (agent.usb)

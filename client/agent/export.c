@@ -302,6 +302,16 @@ sa_format(const struct sockaddr *sa, socklen_t len, char *host, size_t hostlen,
 	}
 }
 
+void
+export_adopt(int fd, const struct sockaddr *sa, socklen_t salen)
+{
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+
+	sa_format(sa, salen, host, sizeof(host), port, sizeof(port));
+	log_debug("dial-back connection to %s:%s", host, port);
+	expsrv_accept(ex.srv, fd, sa, salen);
+}
+
 static void
 accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
     int salen, void *arg)

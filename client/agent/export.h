@@ -36,6 +36,11 @@ int		 export_set_conf(const struct aconf *c, char *err,
 /* Listen on a (host "" = every IPv4 and IPv6 address).  0 or -1. */
 int		 export_listen(const struct config_addr *a);
 unsigned	 export_nlisteners(void);
+/*
+ * A connection the agent opened itself to its gateway (ctlconn.c's
+ * dial-back, already admitted by its token): served as if accepted.
+ */
+void		 export_adopt(int fd, const struct sockaddr *, socklen_t);
 /* Close the listeners (shutdown begins). */
 void		 export_stop_listening(void);
 /* End every connection (imports released through the back end). */

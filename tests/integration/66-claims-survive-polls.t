@@ -73,6 +73,9 @@ is "$(usbip_import_status "$SIMP" 2-1)" 2 "a direct import at the exporter is bu
 # ---- malformed list (a hostile exporter) and a closed one --------------------------
 r=$(watch_claims garbage 2)
 is "$r" "$N same" "malformed list for 2 s: all $N stay imported, same connections"
+# (the exporter may still be in its back-off after the timed-out polls:
+# the garbage stays on until a poll has met it)
+wait_for -t 15 eval '[ "$(gw_audit_count gw malformed "object = '"'tc1'"'")" -ge 1 ]'
 num_cmp "$(gw_audit_count gw malformed "object = 'tc1'")" -ge 1 "the bad list is audited"
 r=$(watch_claims close 2)
 is "$r" "$N same" "list connection closed for 2 s: all $N stay imported"

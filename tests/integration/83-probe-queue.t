@@ -23,7 +23,7 @@ printf 'exporters %d devices-per-exporter %d type sourcesink\n' "$NEXP" \
 sim_start sim -c "$T/sim.conf" -P "$T/sim.ports" ||
     bail_out "simulator did not start"
 SIMPID=$(bg_pid sim)
-conf=("poll-interval = 1s" "probe-timeout = 5s" "max-probes = 2"
+conf=("poll-interval = 1s" "probe-timeout = 20s" "max-probes = 2"
     "max-probes-per-exporter = 1")
 while read -r name port; do
 	conf+=("exporter $name 127.0.0.1:$port")

@@ -169,6 +169,8 @@ static const char full[] =
     "exporter tc17 192.0.2.17\n"
     "exporter desk-2 [2001:db8::2]:3300\n"
     "exporter sim localhost:4000\n"
+    "exporter tc19 192.0.2.19:3244 agent\n"
+    "agent tc20 from 2001:DB8:0:0::/64\n"
     "hook pending,access-request /usr/local/bin/notify --chat \"#ops\"\n"
     "hook all logger -t usbgw \"$USBGW_EVENT\"\n"
     "database2 = x\n";
@@ -183,7 +185,7 @@ test_full(void)
 	/* The last line is wrong: everything else must still be checked. */
 	c = parse(full, &errs);
 	ok(c == NULL, "unknown key refuses the file");
-	is_str(errs, "t.conf:46: unknown key \"database2\" (see usbgwd.conf(5))\n",
+	is_str(errs, "t.conf:48: unknown key \"database2\" (see usbgwd.conf(5))\n",
 	    "unknown key reported with its line");
 	free(errs);
 
@@ -239,7 +241,12 @@ test_full(void)
 	is_int(c->hook_max_running, 2, "hook-max-running");
 	is_int(c->mode, CONFIG_MODE_LOCAL, "mode");
 	is_int(c->vhci_controller, 1, "vhci-controller");
-	is_int(c->nexporters, 3, "three exporters");
+	is_int(c->nexporters, 5, "five exporters");
+	ok(c->exporters[0].kind == 0 && c->exporters[3].kind == 1 &&
+	    c->exporters[4].kind == 2, "exporter kinds: usbipd, agent, dial-out");
+	is_str(c->exporters[3].addr.port, "3244", "agent's port");
+	is_str(c->exporters[4].addr.host, "2001:db8::/64",
+	    "dial-out agent's network, canonical");
 	is_str(c->exporters[0].name, "tc17", "exporter name");
 	is_str(c->exporters[0].addr.host, "192.0.2.17", "exporter host");
 	is_str(c->exporters[0].addr.port, "3240", "default exporter port");
@@ -276,7 +283,8 @@ test_errors(void)
 	struct config *c;
 
 	bad("foo\n", "t.conf:1: expected \"KEY = VALUE\", \"exporter NAME "
-	    "HOST[:PORT]\" or \"hook EVENTS COMMAND\"\n");
+	    "HOST[:PORT] [agent]\", \"agent NAME from ADDRESS[/PREFIX]\" or "
+	    "\"hook EVENTS COMMAND\"\n");
 	bad("= x\n", "t.conf:1: expected a key before '='\n");
 	bad("database =\n", "t.conf:1: database: expected a path, got nothing\n");
 	bad("database = a\ndatabase = b\n",
@@ -350,9 +358,27 @@ test_errors(void)
 	    "address, got \"ho/st:1\"\n");
 	bad("database = \"/x\n", "t.conf:1: database: expected a closing '\"'\n");
 	bad("exporter tc17\n", "t.conf:1: expected \"exporter NAME "
-	    "HOST[:PORT]\"\n");
+	    "HOST[:PORT] [agent]\"\n");
 	bad("exporter tc17 h:1 extra\n", "t.conf:1: expected \"exporter NAME "
-	    "HOST[:PORT]\"\n");
+	    "HOST[:PORT] [agent]\"\n");
+	bad("exporter tc17 h:1 agent extra\n", "t.conf:1: expected \"exporter "
+	    "NAME HOST[:PORT] [agent]\"\n");
+	bad("agent tc17\n", "t.conf:1: expected \"agent NAME from "
+	    "ADDRESS[/PREFIX]\"\n");
+	bad("agent tc17 at 10.0.0.0/8\n", "t.conf:1: expected \"agent NAME "
+	    "from ADDRESS[/PREFIX]\"\n");
+	bad("agent tc17 from 10.0.0.0/8 x\n", "t.conf:1: expected \"agent "
+	    "NAME from ADDRESS[/PREFIX]\"\n");
+	bad("agent a:b from 10.0.0.1\n", "t.conf:1: agent: expected a name of "
+	    "1 to 31 letters, digits, '.', '-' or '_', got \"a:b\"\n");
+	bad("agent tc17 from 10.0.0.1/8\n", "t.conf:1: agent tc17: host bits "
+	    "set in the network, got \"10.0.0.1/8\"\n");
+	bad("agent tc17 from 10.0.0.0/33\n", "t.conf:1: agent tc17: expected "
+	    "a prefix length 0-32, got \"10.0.0.0/33\"\n");
+	bad("agent tc17 from thinclient\n", "t.conf:1: agent tc17: expected "
+	    "an IPv4 or IPv6 address, got \"thinclient\"\n");
+	bad("agent tc17 from ::1\nexporter tc17 h\n", "t.conf:2: exporter "
+	    "tc17: already declared at line 1\n");
 	bad("exporter a/b h:1\n", "t.conf:1: exporter: expected a name of 1 to "
 	    "31 letters, digits, '.', '-' or '_', got \"a/b\"\n");
 	bad("exporter a *:1\n", "t.conf:1: exporter a: expected a host, got "
