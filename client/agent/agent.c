@@ -136,7 +136,6 @@ warn_nobody(const struct aconf *c)
 static bool
 hook_keep(void *arg, const struct usbgw_identity *id, int *ruleno)
 {
-	char b[USBGW_BUSID_MAX * 4];
 	bool local;
 	int n;
 
@@ -144,11 +143,7 @@ hook_keep(void *arg, const struct usbgw_identity *id, int *ruleno)
 	local = keep_local(agent.conf->keep, id, &n);
 	if (ruleno != NULL)
 		*ruleno = n < 0 ? 0 : n;
-	if (local)
-		export_audit("keep-local busid=%s id=%04x:%04x rule=%d",
-		    log_escape(b, sizeof(b), id->exporter_busid,
-		    strlen(id->exporter_busid)), id->vid, id->pid,
-		    n < 0 ? 0 : n);
+	/* (the device layer writes the keep-local audit line) */
 	return local;
 }
 
@@ -163,18 +158,9 @@ static void
 hook_changed(void *arg, const char *busid, bool added,
     const struct usbip_dev *rec, const struct usbip_intf *intf, uint8_t nintf)
 {
-	char b[USBGW_BUSID_MAX * 4];
-
 	(void)arg;
-	(void)intf;
-	(void)nintf;
+	/* (the device layer writes the export and gone audit lines) */
 	ctlconn_changed(busid, added, rec, intf, nintf);
-	log_escape(b, sizeof(b), busid, strnlen(busid, USBGW_BUSID_MAX));
-	if (added && rec != NULL)
-		export_audit("export busid=%s id=%04x:%04x", b, rec->idVendor,
-		    rec->idProduct);
-	else
-		export_audit("gone busid=%s", b);
 }
 
 static void

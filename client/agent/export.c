@@ -2,9 +2,10 @@
  * usbgw-agent's listeners, allow-from, connection cap, audit lines, and
  * the expsrv engine around the device layer's back end (export.h).
  *
- * The engine is given the back end's ops wrapped: import answers and
- * releases become audit lines ("import", "release"), with the URBs and
- * bytes submitted counted per import.  What the wrapper keeps for an
+ * The engine is given the back end's ops wrapped: refused imports and
+ * malformed requests become audit lines ("import-refused", "malformed");
+ * the device layer writes the device's own lines ("import", "release",
+ * "export", "gone", "keep-local").  What the wrapper keeps for an
  * import lives in the connection's data (expsrv_conn_set_data) from its
  * ST_OK answer to its release().
  */
@@ -42,7 +43,6 @@ struct listener {
 struct import {
 	char		 busid[USBIP_BUSID_SIZE * 4];	/* escaped */
 	char		 peer[PEER_MAX];
-	unsigned long long urbs, bytes;
 };
 
 static struct {
@@ -210,7 +210,7 @@ w_imported(void *arg, struct expsrv_conn *c, const char *busid, uint32_t st,
 	usbgw_strlcpy(im->peer, peer, sizeof(im->peer));
 	free(expsrv_conn_data(c));
 	expsrv_conn_set_data(c, im);
-	export_audit("import busid=%s peer=%s via=listen", b, peer);
+	/* (the device layer writes the import audit line) */
 	if (ex.backend != NULL && ex.backend->imported != NULL)
 		ex.backend->imported(NULL, c, busid, st, dev);
 }
@@ -224,12 +224,6 @@ w_ep_type(void *dev, uint32_t dir, uint32_t ep)
 static void
 w_submit(void *dev, struct expsrv_urb *u)
 {
-	struct import *im;
-
-	if (u->conn != NULL && (im = expsrv_conn_data(u->conn)) != NULL) {
-		im->urbs++;
-		im->bytes += u->length;
-	}
 	ex.backend->submit(dev, u);
 }
 
@@ -243,13 +237,8 @@ static void
 w_release(void *dev, struct expsrv_conn *c, const char *why)
 {
 	struct import *im = expsrv_conn_data(c);
-	char r[256];
 
 	if (im != NULL) {
-		export_audit("release busid=%s peer=%s reason=\"%s\" urbs=%llu "
-		    "bytes=%llu", im->busid, im->peer,
-		    log_escape(r, sizeof(r), why, strlen(why)), im->urbs,
-		    im->bytes);
 		expsrv_conn_set_data(c, NULL);
 		free(im);
 	}
