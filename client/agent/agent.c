@@ -16,6 +16,7 @@
 #include "aconf.h"
 #include "ctlconn.h"
 #include "export.h"
+#include "guard.h"
 #include "keep.h"
 #include "log.h"
 #include "usbdev.h"
@@ -319,6 +320,10 @@ main(int argc, char *argv[])
 	signal(SIGPIPE, SIG_IGN);
 	if (!foreground && daemon(0, 0) == -1)
 		fatal("daemon");
+	/* Before libusb and the listeners: the guardian holds neither. */
+	if (agent.conf->state_file[0] != '\0' &&
+	    guard_start(agent.conf->state_file) == -1)
+		fatal("cannot start the guardian");
 	if ((agent.base = event_base_new()) == NULL)
 		fatalx("event_base_new");
 	/* Sockets at priority 1, libusb's descriptors at 0 (1.9.1). */
