@@ -892,6 +892,72 @@ agentgw_stop(struct exporter *exp)
 
 /* ---- dial-in ----------------------------------------------------------- */
 
+/* The same source for the hello slots: an IPv4 address, an IPv6 /64. */
+static bool
+same_source(const struct usbgw_addr *a, const struct usbgw_addr *b)
+{
+	if (a->family != b->family)
+		return false;
+	return usbgw_addr_in(a, a->family == AF_INET ? 32 : 64, b);
+}
+
+/* The oldest dial-in connection still in its hello (from `from`, or
+ * from anywhere if NULL), and how many there are. */
+static struct agentconn *
+dialin_oldest(const struct usbgw_addr *from, unsigned *n)
+{
+	struct agentconn *ac, *oldest = NULL;
+
+	*n = 0;
+	TAILQ_FOREACH(ac, &conns, entry) {
+		if (ac->dead || !ac->dialin || ac->exp != NULL ||
+		    ac->state != AC_HELLO)
+			continue;
+		if (from != NULL && !same_source(from, &ac->addr))
+			continue;
+		if (oldest == NULL)
+			oldest = ac;	/* conns is in the order of arrival */
+		(*n)++;
+	}
+	return oldest;
+}
+
+/*
+ * A hello slot for a new dial-in connection, always: an address that
+ * holds AGENTGW_MAX_DIALIN_PER_HOST of them loses its oldest, and when
+ * all AGENTGW_MAX_DIALIN are taken the oldest of all goes.  Refusing
+ * the newcomer instead would let anybody who reaches the USB/IP port
+ * lock every dial-out agent out (CONTROL and DIALBACK alike) with 256
+ * stalled connections every 10 s; now a stalled hello only ever
+ * displaces another stalled hello, and an agent's own hello, done in
+ * one round trip, is displaced only by 32 (or 256) newer ones arriving
+ * within that round trip.
+ */
+static void
+dialin_make_room(const char *host, const struct usbgw_addr *addr)
+{
+	struct agentconn *old;
+	unsigned n;
+	char why[96];
+
+	if (ndialin < AGENTGW_MAX_DIALIN_PER_HOST)
+		return;		/* (the usual case: no scan) */
+	old = dialin_oldest(addr, &n);
+	if (old != NULL && n >= AGENTGW_MAX_DIALIN_PER_HOST)
+		snprintf(why, sizeof(why), "%u hellos from this address at "
+		    "once, the oldest goes", n);
+	else if (ndialin >= AGENTGW_MAX_DIALIN &&
+	    (old = dialin_oldest(NULL, &n)) != NULL)
+		snprintf(why, sizeof(why), "%u hellos at once, the oldest "
+		    "goes", n);
+	else
+		return;
+	/* debug: an attacker must not fill the log either */
+	log_debug("agent connection from %s closed: %s", old->peer, why);
+	hostlimit_refused(host);
+	ac_close(old, why, false);
+}
+
 void
 agentgw_accept(struct bufferevent *bev, const char *host,
     const struct usbgw_addr *addr)
@@ -902,13 +968,7 @@ agentgw_accept(struct bufferevent *bev, const char *host,
 	socklen_t sl = sizeof(ss);
 	char port[8] = "?";
 
-	if (ndialin >= AGENTGW_MAX_DIALIN) {
-		log_warnx("agent connection from %s refused: %u in their "
-		    "hello", host, ndialin);
-		hostlimit_refused(host);
-		bufferevent_free(bev);
-		return;
-	}
+	dialin_make_room(host, addr);
 	ac = ac_new();
 	ac->dialin = true;
 	ac->bev = bev;

@@ -23,6 +23,7 @@ struct exporter;
 #define AGENTGW_SNAPSHOT_MS	10000	/* a snapshot must end within */
 #define AGENTGW_MAX_OUTPUT	(64 * 1024)	/* queued to an agent */
 #define AGENTGW_MAX_DIALIN	256	/* dial-in connections in their hello */
+#define AGENTGW_MAX_DIALIN_PER_HOST 32	/* of them from one address (v6: /64) */
 
 /* Registers the claim dialer (upstream.h) and the timers. */
 void	agentgw_init(void);

@@ -2,15 +2,18 @@
  * usbgw-agent's listeners, allow-from, connection cap, audit lines, and
  * the expsrv engine around the device layer's back end (export.h).
  *
- * The engine is given the back end's ops wrapped: refused imports and
- * malformed requests become audit lines ("import-refused", "malformed");
- * the device layer writes the device's own lines ("import", "release",
+ * The engine is given the back end's ops wrapped: import answers and
+ * malformed requests become audit lines ("import" with the way the
+ * connection came, "import-refused", "malformed"); the device layer
+ * writes the device's own lines ("release" with its URBs and bytes,
  * "export", "gone", "keep-local").  What the wrapper keeps for an
  * import lives in the connection's data (expsrv_conn_set_data) from its
  * ST_OK answer to its release().
  */
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 
 #include <errno.h>
@@ -41,9 +44,20 @@ struct listener {
 
 /* One import, from its ST_OK to its release(). */
 struct import {
+	TAILQ_ENTRY(import) entry;
+	struct expsrv_conn *conn;
+	bool		 dialback;	/* export_adopt(): no allow-from peer */
 	char		 busid[USBIP_BUSID_SIZE * 4];	/* escaped */
 	char		 peer[PEER_MAX];
 };
+
+/*
+ * The dial-back connections (export_adopt) not yet imported, by
+ * connection id: a small ring, since each is imported at once or closed
+ * (an id pushed out only makes that connection an allow-from peer:
+ * refused, fail closed).
+ */
+#define ADOPTED_MAX		64
 
 static struct {
 	struct event_base	*base;
@@ -56,7 +70,10 @@ static struct {
 	struct listener		 l[EXPORT_MAX_LISTENERS];
 	unsigned		 nl;
 	struct event		*resume_ev;	/* accept paused on EMFILE */
-} ex = { .audit_fd = -1 };
+	TAILQ_HEAD(, import)	 imports;	/* every import granted */
+	unsigned		 adopted[ADOPTED_MAX];	/* conn ids + 1 */
+	unsigned		 nadopted;
+} ex = { .audit_fd = -1, .imports = TAILQ_HEAD_INITIALIZER(ex.imports) };
 
 static const char *const audit_kinds[EXPORT_AK_N] = {
 	"refused", "malformed",
@@ -171,6 +188,45 @@ peer_addr(const char *hostport, char *out, size_t len)
 	out[n] = '\0';
 }
 
+/* Was c adopted (a dial-back)?  Forgotten once asked (take). */
+static bool
+adopted(const struct expsrv_conn *c, bool take)
+{
+	unsigned i, id = expsrv_conn_id(c) + 1;
+
+	for (i = 0; i < ADOPTED_MAX; i++)
+		if (ex.adopted[i] == id) {
+			if (take)
+				ex.adopted[i] = 0;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Is the peer of c in allow-from now?  allow-from is checked at accept,
+ * and again at each import and at each reload (export_set_conf): a
+ * reload that drops a peer ends what that peer holds.
+ */
+static bool
+conn_allowed(const struct expsrv_conn *c)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	char a[PEER_MAX];
+
+	peer_addr(expsrv_conn_peer(c), a, sizeof(a));
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, a, &sin->sin_addr) == 1)
+		sin->sin_family = AF_INET;
+	else if (inet_pton(AF_INET6, a, &sin6->sin6_addr) == 1)
+		sin6->sin6_family = AF_INET6;
+	else
+		return false;
+	return aconf_allowed(ex.conf, (struct sockaddr *)&ss);
+}
+
 static void
 w_list(void *arg, struct expsrv_conn *c)
 {
@@ -186,6 +242,9 @@ w_import(void *arg, struct expsrv_conn *c, const char *busid,
 	(void)arg;
 	if (ex.backend == NULL)
 		return ST_NODEV;
+	/* accepted under an allow-from that a reload has narrowed since */
+	if (!adopted(c, false) && !conn_allowed(c))
+		return ST_NA;
 	return ex.backend->import(NULL, c, busid, rec, dev);
 }
 
@@ -206,13 +265,20 @@ w_imported(void *arg, struct expsrv_conn *c, const char *busid, uint32_t st,
 		return;
 	}
 	im = xcalloc(1, sizeof(*im));
+	im->conn = c;
+	im->dialback = adopted(c, true);
 	usbgw_strlcpy(im->busid, b, sizeof(im->busid));
 	usbgw_strlcpy(im->peer, peer, sizeof(im->peer));
 	free(expsrv_conn_data(c));
 	expsrv_conn_set_data(c, im);
-	/* (the device layer writes the import audit line) */
+	TAILQ_INSERT_TAIL(&ex.imports, im, entry);
+	export_audit("import busid=%s peer=%s via=%s", b, peer,
+	    im->dialback ? "dial-back" : "listen");
 	if (ex.backend != NULL && ex.backend->imported != NULL)
 		ex.backend->imported(NULL, c, busid, st, dev);
+	/* granted asynchronously after a reload took the peer out */
+	if (!im->dialback && !conn_allowed(c))
+		expsrv_conn_close(c, "peer no longer in allow-from");
 }
 
 static int
@@ -240,6 +306,7 @@ w_release(void *dev, struct expsrv_conn *c, const char *why)
 
 	if (im != NULL) {
 		expsrv_conn_set_data(c, NULL);
+		TAILQ_REMOVE(&ex.imports, im, entry);
 		free(im);
 	}
 	if (ex.backend != NULL)
@@ -296,9 +363,14 @@ export_adopt(int fd, const struct sockaddr *sa, socklen_t salen)
 {
 	char host[NI_MAXHOST], port[NI_MAXSERV];
 
+	struct expsrv_conn *c;
+
 	sa_format(sa, salen, host, sizeof(host), port, sizeof(port));
 	log_debug("dial-back connection to %s:%s", host, port);
-	expsrv_accept(ex.srv, fd, sa, salen);
+	if ((c = expsrv_accept(ex.srv, fd, sa, salen)) != NULL) {
+		ex.adopted[ex.nadopted] = expsrv_conn_id(c) + 1;
+		ex.nadopted = (ex.nadopted + 1) % ADOPTED_MAX;
+	}
 }
 
 static void
@@ -474,9 +546,20 @@ export_init(struct event_base *base, const struct aconf *c,
 int
 export_set_conf(const struct aconf *c, char *err, size_t errlen)
 {
+	struct import *im, *next;
+
 	if (audit_open(c->audit_log, err, errlen) == -1)
 		return -1;
 	ex.conf = c;
+	/* what a peer that allow-from no longer names holds ends now */
+	for (im = TAILQ_FIRST(&ex.imports); im != NULL; im = next) {
+		next = TAILQ_NEXT(im, entry);
+		if (im->dialback || conn_allowed(im->conn))
+			continue;
+		export_audit("refused peer=%s busid=%s reason=\"no longer in "
+		    "allow-from\"", im->peer, im->busid);
+		expsrv_conn_close(im->conn, "peer no longer in allow-from");
+	}
 	return 0;
 }
 

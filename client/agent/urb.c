@@ -798,8 +798,8 @@ urb_import(void *arg, struct expsrv_conn *c, const char *busid,
 	d->conn = c;
 	d->on_gone = urb_on_gone;
 	usbdev_setstate(d, UD_HELD, UDL_NONE, us->peer);
-	usbdev_audit("import busid=%s id=%04x:%04x peer=%s", d->busid,
-	    d->rec.idVendor, d->rec.idProduct, us->peer);
+	/* (the listener writes the import audit line: it knows how the
+	 * connection came) */
 	if (d->dirty && !d->no_reset) {
 		/* "The first thing almost any usb-guest does is a (slow)
 		 * device-reset" (usbredirhost): do it before the reply. */

@@ -16,6 +16,10 @@ and prints what it saw as "RESULT key=value" lines:
   tokens      forged token; a good token used, then replayed; a token
               for 7-7 used for 7-8; a token used after 11 s (expired)
   version     a CONTROL hello of extension version 9
+  hog         300 connections from --source (default 127.0.0.2) that
+              start a hello and stall; then this agent's CONTROL
+              (from 127.0.0.1): admitted or not, and how many of the
+              stalled ones the gateway still holds open
 """
 import os
 import socket
@@ -117,8 +121,8 @@ def dialback(gw, token, busid):
 
 def main():
     sc, gws = sys.argv[1], sys.argv[2]
-    name = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--name" \
-        else "tc66"
+    opts = dict(zip(sys.argv[3::2], sys.argv[4::2]))
+    name = opts.get("--name", "tc66")
     h, p = gws.rsplit(":", 1)
     gw = (h, int(p))
     if sc == "version":
@@ -129,6 +133,36 @@ def main():
         st, ext = struct.unpack(">IH", rep[4:10])
         result("status", st)
         result("ext_version", ext)
+        return
+    if sc == "hog":
+        hogs = []
+        for _ in range(300):
+            s = socket.socket()
+            s.bind((opts.get("--source", "127.0.0.2"), 0))
+            s.connect(gw)
+            # the op header of an extension hello, and nothing more
+            s.sendall(struct.pack(">HHI", V, REQ, 0))
+            hogs.append(s)
+            # paced: the listener lets 16 requests from one address be
+            # in progress, and hands each hello over at its 4th byte
+            time.sleep(0.01)
+        time.sleep(0.5)
+        try:
+            a = Agent(gw, name)
+            result("admitted", int(a.ok))
+        except (EOFError, OSError):
+            result("admitted", 0)
+        n = 0
+        for s in hogs:
+            s.setblocking(False)
+            try:
+                if s.recv(64) == b"":
+                    n += 1
+            except BlockingIOError:
+                pass
+            except OSError:
+                n += 1
+        result("hogs_open", len(hogs) - n)
         return
     a = Agent(gw, name)
     result("admitted", int(a.ok))
