@@ -56,6 +56,7 @@ static struct {
 	struct listener		 l[EXPORT_MAX_LISTENERS];
 	unsigned		 nl;
 	struct event		*resume_ev;	/* accept paused on EMFILE */
+	export_extension_fn	 extension;
 } ex = { .audit_fd = -1 };
 
 static const char *const audit_kinds[EXPORT_AK_N] = {
@@ -278,7 +279,24 @@ w_pdu(void *arg, struct expsrv_conn *c, const struct usbip_op *op,
 	    strlen(malformed)));
 }
 
+/* An op code the engine does not serve: the extension's, if it wants it. */
+static bool
+w_extension(void *arg, struct expsrv_conn *c, uint16_t code, int fd,
+    struct evbuffer *in)
+{
+	(void)arg;
+	return ex.extension != NULL && ex.extension(code, fd,
+	    expsrv_conn_peer(c), in);
+}
+
+void
+export_set_extension(export_extension_fn fn)
+{
+	ex.extension = fn;
+}
+
 static const struct expsrv_ops wrapped_ops = {
+	.extension = w_extension,
 	.pdu = w_pdu,
 	.list = w_list,
 	.import = w_import,
