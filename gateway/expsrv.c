@@ -638,6 +638,22 @@ expsrv_import_done(struct expsrv_conn *conn, uint32_t st,
 	conn_bury(conn);
 }
 
+/*
+ * An op code the engine does not serve, offered to the extension hook.
+ * Taken: the socket is the hook's, the connection ends here without
+ * closing it.  Returns -1 if taken, 0 if not (the op is malformed).
+ */
+static int
+op_extension(struct expsrv_conn *conn, uint16_t code)
+{
+	if (!conn->ops->extension(conn->arg, conn, code, conn->fd, conn->in))
+		return 0;
+	evbuffer_drain(conn->in, evbuffer_get_length(conn->in));
+	conn->fd = -1;			/* the hook's now: not closed */
+	conn_teardown(conn, "handed over (extension op)");
+	return -1;
+}
+
 /* Returns 1 if a PDU was handled, 0 if more bytes are needed, -1 closed. */
 static int
 op_step(struct expsrv_conn *conn)
@@ -646,10 +662,19 @@ op_step(struct expsrv_conn *conn)
 	const char *why = "?";
 	size_t len = evbuffer_get_length(conn->in);
 	const uint8_t *p;
+	uint16_t code;
 	int r;
 
 	if (len == 0)
 		return 0;
+	if (len >= 4 && conn->ops->extension != NULL) {
+		if ((p = evbuffer_pullup(conn->in, 4)) == NULL)
+			fatalx("evbuffer_pullup failed");
+		code = get_be16(p + 2);
+		if (get_be16(p) == USBIP_VERSION && code != OP_REQ_DEVLIST &&
+		    code != OP_REQ_IMPORT && op_extension(conn, code) == -1)
+			return -1;
+	}
 	if (len > USBIP_IMPORT_REQ_LEN)
 		len = USBIP_IMPORT_REQ_LEN;
 	if ((p = evbuffer_pullup(conn->in, (ssize_t)len)) == NULL)

@@ -137,6 +137,21 @@ struct expsrv_ops {
 	 */
 	void	 (*imported)(void *arg, struct expsrv_conn *, const char *busid,
 		    uint32_t st, void *dev);
+	/*
+	 * Optional (NULL: an op code the engine does not serve is
+	 * malformed, as for usbipd).  The op phase's first 4 bytes show
+	 * version 0x0111 and an op code other than OP_REQ_DEVLIST and
+	 * OP_REQ_IMPORT (usbgw's OP_REQ_USBGW, protocol.md 1.9.4).  Return
+	 * true to take the connection over: fd and the bytes read so far
+	 * (in, from the op header on; move them out before returning)
+	 * become the hook's, and the engine forgets the connection without
+	 * closing fd (expsrv_nconns() stops counting it; conn stays
+	 * readable, expsrv_conn_peer() and all, until the hook returns).
+	 * false: nothing taken, the op is malformed and the connection
+	 * closes.  Called at most once per connection, before any reply.
+	 */
+	bool	 (*extension)(void *arg, struct expsrv_conn *, uint16_t code,
+		    int fd, struct evbuffer *in);
 
 	/* Optional hooks (NULL: none), for usbgw-sim's tests of importers. */
 	/*

@@ -347,10 +347,17 @@ main(int argc, char *argv[])
 			    la[i].host : "*", la[i].port);
 	if (nla == 0)
 		log_info("listen none: no USB/IP listener");
-	if (agent.conf->ngateways > 0 && ctlconn_init(agent.base,
-	    agent.conf->name, agent.conf->gateways, agent.conf->ngateways,
-	    agent.usb ? usbdev_foreach_exportable : NULL, export_adopt) == -1)
+	/* dial-out to the gateway lines (if any); listen-mode control
+	 * connections arrive through the engine's extension hook */
+	if (ctlconn_init(agent.base, agent.conf->name, agent.conf->gateways,
+	    agent.conf->ngateways, agent.usb ? usbdev_foreach_exportable :
+	    NULL, export_adopt) == 0)
+		export_set_extension(ctlconn_accept);
+	else if (agent.conf->ngateways > 0)
 		fatalx("cannot dial out as \"%s\"", agent.conf->name);
+	else
+		log_warnx("name \"%s\" is not [A-Za-z0-9._-]{1,31}: no "
+		    "control connections", agent.conf->name);
 	warn_nobody(agent.conf);
 
 	for (i = 0; i < nitems(signums); i++)

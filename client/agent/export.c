@@ -73,6 +73,7 @@ static struct {
 	TAILQ_HEAD(, import)	 imports;	/* every import granted */
 	unsigned		 adopted[ADOPTED_MAX];	/* conn ids + 1 */
 	unsigned		 nadopted;
+	export_extension_fn	 extension;
 } ex = { .audit_fd = -1, .imports = TAILQ_HEAD_INITIALIZER(ex.imports) };
 
 static const char *const audit_kinds[EXPORT_AK_N] = {
@@ -334,7 +335,24 @@ w_pdu(void *arg, struct expsrv_conn *c, const struct usbip_op *op,
 	    strlen(malformed)));
 }
 
+/* An op code the engine does not serve: the extension's, if it wants it. */
+static bool
+w_extension(void *arg, struct expsrv_conn *c, uint16_t code, int fd,
+    struct evbuffer *in)
+{
+	(void)arg;
+	return ex.extension != NULL && ex.extension(code, fd,
+	    expsrv_conn_peer(c), in);
+}
+
+void
+export_set_extension(export_extension_fn fn)
+{
+	ex.extension = fn;
+}
+
 static const struct expsrv_ops wrapped_ops = {
+	.extension = w_extension,
 	.pdu = w_pdu,
 	.list = w_list,
 	.import = w_import,

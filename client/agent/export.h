@@ -41,6 +41,16 @@ unsigned	 export_nlisteners(void);
  * dial-back, already admitted by its token): served as if accepted.
  */
 void		 export_adopt(int fd, const struct sockaddr *, socklen_t);
+/*
+ * A connection whose op code the engine does not serve (code: usbgw's
+ * OP_REQ_USBGW, a gateway's control connection in listen mode), allowed
+ * by allow-from at accept: fn may take it over (its socket, and the
+ * bytes read, in; peer: "addr:port") and returns true, or returns false
+ * and the op is malformed.  NULL (the default): every such op is.
+ */
+typedef bool	(*export_extension_fn)(uint16_t code, int fd,
+		    const char *peer, struct evbuffer *in);
+void		 export_set_extension(export_extension_fn);
 /* Close the listeners (shutdown begins). */
 void		 export_stop_listening(void);
 /* End every connection (imports released through the back end). */

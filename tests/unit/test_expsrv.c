@@ -187,6 +187,43 @@ static const struct expsrv_ops fake_ops = {
 	.release = fake_release,
 };
 
+/* The extension hook: takes op code 0x8067 (fd and bytes), not 0x8068. */
+static struct {
+	int		 calls;
+	uint16_t	 code;
+	int		 fd;
+	uint8_t		 bytes[64];
+	size_t		 nbytes;
+	char		 peer[64];
+	unsigned	 nconns;	/* expsrv_nconns() inside the hook */
+	struct expsrv	*srv;
+} X = { .fd = -1 };
+
+static bool
+fake_extension(void *arg, struct expsrv_conn *conn, uint16_t code, int fd,
+    struct evbuffer *in)
+{
+	X.calls++;
+	X.code = code;
+	usbgw_strlcpy(X.peer, expsrv_conn_peer(conn), sizeof(X.peer));
+	X.nconns = expsrv_nconns(X.srv);
+	if (code != 0x8067)
+		return false;
+	X.fd = fd;
+	X.nbytes = evbuffer_remove(in, X.bytes, sizeof(X.bytes));
+	return true;
+}
+
+static const struct expsrv_ops ext_ops = {
+	.list = fake_list,
+	.import = fake_import,
+	.ep_type = fake_ep_type,
+	.submit = fake_submit,
+	.cancel = fake_cancel,
+	.release = fake_release,
+	.extension = fake_extension,
+};
+
 /* ---- the test's side: vhci ------------------------------------------- */
 
 static int
@@ -619,6 +656,71 @@ test_devid_malformed(struct expsrv *srv)
 	close(fd);
 }
 
+/*
+ * The extension hook: an unknown op code is offered to it with the bytes
+ * read; taken, the socket is the hook's (open, not closed by the engine,
+ * no reply), the engine counts the connection no more; declined, or
+ * without the hook, the op is malformed and closes.  Known ops never
+ * reach it.
+ */
+static void
+test_extension(struct expsrv *srv, struct expsrv *ext)
+{
+	static const uint8_t hello[20] = { 0x01, 0x11, 0x80, 0x67, 0, 0, 0, 0,
+	    0, 1, 0, 1, 0, 0, 0, 4, 'a', 'b', 'c', 'd' };
+	uint8_t b[8];
+	int fd;
+
+	reset_fake();
+	connect_to(srv, &fd);
+	put(fd, hello, sizeof(hello));
+	ok(closed(fd, 1000), "extension: without the hook 0x8067 closes");
+	close(fd);
+
+	X.srv = ext;
+	connect_to(ext, &fd);
+	put(fd, hello, 3);
+	is_int(X.calls, 0, "extension: not offered before 4 bytes");
+	put(fd, hello + 3, sizeof(hello) - 3);
+	is_int(X.calls, 1, "extension: offered once the op code is in");
+	is_int(X.code, 0x8067, "extension: with its op code");
+	is_int((int)X.nbytes, (int)sizeof(hello),
+	    "extension: every byte read handed over");
+	ok(memcmp(X.bytes, hello, sizeof(hello)) == 0,
+	    "extension: from the op header on");
+	is_int(X.nconns, 1, "extension: the engine still counts it in the hook");
+	is_str(X.peer, "local", "extension: its peer readable in the hook");
+	is_int(expsrv_nconns(ext), 0, "extension: taken, the engine forgets it");
+	spin(20);
+	ok(X.fd >= 0 && fcntl(X.fd, F_GETFD) != -1,
+	    "extension: the socket is not closed by the engine");
+	ok(quiet(fd, 50), "extension: no reply from the engine");
+	ok(X.fd >= 0 && write(X.fd, "OK", 2) == 2 && get(fd, b, 2, 1000) == 0 &&
+	    memcmp(b, "OK", 2) == 0, "extension: the hook's socket works");
+	if (X.fd >= 0)
+		close(X.fd);
+	ok(closed(fd, 1000), "extension: closed by the hook, not before");
+	close(fd);
+
+	X.calls = 0;
+	connect_to(ext, &fd);
+	put(fd, "\x01\x11\x80\x68\0\0\0\0", 8);
+	is_int(X.calls, 1, "extension: 0x8068 offered");
+	ok(closed(fd, 1000), "extension: declined, the op is malformed");
+	close(fd);
+	is_int(expsrv_nconns(ext), 0, "extension: declined: connection gone");
+
+	X.calls = 0;
+	connect_to(ext, &fd);
+	send_op(fd, OP_REQ_DEVLIST, NULL);
+	ok(get(fd, b, 8, 2000) == 0 && get_be16(b + 2) == OP_REP_DEVLIST,
+	    "extension: DEVLIST still answered by the engine");
+	is_int(X.calls, 0, "extension: known ops never offered");
+	ok(closed(fd, 1000), "extension: DEVLIST: closed after the reply");
+	close(fd);
+	spin(5);
+}
+
 static void
 test_async_import(struct expsrv *srv, struct expsrv *quick)
 {
@@ -771,7 +873,7 @@ int
 main(void)
 {
 	struct expsrv_limits lim;
-	struct expsrv *srv, *quick, *small;
+	struct expsrv *srv, *quick, *small, *ext;
 
 	log_init("test_expsrv", 1, LOG_LVL_ERR);
 	signal(SIGPIPE, SIG_IGN);
@@ -786,6 +888,7 @@ main(void)
 	lim.out_hiwat = 256 << 10;
 	lim.out_lowat = 64 << 10;
 	small = expsrv_new(F.base, &fake_ops, NULL, &lim);
+	ext = expsrv_new(F.base, &ext_ops, NULL, NULL);
 
 	test_devlist(srv);
 	test_import_refused(srv);
@@ -797,10 +900,12 @@ main(void)
 	test_backpressure(small);
 	test_pause(srv);
 	test_close_flush(srv);
+	test_extension(srv, ext);
 
 	expsrv_free(srv);
 	expsrv_free(quick);
 	expsrv_free(small);
+	expsrv_free(ext);
 	event_base_free(F.base);
 	return done_testing();
 }
