@@ -87,6 +87,9 @@ num_arg(const char *s, long long min, long long max, const char *what)
 	return v;
 }
 
+static void result(int, const char *, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static void
 result(int good, const char *what, const char *fmt, ...)
 {

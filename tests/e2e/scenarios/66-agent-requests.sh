@@ -6,7 +6,10 @@
 # Debian's usbip attaches straight from it (no gateway).
 # Alone: E2E_ONLY="00 66".
 
-T66_VID=1209 T66_PID=0066 T66_SERIAL=E2E-TORTURE-66
+T66_VID=1209 T66_PID=0066
+# The e2e agent of 61-69 may still run: serial "KEEP" keeps the gadget local
+# for it (agent_conf); this scenario's own agent exports it by id.
+T66_SERIAL=${KEEP_SERIAL:-E2E-TORTURE-66}
 T66_PORT=3266
 T66_DIR=/tmp/a66
 T66_LOG=$LOGS/agent66.log
