@@ -10,6 +10,7 @@
  *
  *   usbfs-torture [-t MS] [-a IPV4] [-R] DEVNODE
  *   usbfs-torture -u N [-t MS] DEVNODE
+ *   usbfs-torture -I MS [-t MS] DEVNODE
  *
  * -a IPV4    the address of the gadget's ECM network interface (up): an ARP
  *            request sent on bulk OUT must be answered on bulk IN (the
@@ -18,6 +19,9 @@
  * -u N       unplug mode: N bulk IN URBs left pending on the loopback, then
  *            wait (-t, default 30 s) until every one is reaped; "ok" when
  *            each came back with an error and no data
+ *
+ * -I MS      ISO mode: MS packets of 48 kHz stereo audio (QEMU's usb-audio),
+ *            then "frames N", the frames the device took
  *
  * Output: one "ok - WHAT" or "not ok - WHAT: REASON" line per check; exit 0
  * when all passed.
@@ -57,6 +61,8 @@ struct iface {
 	int		present[2];	/* alternate settings 0 and 1 */
 	uint8_t		class[2];
 	uint8_t		in[2], out[2];	/* bulk endpoint addresses */
+	uint8_t		iso_out[2];	/* isochronous OUT endpoint */
+	uint16_t	iso_mps[2];	/* its wMaxPacketSize */
 };
 
 static struct iface	ifs[UT_MAX_IFACES];
@@ -70,7 +76,8 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: usbfs-torture [-t MS] [-a IPV4] [-R] "
-	    "DEVNODE\n       usbfs-torture -u N [-t MS] DEVNODE\n");
+	    "DEVNODE\n       usbfs-torture -u N [-t MS] DEVNODE\n"
+	    "       usbfs-torture -I MS [-t MS] DEVNODE\n");
 	exit(2);
 }
 
@@ -175,6 +182,11 @@ parse_desc(void)
 					ifs[cur].in[alt] = addr;
 				else
 					ifs[cur].out[alt] = addr;
+			} else if ((attr & USB_ENDPOINT_XFERTYPE_MASK) ==
+			    USB_ENDPOINT_XFER_ISOC && !(addr & USB_DIR_IN)) {
+				ifs[cur].iso_out[alt] = addr;
+				ifs[cur].iso_mps[alt] = (uint16_t)((d[off + 4] |
+				    d[off + 5] << 8) & 0x7ff);
 			}
 		}
 		off += blen;
@@ -188,7 +200,7 @@ parse_desc(void)
 		    ecm < 0)
 			ecm = i;
 	}
-	return lb >= 0 ? 0 : -1;
+	return 0;
 }
 
 static void
@@ -942,17 +954,121 @@ unplug_wait(int n)
 	return nfail != 0;
 }
 
+/*
+ * ISO mode: ms packets of 48 kHz 16-bit stereo (192 bytes each, one per
+ * 1 ms frame: QEMU's usb-audio) on the first interface whose alternate
+ * setting 1 has an isochronous OUT endpoint.  No sample is zero, so the
+ * frames that arrive can be told from silence.
+ */
+#define UT_ISO_PKTS	8	/* packets per URB */
+#define UT_ISO_URBS	8	/* URBs in flight */
+#define UT_ISO_PKT	192
+
+static int
+iso_play(long ms)
+{
+	struct usbdevfs_urb	*u[UT_ISO_URBS], *r;
+	size_t			 ulen = sizeof(struct usbdevfs_urb) +
+	    UT_ISO_PKTS * sizeof(struct usbdevfs_iso_packet_desc);
+	long			 sent = 0, queued = 0, good = 0, bad = 0;
+	int			 as = -1, k, inflight = 0;
+	char			 what[160];
+
+	for (k = 0; k < UT_MAX_IFACES; k++)
+		if (ifs[k].present[1] && ifs[k].iso_out[1] &&
+		    ifs[k].iso_mps[1] >= UT_ISO_PKT) {
+			as = k;
+			break;
+		}
+	if (as < 0) {
+		printf("not ok - ISO OUT: no interface with an isochronous OUT "
+		    "endpoint of >= %d bytes in alternate setting 1\n",
+		    UT_ISO_PKT);
+		return 1;
+	}
+	if (claim(as) == -1 || setintf(as, 1) == -1) {
+		printf("not ok - ISO OUT: claim and SET_INTERFACE %d alt 1: "
+		    "%s\n", as, strerror(errno));
+		return 1;
+	}
+	for (k = 0; k < UT_ISO_URBS; k++) {
+		u[k] = xcalloc(1, ulen);
+		u[k]->buffer = xcalloc(UT_ISO_PKTS, UT_ISO_PKT);
+	}
+	snprintf(what, sizeof(what), "ISO OUT: %ld ms of 48 kHz stereo on "
+	    "endpoint 0x%02x (interface %d alt 1)", ms, ifs[as].iso_out[1], as);
+	for (;;) {
+		/* keep UT_ISO_URBS in flight until ms packets are queued */
+		for (k = 0; k < UT_ISO_URBS && queued < ms; k++) {
+			int16_t	*smp;
+			int	 n = 0;
+
+			if (u[k]->usercontext != NULL)
+				continue;	/* in flight */
+			smp = u[k]->buffer;
+			for (int p = 0; p < UT_ISO_PKTS && queued < ms; p++) {
+				for (int f = 0; f < 96; f++)
+					smp[p * 96 + f] = (int16_t)(1000 +
+					    ((queued * 48 + f / 2) % 2000));
+				u[k]->iso_frame_desc[p].length = UT_ISO_PKT;
+				n++;
+				queued++;
+			}
+			u[k]->type = USBDEVFS_URB_TYPE_ISO;
+			u[k]->endpoint = ifs[as].iso_out[1];
+			u[k]->flags = USBDEVFS_URB_ISO_ASAP;
+			u[k]->buffer_length = n * UT_ISO_PKT;
+			u[k]->number_of_packets = n;
+			u[k]->usercontext = (void *)1;
+			if (submit(u[k]) == -1) {
+				printf("not ok - %s: submit: %s\n", what,
+				    strerror(errno));
+				return 1;
+			}
+			inflight++;
+		}
+		if (inflight == 0)
+			break;
+		if ((r = reap(timeout_ms)) == NULL) {
+			printf("not ok - %s: reap: %s (%ld packets sent)\n",
+			    what, strerror(errno), sent);
+			return 1;
+		}
+		inflight--;
+		for (int p = 0; p < r->number_of_packets; p++) {
+			sent++;
+			if (r->iso_frame_desc[p].status == 0 &&
+			    r->iso_frame_desc[p].actual_length == UT_ISO_PKT)
+				good++;
+			else
+				bad++;
+		}
+		r->usercontext = NULL;
+	}
+	setintf(as, 0);
+	printf("# iso: %ld packets, %ld good, %ld failed, %ld frames\n", sent,
+	    good, bad, good * 48);
+	result(sent == ms && bad == 0, what, "%ld packets of %ld sent, %ld "
+	    "failed", sent, ms, bad);
+	printf("frames %ld\n", good * 48);
+	return nfail != 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	const char	*ip = NULL;
 	int		 ch, reset = 0, unplug = 0;
+	long		 iso_ms = 0;
 	char		 why[128];
 
-	while ((ch = getopt(argc, argv, "a:Rt:u:")) != -1) {
+	while ((ch = getopt(argc, argv, "a:I:Rt:u:")) != -1) {
 		switch (ch) {
 		case 'a':
 			ip = optarg;
+			break;
+		case 'I':
+			iso_ms = (long)num_arg(optarg, 1, 600000, "ISO ms");
 			break;
 		case 'R':
 			reset = 1;
@@ -978,6 +1094,12 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (parse_desc() == -1) {
+		printf("not ok - %s: descriptors unreadable\n", argv[optind]);
+		return 1;
+	}
+	if (iso_ms > 0)
+		return iso_play(iso_ms);
+	if (lb < 0) {
 		printf("not ok - %s: no vendor-specific interface with bulk "
 		    "IN and OUT (a Loopback function)\n", argv[optind]);
 		return 1;
