@@ -75,9 +75,10 @@ for p in usbgwd usbgw e2e-json e2e-bulk usbip-tc usbgw-agent; do
 done
 
 # 3. boot.  Serial ports: ttyS0 console, ttyS1 results, ttyS2 logs.
+# The audio device's serial KEEP keeps it away from the agent of 61-69.
 audio=()
 [ "${E2E_AUDIO:-0}" = 1 ] && audio=(-device qemu-xhci,id=xhci
-	-device usb-audio,bus=xhci.0,audiodev=a0
+	-device usb-audio,bus=xhci.0,audiodev=a0,serial=KEEP
 	-audiodev "wav,id=a0,path=$out/audio.wav,out.frequency=48000")
 boot() {	# boot KERNEL: qemu's exit status, 125 if the guest never started
 	local pid t0
