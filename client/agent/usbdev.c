@@ -36,6 +36,9 @@
 #define SYSFS_USB	"/sys/bus/usb/devices"
 
 struct usbdev *usbdev_list;
+/* Devices off the list whose libusb handle waits for the loop to close it. */
+static struct usbdev	*ud_closing;
+static struct event	*ud_close_ev;
 
 static struct {
 	struct event_base *base;
@@ -47,6 +50,7 @@ static struct {
 } ud;
 
 static void	ud_examine(struct usbdev *);
+static void	ud_close_cb(evutil_socket_t, short, void *);
 static void	ud_claim_done(struct udjob *);
 static uint32_t	ud_intf_mask(const struct desc_config *);
 
@@ -64,6 +68,8 @@ usbdev_setup(struct event_base *base, const struct usbdev_conf *conf,
 	if ((ud.worker = worker_new(base, "usb device calls", 1)) == NULL)
 		fatalx("usbdev: no worker thread");
 	worker_priority(ud.worker, 0);
+	if ((ud_close_ev = event_new(base, -1, 0, ud_close_cb, NULL)) == NULL)
+		fatalx("usbdev: event_new");
 }
 
 struct event_base *
@@ -172,6 +178,39 @@ usbdev_ref(struct usbdev *d)
 	d->refs++;
 }
 
+
+static void
+ud_close_pending(void)
+{
+	struct usbdev	*d;
+
+	while ((d = ud_closing) != NULL) {
+		ud_closing = d->next;
+		if (d->h != NULL)
+			libusb_close(d->h);	/* it removes an fd */
+		libusb_unref_device(d->ldev);
+		free(d->descs);
+		free(d);
+	}
+}
+
+static void
+ud_close_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	ud_close_pending();
+}
+
+/*
+ * The last reference often goes inside a transfer's callback (the device
+ * left: its last transfer calls back), and there libusb_close() must not
+ * run: libusb's Linux back end calls back holding open_devs_lock, which
+ * libusb_close() takes (a self-deadlock: the loop stops, the import's socket
+ * never closes, vhci waits forever).  So the handle is closed by a loop
+ * callback of its own, outside libusb's event handling.
+ */
 static void
 ud_free(struct usbdev *d)
 {
@@ -184,11 +223,13 @@ ud_free(struct usbdev *d)
 		}
 	if (d->retry != NULL)
 		event_free(d->retry);
-	if (d->h != NULL)
-		libusb_close(d->h);	/* on the loop: it removes an fd */
-	libusb_unref_device(d->ldev);
-	free(d->descs);
-	free(d);
+	d->retry = NULL;
+	d->next = ud_closing;
+	ud_closing = d;
+	if (ud_close_ev != NULL)
+		event_active(ud_close_ev, EV_TIMEOUT, 0);
+	else
+		ud_close_pending();
 }
 
 void
@@ -1049,6 +1090,10 @@ usbdev_teardown(void)
 		free(d->descs);
 		free(d);
 	}
+	ud_close_pending();
+	if (ud_close_ev != NULL)
+		event_free(ud_close_ev);
+	ud_close_ev = NULL;
 	if (ud.state_file != NULL)
 		unlink(ud.state_file);
 	free(ud.state_file);

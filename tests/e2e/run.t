@@ -16,6 +16,8 @@
 #   E2E_OUT       where the logs go (default $USBGW_BUILD/e2e)
 #   E2E_VERBOSE=1 print the guest's console even when everything passed
 #   CI            when set, a missing qemu is a failure, not a skip
+#   E2E_AUDIO=1   add QEMU's usb-audio on a qemu-xhci (ISO, 67-agent-iso) and
+#                 count the non-silent frames of its wav file
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,7 +55,7 @@ if ! command -v "$qemu" >/dev/null; then
 fi
 
 mkdir -p "$out"
-rm -f "$out"/console.log "$out"/results.log "$out"/logs.log "$out"/metric.*
+rm -f "$out"/console.log "$out"/results.log "$out"/logs.log "$out"/metric.* "$out"/audio.wav
 t_start=$(date +%s)
 
 # 1. downloads (cached), 2. initramfs.
@@ -73,6 +75,11 @@ for p in usbgwd usbgw e2e-json e2e-bulk usbip-tc usbgw-agent; do
 done
 
 # 3. boot.  Serial ports: ttyS0 console, ttyS1 results, ttyS2 logs.
+# The audio device's serial KEEP keeps it away from the agent of 61-69.
+audio=()
+[ "${E2E_AUDIO:-0}" = 1 ] && audio=(-device qemu-xhci,id=xhci
+	-device usb-audio,bus=xhci.0,audiodev=a0,serial=KEEP
+	-audiodev "wav,id=a0,path=$out/audio.wav,out.frequency=48000")
 boot() {	# boot KERNEL: qemu's exit status, 125 if the guest never started
 	local pid t0
 	rm -f "$out"/console.log "$out"/results.log "$out"/logs.log
@@ -80,7 +87,7 @@ boot() {	# boot KERNEL: qemu's exit status, 125 if the guest never started
 		-M pc -accel tcg,thread=multi -cpu max -smp 2 -m 512 \
 		-nographic -nodefaults -nic none -no-reboot -monitor none \
 		-serial "file:$out/console.log" -serial "file:$out/results.log" \
-		-serial "file:$out/logs.log" \
+		-serial "file:$out/logs.log" "${audio[@]}" \
 		-kernel "$1" -initrd "$out/initramfs.cpio" \
 		-append "console=ttyS0,115200 rdinit=/init panic=-1 loglevel=4 \
 			i8042.noaux i8042.nokbd usbcore.autosuspend=-1" \
@@ -154,6 +161,26 @@ if [ -f "$out/metric.direct_read_mbps" ] && [ -f "$out/metric.gateway_read_mbps"
 		awk -v g="$(cat "$out/metric.gateway_read_mbps")" '
 		{ s += $1; n++; all = all (n > 1 ? " and " : "") $1 }
 		END { d = s / n; printf "disk read throughput: direct %.2f MB/s (%s), through the gateway %.2f MB/s, ratio %.2f", d, all, g, (d > 0 ? g / d : 0) }')"
+fi
+# ISO (67-agent-iso): the frames QEMU's usb-audio played that are not silence
+# (the guest sends no zero sample), and of those the ones in the order sent:
+# frame i is L = R = 1000 + i mod 2000, times the mixer's gain (estimated on
+# the first 2000 frames), within 3.
+if [ -f "$out/metric.iso_frames_sent" ] && [ -f "$out/audio.wav" ]; then
+	sent=$(cat "$out/metric.iso_frames_sent")
+	set -- $(perl -e 'open(F, "<", $ARGV[0]) or die; binmode F; read(F, $h, 44);
+		while (read(F, $f, 4) == 4) { ($l, $r) = unpack("s<s<", $f);
+			push(@v, $l == $r ? $l : -1) if $l || $r }
+		($se, $sv, $m) = (0, 0, 0);
+		for ($i = 0; $i < @v && $i < 2000; $i++) { $se += 1000 + $i % 2000; $sv += $v[$i] }
+		$k = $se ? $sv / $se : 0;
+		for ($i = 0; $i < @v; $i++) { $m++ if abs($v[$i] - $k * (1000 + $i % 2000)) <= 3 }
+		printf "%d %d %.3f", scalar(@v), $m, $k' "$out/audio.wav")
+	if [ "$2" -ge $((sent * 95 / 100)) ] && [ "$1" -le "$sent" ]; then
+		tap_ok "ISO: QEMU's usb-audio played $1 of the $sent frames sent through the agent, $2 in order (gain $3)"
+	else
+		tap_fail "ISO: QEMU's usb-audio played $1 of the $sent frames sent through the agent, $2 in order (gain $3; 95-100 % expected)"
+	fi
 fi
 diag "wall time $((t_end - t_start)) s (preparation $((t_prep - t_start)) s, qemu $((t_end - t_prep)) s);" \
 	"logs in $out"
