@@ -16,8 +16,9 @@
 #   E2E_OUT       where the logs go (default $USBGW_BUILD/e2e)
 #   E2E_VERBOSE=1 print the guest's console even when everything passed
 #   CI            when set, a missing qemu is a failure, not a skip
-#   E2E_AUDIO=1   add QEMU's usb-audio on a qemu-xhci (ISO, 67-agent-iso) and
-#                 count the non-silent frames of its wav file
+#   E2E_AUDIO=0   leave out QEMU's usb-audio on a qemu-xhci (on by default:
+#                 ISO through the agent, 72-agent-iso, and the count of the
+#                 non-silent frames of its wav file)
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,7 +78,7 @@ done
 # 3. boot.  Serial ports: ttyS0 console, ttyS1 results, ttyS2 logs.
 # The audio device's serial KEEP keeps it away from the agent of 61-69.
 audio=()
-[ "${E2E_AUDIO:-0}" = 1 ] && audio=(-device qemu-xhci,id=xhci
+[ "${E2E_AUDIO:-1}" = 1 ] && audio=(-device qemu-xhci,id=xhci
 	-device usb-audio,bus=xhci.0,audiodev=a0,serial=KEEP
 	-audiodev "wav,id=a0,path=$out/audio.wav,out.frequency=48000")
 boot() {	# boot KERNEL: qemu's exit status, 125 if the guest never started
@@ -162,7 +163,7 @@ if [ -f "$out/metric.direct_read_mbps" ] && [ -f "$out/metric.gateway_read_mbps"
 		{ s += $1; n++; all = all (n > 1 ? " and " : "") $1 }
 		END { d = s / n; printf "disk read throughput: direct %.2f MB/s (%s), through the gateway %.2f MB/s, ratio %.2f", d, all, g, (d > 0 ? g / d : 0) }')"
 fi
-# ISO (67-agent-iso): the frames QEMU's usb-audio played that are not silence
+# ISO (72-agent-iso): the frames QEMU's usb-audio played that are not silence
 # (the guest sends no zero sample), and of those the ones in the order sent:
 # frame i is L = R = 1000 + i mod 2000, times the mixer's gain (estimated on
 # the first 2000 frames), within 3.
@@ -181,6 +182,8 @@ if [ -f "$out/metric.iso_frames_sent" ] && [ -f "$out/audio.wav" ]; then
 	else
 		tap_fail "ISO: QEMU's usb-audio played $1 of the $sent frames sent through the agent, $2 in order (gain $3; 95-100 % expected)"
 	fi
+elif [ "${E2E_AUDIO:-1}" = 1 ] && [ -x "$build/usbgw-agent" ]; then
+	tap_fail "ISO: no frames were sent through the agent to QEMU's usb-audio (see 72-agent-iso)"
 fi
 diag "wall time $((t_end - t_start)) s (preparation $((t_prep - t_start)) s, qemu $((t_end - t_prep)) s);" \
 	"logs in $out"
