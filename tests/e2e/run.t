@@ -8,7 +8,7 @@
 #   USBGW_BUILD   build folder with usbgwd, usbgw, usbgw-agent, usbip-tc, e2e-json,
 #                 e2e-bulk (default build/)
 #   E2E_CACHE     download cache (default tests/e2e/cache)
-#   E2E_TIMEOUT   seconds the whole boot may take (default 600)
+#   E2E_TIMEOUT   seconds the whole boot may take (default 1200)
 #   E2E_BOOT_TIMEOUT  seconds until the guest must have started init (default 120)
 #   E2E_ONLY      scenario file prefixes to run, e.g. "00 10" (default: all)
 #   E2E_KERNEL    vmlinux (PVH entry, default) or bzimage
@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 build=${USBGW_BUILD:-$top/build}
 out=${E2E_OUT:-$build/e2e}
-timeout_s=${E2E_TIMEOUT:-600}
+timeout_s=${E2E_TIMEOUT:-1200}
 boot_timeout_s=${E2E_BOOT_TIMEOUT:-120}
 qemu=${E2E_QEMU:-qemu-system-x86_64}
 export USBGW_BUILD=$build
