@@ -60,6 +60,8 @@ typedef void (*ctlconn_adopt_fn)(int fd, const struct sockaddr *, socklen_t);
 #define CTLCONN_MAX_LISTEN	8	/* listen-mode connections up */
 #define CTLCONN_HEARTBEAT_S	15	/* PING after this long not sending */
 #define CTLCONN_SILENT_S	45	/* closed after this long not receiving */
+#define CTLCONN_MAX_OUTPUT	(64 * 1024)	/* queued to a gateway, then closed */
+#define CTLCONN_MAX_RATE	256	/* messages a second read from a gateway */
 
 /*
  * Start: dial out to gateways[0..n) in order (n == 0: listen mode

@@ -268,6 +268,85 @@ gateway_up(const char *peer)
 
 /* ---- tests --------------------------------------------------------------- */
 
+/* n pushes queued in one go (the loop not run between): their bytes. */
+static size_t
+push_many(int n)
+{
+	struct usbip_intf i = { 3, 1, 1 };
+	struct usbip_dev r;
+	int k;
+
+	fake_record(&r, "1-9");
+	for (k = 0; k < n; k++)
+		ctlconn_changed("1-9", true, &r, &i, 1);
+	return (size_t)n * (AGP_MSG_HDR_LEN + USBIP_DEV_LEN + USBIP_INTF_LEN);
+}
+
+/* PONGs readable from fd now (the loop run for ms first). */
+static int
+count_pongs(int fd, int ms)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+	struct agp_msg m;
+	int n = 0;
+
+	spin(ms);
+	while (poll(&pfd, 1, 0) == 1 && get_msg(fd, &m) == AGP_PONG)
+		n++;
+	return n;
+}
+
+/*
+ * A gateway that does not read: closed once more than 64 KiB wait to be
+ * sent (pushes here: 328 bytes each, queued in one loop turn); one that
+ * floods: at most 256 of its messages read a second.
+ */
+static void
+test_listen_hostile(void)
+{
+	uint8_t b[AGP_MSG_MAX * 8];
+	struct agp_msg m;
+	size_t off = 0;
+	int fd, k, n1, n2;
+
+	fd = gateway_up("10.0.4.1:1");
+	ok(fd >= 0, "hostile: a gateway up");
+	push_many(150);
+	ok(ctlconn_nlisten(true) == 1 && !closed(fd, 50),
+	    "hostile: 150 pushes (48 KiB) unread: still up");
+	close(fd);
+	spin(5);
+	fd = gateway_up("10.0.4.2:1");
+	push_many(250);
+	is_int(ctlconn_nlisten(true), 0,
+	    "hostile: 250 pushes (80 KiB) unread: closed at 64 KiB");
+	ok(closed(fd, 1000), "hostile: the gateway sees it closed");
+	close(fd);
+
+	fd = gateway_up("10.0.4.3:1");
+	memset(&m, 0, sizeof(m));
+	m.type = AGP_PING;
+	for (k = 1; k <= 600; k++) {
+		m.seq = (uint32_t)k;
+		m.echo = (uint64_t)k;
+		off += agp_msg_encode(b + off, &m);
+		if (off + AGP_MSG_MAX > sizeof(b) || k == 600) {
+			if (write(fd, b, off) != (ssize_t)off)
+				fatal("write");
+			off = 0;
+		}
+	}
+	n1 = count_pongs(fd, 500);
+	n2 = count_pongs(fd, 1300);
+	ok(n1 >= 200 && n1 <= 256,
+	    "hostile: 600 PINGs at once: %d PONGs in the first 0.5 s", n1);
+	ok(n2 >= 200 && n1 + n2 <= 2 * 256,
+	    "hostile: then the next second's (%d)", n2);
+	is_int(ctlconn_nlisten(true), 1, "hostile: a flood is slowed, not closed");
+	close(fd);
+	spin(5);
+}
+
 static void
 test_backoff(void)
 {
@@ -503,6 +582,16 @@ test_dialout(void)
 	k = now_ms() - t0;
 	ok(fd >= 0 && k >= 700 && k <= 1500,
 	    "dial-out: back 1 s (+-20 %%) later: %d ms", k);
+	/* the dial-out one is bounded as well */
+	ok(fd >= 0 && get(fd, b, AGP_HELLO_HDR_LEN + AGP_CONTROL_REQ_BODY,
+	    2000) == 0, "dial-out: CONTROL again");
+	put(fd, b, agp_control_rep_encode(b, ST_OK, "usbgwd", 0, 15));
+	for (k = 1; k <= ndevs + 2; k++)
+		if (get_msg(fd, &m) < 0)
+			break;
+	push_many(250);
+	ok(closed(fd, 1000),
+	    "dial-out: 250 pushes (80 KiB) unread: closed at 64 KiB");
 	if (fd >= 0)
 		close(fd);
 	close(lfd);
@@ -523,6 +612,7 @@ main(void)
 	    "an invalid name is refused");
 	test_listen_sequence();
 	test_listen_bounds();
+	test_listen_hostile();
 	test_dialout();
 	{
 		struct agp_msg m;
