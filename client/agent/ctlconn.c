@@ -93,9 +93,13 @@ static struct {
 	struct ctlq		 listen;
 	struct ctlq		 dead;
 	struct event		*reaper;
+	/* dial-backs in flight (at most CTLCONN_MAX_DIALBACKS) */
+	TAILQ_HEAD(, dialback)	 dialbacks;
+	unsigned		 ndialbacks;
 } cc;
 
 struct dialback {
+	TAILQ_ENTRY(dialback) entry;		/* cc.dialbacks */
 	int		 fd;
 	struct event	*ev;
 	uint8_t		 out[AGP_HELLO_MAX];
@@ -104,6 +108,10 @@ struct dialback {
 	size_t		 inlen;
 	char		 busid[USBIP_BUSID_SIZE];
 	char		 gateway[CC_LABEL_MAX];
+	/* the control connection's address when the gateway asked: the
+	 * dial-out one may have failed over to another gateway since */
+	struct sockaddr_storage peer;
+	socklen_t	 peerlen;
 	uint64_t	 deadline;
 };
 
@@ -393,6 +401,8 @@ ctlconn_changed(const char *busid, bool added, const struct usbip_dev *rec,
 static void
 db_free(struct dialback *d, bool close_fd)
 {
+	TAILQ_REMOVE(&cc.dialbacks, d, entry);
+	cc.ndialbacks--;
 	if (d->ev != NULL)
 		event_free(d->ev);
 	if (close_fd && d->fd >= 0)
@@ -453,8 +463,8 @@ db_cb(evutil_socket_t fd, short what, void *arg)
 			}
 			export_audit("dial-back busid=%s gateway=%s", d->busid,
 			    d->gateway);
-			cc.adopt(d->fd, (struct sockaddr *)&cc.peer,
-			    cc.peerlen);
+			cc.adopt(d->fd, (struct sockaddr *)&d->peer,
+			    d->peerlen, d->busid);
 			return db_free(d, false);
 		}
 	}
@@ -503,6 +513,18 @@ open_failed(struct ctl *x, const struct agp_msg *m, uint32_t st,
  * connections of its own, and the address a listen-mode gateway came
  * from is no listener.
  */
+/* A dial-back in flight for busid. */
+static bool
+db_busy(const char *busid)
+{
+	struct dialback *d;
+
+	TAILQ_FOREACH(d, &cc.dialbacks, entry)
+		if (strcmp(d->busid, busid) == 0)
+			return true;
+	return false;
+}
+
 static void
 ctl_open_import(struct ctl *x, const struct agp_msg *m)
 {
@@ -512,19 +534,30 @@ ctl_open_import(struct ctl *x, const struct agp_msg *m)
 
 	if (x->listen)
 		return open_failed(x, m, ST_NA, "OPEN_IMPORT in listen mode");
+	/* nothing is opened before these checks */
 	if (cc.foreach != NULL)
 		cc.foreach(find_cb, &f);
 	if (!f.found || cc.adopt == NULL)
 		return open_failed(x, m, ST_NODEV, "not exportable");
+	if (db_busy(m->busid))
+		return open_failed(x, m, ST_DEV_BUSY, "a dial-back for it is "
+		    "in progress");
+	if (cc.ndialbacks >= CTLCONN_MAX_DIALBACKS)
+		return open_failed(x, m, ST_NA, "16 dial-backs in progress");
 	d = xcalloc(1, sizeof(*d));
+	d->fd = -1;
+	TAILQ_INSERT_TAIL(&cc.dialbacks, d, entry);
+	cc.ndialbacks++;
 	usbgw_strlcpy(d->busid, m->busid, sizeof(d->busid));
 	usbgw_strlcpy(d->gateway, x->label, sizeof(d->gateway));
+	memcpy(&d->peer, &cc.peer, sizeof(d->peer));
+	d->peerlen = cc.peerlen;
 	d->outlen = agp_dialback_req_encode(d->out, m->token, m->busid);
 	d->deadline = now_ms() + CTLCONN_CONNECT_S * 1000ull;
-	d->fd = socket(cc.peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	d->fd = socket(d->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0);
-	if (d->fd == -1 || (connect(d->fd, (struct sockaddr *)&cc.peer,
-	    cc.peerlen) == -1 && errno != EINPROGRESS)) {
+	if (d->fd == -1 || (connect(d->fd, (struct sockaddr *)&d->peer,
+	    d->peerlen) == -1 && errno != EINPROGRESS)) {
 		log_warnx("dial-back for %s: %s", d->busid, strerror(errno));
 		open_failed(x, m, ST_ERROR, "cannot connect");
 		db_free(d, true);
@@ -1096,6 +1129,7 @@ ctlconn_init(struct event_base *base, const char *name,
 	cc.adopt = adopt;
 	TAILQ_INIT(&cc.listen);
 	TAILQ_INIT(&cc.dead);
+	TAILQ_INIT(&cc.dialbacks);
 	cc.dial.state = CTL_IDLE;
 	cc.dial.resume_ev = evtimer_new(base, ctl_resume, &cc.dial);
 	cc.retry_ev = evtimer_new(base, dial_retry, NULL);
@@ -1156,6 +1190,8 @@ ctlconn_shutdown(void)
 		ctl_close(x, "shutting down");
 	}
 	reap_cb(-1, 0, NULL);
+	while (!TAILQ_EMPTY(&cc.dialbacks))
+		db_free(TAILQ_FIRST(&cc.dialbacks), true);
 	if (cc.dns != NULL)
 		evdns_base_free(cc.dns, 0);
 	cc.dns = NULL;

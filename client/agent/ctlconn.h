@@ -48,8 +48,12 @@
 /* Each exportable, unheld device (usbdev_foreach_exportable). */
 typedef void (*ctlconn_foreach_fn)(void (*)(void *, const struct usbip_dev *,
     const struct usbip_intf *, uint8_t), void *);
-/* Take a connected socket (the dial-back) as if accepted. */
-typedef void (*ctlconn_adopt_fn)(int fd, const struct sockaddr *, socklen_t);
+/*
+ * Take a connected socket (the dial-back) as if accepted: it may import
+ * busid and nothing else (no other busid, no device list).
+ */
+typedef void (*ctlconn_adopt_fn)(int fd, const struct sockaddr *, socklen_t,
+    const char *busid);
 
 #define CTLCONN_CONNECT_S	5	/* dial-out: resolve + connect + hello */
 #define CTLCONN_HELLO_S		10	/* listen mode: the gateway's CONTROL */
@@ -62,6 +66,7 @@ typedef void (*ctlconn_adopt_fn)(int fd, const struct sockaddr *, socklen_t);
 #define CTLCONN_SILENT_S	45	/* closed after this long not receiving */
 #define CTLCONN_MAX_OUTPUT	(64 * 1024)	/* queued to a gateway, then closed */
 #define CTLCONN_MAX_RATE	256	/* messages a second read from a gateway */
+#define CTLCONN_MAX_DIALBACKS	16	/* in flight; one per busid */
 
 /*
  * Start: dial out to gateways[0..n) in order (n == 0: listen mode

@@ -15,11 +15,6 @@ once the agent answered ST_OK).  Then it misbehaves:
                 read: the agent's PONGs have nowhere to go.  Prints
                 "RESULT sent=N" and "RESULT closed=0|1" (did the agent
                 end the connection, before or within 3 s after?).
-  openflood N BUSID
-                N OPEN_IMPORTs of BUSID, every answer read; prints
-                "RESULT answers=A failed=ST:COUNT,..." (statuses of the
-                OPEN_FAILEDs) and "RESULT dialbacks=D" (connections
-                to its listener meanwhile, dial-out only).
   idle          admitted, reads (answers PINGs) until the agent closes;
                 prints "RESULT closed=1" then.
 """
@@ -131,63 +126,6 @@ def pingflood(s, n):
     print("RESULT closed=%d" % closed, flush=True)
 
 
-def openflood(s, ls, n, busid):
-    """N OPEN_IMPORTs written as the agent takes them, every answer read;
-    dial-backs to our listener are accepted and held open, unanswered."""
-    seq = 0
-    out = b""
-    for i in range(n):
-        seq += 1
-        tok = struct.pack(">IIII", 0x5a5a5a5a, i, 0, 0)
-        out += struct.pack(">IHHI", 8 + 48, OPEN_IMPORT, 0, seq) + \
-            busid.encode().ljust(32, b"\0") + tok
-    s.setblocking(False)
-    inbuf = b""
-    answers = 0
-    failed = {}
-    held = []
-    idle_until = time.time() + 30
-    while time.time() < idle_until:
-        rl = [s] + ([ls] if ls is not None else [])
-        wl = [s] if out else []
-        r, w, _ = select.select(rl, wl, [], 0.5)
-        if ls is not None and ls in r:
-            c, _ = ls.accept()
-            held.append(c)
-        if s in w:
-            try:
-                k = s.send(out)
-                out = out[k:]
-            except BlockingIOError:
-                pass
-        if s in r:
-            try:
-                b = s.recv(65536)
-            except BlockingIOError:
-                b = None
-            if b == b"":
-                break
-            if b:
-                inbuf += b
-        while len(inbuf) >= 4:
-            m = struct.unpack(">I", inbuf[:4])[0]
-            if len(inbuf) < 4 + m:
-                break
-            body, inbuf = inbuf[4:4 + m], inbuf[4 + m:]
-            t = struct.unpack(">H", body[0:2])[0]
-            if t == OPEN_FAILED:
-                st = struct.unpack(">I", body[8 + 16:8 + 20])[0]
-                failed[st] = failed.get(st, 0) + 1
-                answers += 1
-        if not out and answers + len(held) >= n:
-            # everything answered or dialled back: give stragglers 1 s
-            idle_until = min(idle_until, time.time() + 1)
-    print("RESULT answers=%d failed=%s" % (answers, ",".join(
-        "%d:%d" % kv for kv in sorted(failed.items()))), flush=True)
-    print("RESULT dialbacks=%d" % len(held), flush=True)
-    time.sleep(float(os.environ.get("GW_EVIL_HOLD", "0")))
-
-
 def idle(s):
     seq = 0
     try:
@@ -215,8 +153,6 @@ def main():
     print("RESULT admitted=1", flush=True)
     if sc == "pingflood":
         pingflood(s, int(args[2]))
-    elif sc == "openflood":
-        openflood(s, ls, int(args[2]), args[3])
     elif sc == "idle":
         idle(s)
     else:
