@@ -1061,6 +1061,29 @@ ctlconn_accept(uint16_t code, int fd, const char *peer, struct evbuffer *in)
 	return true;
 }
 
+/*
+ * After a reload: listen-mode control connections (up or in their
+ * hello) of peers allow-from no longer names end, as their imports do
+ * (export_set_conf).  The dial-out one is the agent's own: allow-from
+ * does not apply to it.
+ */
+void
+ctlconn_recheck_allowed(void)
+{
+	struct ctl *x, *xn;
+
+	if (cc.base == NULL)
+		return;
+	for (x = TAILQ_FIRST(&cc.listen); x != NULL; x = xn) {
+		xn = TAILQ_NEXT(x, entry);
+		if (x->state == CTL_DEAD || export_addr_allowed(x->addr))
+			continue;
+		export_audit("refused peer=%s reason=\"control: no longer in "
+		    "allow-from\"", x->addr);
+		ctl_close(x, "peer no longer in allow-from");
+	}
+}
+
 /* ---- timers, life -------------------------------------------------------- */
 
 /* Deadlines and heartbeat of one connection. */

@@ -88,6 +88,8 @@ void	ctlconn_changed(const char *busid, bool added,
 	    const struct usbip_dev *, const struct usbip_intf *, uint8_t nintf);
 /* BYE to every gateway, everything closed. */
 void	ctlconn_shutdown(void);
+/* After a reload: end listen-mode connections of peers not allowed now. */
+void	ctlconn_recheck_allowed(void);
 
 /* Listen-mode control connections up / in their hello (for tests). */
 unsigned ctlconn_nlisten(bool up);

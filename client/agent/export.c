@@ -225,20 +225,28 @@ adopted(const struct expsrv_conn *c, bool take)
 static bool
 conn_allowed(const struct expsrv_conn *c)
 {
-	struct sockaddr_storage ss;
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
 	char a[PEER_MAX];
 
 	peer_addr(expsrv_conn_peer(c), a, sizeof(a));
+	return export_addr_allowed(a);
+}
+
+bool
+export_addr_allowed(const char *addr)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
 	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(AF_INET, a, &sin->sin_addr) == 1)
+	if (inet_pton(AF_INET, addr, &sin->sin_addr) == 1)
 		sin->sin_family = AF_INET;
-	else if (inet_pton(AF_INET6, a, &sin6->sin6_addr) == 1)
+	else if (inet_pton(AF_INET6, addr, &sin6->sin6_addr) == 1)
 		sin6->sin6_family = AF_INET6;
 	else
 		return false;
-	return aconf_allowed(ex.conf, (struct sockaddr *)&ss);
+	return ex.conf != NULL && aconf_allowed(ex.conf,
+	    (struct sockaddr *)&ss);
 }
 
 static void
