@@ -76,6 +76,7 @@ struct expsrv_conn {
 	struct evbuffer	*out;
 	struct evbuffer	*list;		/* DEVLIST records being gathered */
 	uint32_t	 nlisted;
+	uint32_t	 list_st;	/* expsrv_list_refuse(): not ST_OK */
 	char		 peer[64];
 	char		 busid[USBIP_BUSID_SIZE];
 	char		 why[96];	/* of a close waiting for its flush */
@@ -532,6 +533,13 @@ expsrv_list_add(struct expsrv_conn *conn, const struct usbip_dev *rec,
 	conn->nlisted++;
 }
 
+void
+expsrv_list_refuse(struct expsrv_conn *conn, uint32_t st)
+{
+	if (conn->list != NULL && st != ST_OK)
+		conn->list_st = st > ST_MAX ? ST_ERROR : st;
+}
+
 static void
 op_devlist(struct expsrv_conn *conn)
 {
@@ -541,9 +549,18 @@ op_devlist(struct expsrv_conn *conn)
 	if ((conn->list = evbuffer_new()) == NULL)
 		fatalx("out of memory");
 	conn->nlisted = 0;
+	conn->list_st = ST_OK;
 	conn->ops->list(conn->arg, conn);
 	n = conn->nlisted < USBIP_MAX_NDEV ? conn->nlisted : USBIP_MAX_NDEV;
-	evbuffer_add(conn->out, hdr, usbip_devlist_rep_hdr_encode(hdr, n));
+	if (conn->list_st != ST_OK) {
+		/* refused: the status and no device (list_add()s dropped) */
+		n = 0;
+		evbuffer_drain(conn->list, evbuffer_get_length(conn->list));
+	}
+	usbip_devlist_rep_hdr_encode(hdr, n);
+	if (conn->list_st != ST_OK)
+		put_be32(hdr + 4, conn->list_st);	/* the op's status */
+	evbuffer_add(conn->out, hdr, sizeof(hdr));
 	evbuffer_add_buffer(conn->out, conn->list);
 	evbuffer_free(conn->list);
 	conn->list = NULL;

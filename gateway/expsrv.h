@@ -204,6 +204,8 @@ void		 expsrv_list_add(struct expsrv_conn *, const struct usbip_dev *,
 		    const struct usbip_intf *, uint8_t nintf);
 void		 expsrv_import_done(struct expsrv_conn *, uint32_t st,
 		    const struct usbip_dev *rec, void *dev);
+/* From list() only: the reply is st (ST_NA...) with no device. */
+void		 expsrv_list_refuse(struct expsrv_conn *, uint32_t st);
 
 /* Completions.  status: 0 or a negative errno as vhci expects. */
 void		 expsrv_urb_done(struct expsrv_urb *, int32_t status,

@@ -201,6 +201,7 @@ reload(void)
 	}
 	aconf_free(agent.conf);
 	agent.conf = c;
+	ctlconn_recheck_allowed();
 	log_info("reloaded %s: allow-from, keep-list (for new arrivals), "
 	    "no-reset, audit-log, max-connections; listen needs a restart",
 	    c->path[0] != '\0' ? c->path : "(no file)");

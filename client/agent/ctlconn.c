@@ -62,6 +62,11 @@ struct ctl {
 	uint32_t		 seq_in, seq_out;
 	uint64_t		 up_since, last_rx, last_tx, deadline; /* ms */
 	bool			 refusing;	/* ST_NA queued: close once out */
+	size_t			 snapshot_len;	/* allowed over the output cap */
+	uint64_t		 rate_start;	/* ms: this second's start */
+	unsigned		 rate_n;	/* messages read in it */
+	bool			 paused;	/* reading, till resume_ev */
+	struct event		*resume_ev;
 };
 
 TAILQ_HEAD(ctlq, ctl);
@@ -88,9 +93,13 @@ static struct {
 	struct ctlq		 listen;
 	struct ctlq		 dead;
 	struct event		*reaper;
+	/* dial-backs in flight (at most CTLCONN_MAX_DIALBACKS) */
+	TAILQ_HEAD(, dialback)	 dialbacks;
+	unsigned		 ndialbacks;
 } cc;
 
 struct dialback {
+	TAILQ_ENTRY(dialback) entry;		/* cc.dialbacks */
 	int		 fd;
 	struct event	*ev;
 	uint8_t		 out[AGP_HELLO_MAX];
@@ -99,6 +108,10 @@ struct dialback {
 	size_t		 inlen;
 	char		 busid[USBIP_BUSID_SIZE];
 	char		 gateway[CC_LABEL_MAX];
+	/* the control connection's address when the gateway asked: the
+	 * dial-out one may have failed over to another gateway since */
+	struct sockaddr_storage peer;
+	socklen_t	 peerlen;
 	uint64_t	 deadline;
 };
 
@@ -158,18 +171,79 @@ ctl_set_state(struct ctl *x, enum ctl_state st, const char *why)
 	x->state = st;
 }
 
-static void
+static void	ctl_close(struct ctl *, const char *why);
+
+/*
+ * Queue one message; false if the connection is not up, or closed now
+ * because the gateway leaves more than CTLCONN_MAX_OUTPUT unread (over
+ * the connection's own snapshot, which is bounded by USBIP_MAX_NDEV and
+ * queued at once).  A gateway that sends and never reads costs the agent
+ * that much memory and no more.
+ */
+static bool
 ctl_send(struct ctl *x, struct agp_msg *m)
 {
 	uint8_t buf[AGP_MSG_MAX];
 	size_t n;
 
 	if (x->state != CTL_UP || x->bev == NULL)
-		return;
+		return false;
+	if (evbuffer_get_length(bufferevent_get_output(x->bev)) >
+	    CTLCONN_MAX_OUTPUT + x->snapshot_len) {
+		ctl_close(x, "the gateway does not read its control "
+		    "connection (more than 64 KiB unsent)");
+		return false;
+	}
 	m->seq = ++x->seq_out;
 	n = agp_msg_encode(buf, m);
 	bufferevent_write(x->bev, buf, n);
 	x->last_tx = now_ms();
+	return true;
+}
+
+/* Reading resumes after a second that had CTLCONN_MAX_RATE messages. */
+
+static void
+ctl_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl *x = arg;
+
+	if (!x->paused || x->bev == NULL || x->state != CTL_UP)
+		return;
+	x->paused = false;
+	bufferevent_enable(x->bev, EV_READ);
+	ctl_read(x->bev, x);
+}
+
+/*
+ * At most CTLCONN_MAX_RATE messages a second are read from a gateway
+ * (as the gateway reads from an agent): beyond them the input waits in
+ * the kernel, and what the agent owes in answers (PONG, OPEN_FAILED) is
+ * bounded by the same rate.
+ */
+static bool
+ctl_rate_ok(struct ctl *x)
+{
+	uint64_t now = now_ms(), left;
+	struct timeval tv;
+
+	if (now - x->rate_start >= 1000) {
+		x->rate_start = now;
+		x->rate_n = 0;
+	}
+	if (x->rate_n < CTLCONN_MAX_RATE) {
+		x->rate_n++;
+		return true;
+	}
+	left = 1000 - (now - x->rate_start);
+	tv.tv_sec = 0;
+	tv.tv_usec = (suseconds_t)(left * 1000);
+	x->paused = true;
+	bufferevent_disable(x->bev, EV_READ);
+	evtimer_add(x->resume_ev, &tv);
+	log_debug("control %s: %u messages this second, reading paused",
+	    x->label, CTLCONN_MAX_RATE);
+	return false;
 }
 
 static void
@@ -179,6 +253,8 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
 
 	while ((x = TAILQ_FIRST(&cc.dead)) != NULL) {
 		TAILQ_REMOVE(&cc.dead, x, entry);
+		if (x->resume_ev != NULL)
+			event_free(x->resume_ev);
 		free(x);
 	}
 }
@@ -201,6 +277,10 @@ ctl_close(struct ctl *x, const char *why)
 		bufferevent_free(x->bev);
 		x->bev = NULL;
 	}
+	if (x->resume_ev != NULL)
+		evtimer_del(x->resume_ev);
+	x->paused = false;
+	x->snapshot_len = 0;
 	log_escape(r, sizeof(r), why, strlen(why));
 	if (was_up)
 		export_audit("control %s=%s state=down reason=\"%s\"",
@@ -263,6 +343,9 @@ ctl_snapshot(struct ctl *x)
 		cc.foreach(count_cb, &n);
 	if (n > USBIP_MAX_NDEV)
 		n = USBIP_MAX_NDEV;
+	/* what the snapshot may add to the output cap: its largest size */
+	x->snapshot_len = (size_t)(n + 2) * (AGP_MSG_HDR_LEN + USBIP_DEV_LEN +
+	    USBIP_MAX_INTERFACES * USBIP_INTF_LEN);
 	memset(&m, 0, sizeof(m));
 	m.type = AGP_SNAPSHOT_BEGIN;
 	m.count = n;
@@ -281,7 +364,7 @@ ctlconn_changed(const char *busid, bool added, const struct usbip_dev *rec,
     const struct usbip_intf *intf, uint8_t nintf)
 {
 	struct agp_msg m;
-	struct ctl *x;
+	struct ctl *x, *xn;
 
 	if (cc.base == NULL)
 		return;
@@ -305,9 +388,12 @@ ctlconn_changed(const char *busid, bool added, const struct usbip_dev *rec,
 	/* connections not up yet: their snapshot carries it */
 	if (cc.dial.state == CTL_UP)
 		ctl_send(&cc.dial, &m);
-	TAILQ_FOREACH(x, &cc.listen, entry)
+	/* (a send may close x: it leaves cc.listen) */
+	for (x = TAILQ_FIRST(&cc.listen); x != NULL; x = xn) {
+		xn = TAILQ_NEXT(x, entry);
 		if (x->state == CTL_UP)
 			ctl_send(x, &m);
+	}
 }
 
 /* ---- dial-back ---------------------------------------------------------- */
@@ -315,6 +401,8 @@ ctlconn_changed(const char *busid, bool added, const struct usbip_dev *rec,
 static void
 db_free(struct dialback *d, bool close_fd)
 {
+	TAILQ_REMOVE(&cc.dialbacks, d, entry);
+	cc.ndialbacks--;
 	if (d->ev != NULL)
 		event_free(d->ev);
 	if (close_fd && d->fd >= 0)
@@ -375,8 +463,8 @@ db_cb(evutil_socket_t fd, short what, void *arg)
 			}
 			export_audit("dial-back busid=%s gateway=%s", d->busid,
 			    d->gateway);
-			cc.adopt(d->fd, (struct sockaddr *)&cc.peer,
-			    cc.peerlen);
+			cc.adopt(d->fd, (struct sockaddr *)&d->peer,
+			    d->peerlen, d->busid);
 			return db_free(d, false);
 		}
 	}
@@ -425,6 +513,18 @@ open_failed(struct ctl *x, const struct agp_msg *m, uint32_t st,
  * connections of its own, and the address a listen-mode gateway came
  * from is no listener.
  */
+/* A dial-back in flight for busid. */
+static bool
+db_busy(const char *busid)
+{
+	struct dialback *d;
+
+	TAILQ_FOREACH(d, &cc.dialbacks, entry)
+		if (strcmp(d->busid, busid) == 0)
+			return true;
+	return false;
+}
+
 static void
 ctl_open_import(struct ctl *x, const struct agp_msg *m)
 {
@@ -434,19 +534,30 @@ ctl_open_import(struct ctl *x, const struct agp_msg *m)
 
 	if (x->listen)
 		return open_failed(x, m, ST_NA, "OPEN_IMPORT in listen mode");
+	/* nothing is opened before these checks */
 	if (cc.foreach != NULL)
 		cc.foreach(find_cb, &f);
 	if (!f.found || cc.adopt == NULL)
 		return open_failed(x, m, ST_NODEV, "not exportable");
+	if (db_busy(m->busid))
+		return open_failed(x, m, ST_DEV_BUSY, "a dial-back for it is "
+		    "in progress");
+	if (cc.ndialbacks >= CTLCONN_MAX_DIALBACKS)
+		return open_failed(x, m, ST_NA, "16 dial-backs in progress");
 	d = xcalloc(1, sizeof(*d));
+	d->fd = -1;
+	TAILQ_INSERT_TAIL(&cc.dialbacks, d, entry);
+	cc.ndialbacks++;
 	usbgw_strlcpy(d->busid, m->busid, sizeof(d->busid));
 	usbgw_strlcpy(d->gateway, x->label, sizeof(d->gateway));
+	memcpy(&d->peer, &cc.peer, sizeof(d->peer));
+	d->peerlen = cc.peerlen;
 	d->outlen = agp_dialback_req_encode(d->out, m->token, m->busid);
 	d->deadline = now_ms() + CTLCONN_CONNECT_S * 1000ull;
-	d->fd = socket(cc.peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	d->fd = socket(d->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0);
-	if (d->fd == -1 || (connect(d->fd, (struct sockaddr *)&cc.peer,
-	    cc.peerlen) == -1 && errno != EINPROGRESS)) {
+	if (d->fd == -1 || (connect(d->fd, (struct sockaddr *)&d->peer,
+	    d->peerlen) == -1 && errno != EINPROGRESS)) {
 		log_warnx("dial-back for %s: %s", d->busid, strerror(errno));
 		open_failed(x, m, ST_ERROR, "cannot connect");
 		db_free(d, true);
@@ -477,7 +588,8 @@ ctl_message(struct ctl *x, const struct agp_msg *m)
 		memset(&r, 0, sizeof(r));
 		r.type = AGP_PONG;
 		r.echo = m->echo;
-		ctl_send(x, &r);
+		if (!ctl_send(x, &r))
+			return false;
 		break;
 	case AGP_PONG:
 		break;
@@ -498,7 +610,9 @@ ctl_up(struct ctl *x, const char *gwname)
 
 	ctl_set_state(x, CTL_UP, NULL);
 	x->seq_in = x->seq_out = 0;
-	x->up_since = x->last_tx = x->last_rx = now_ms();
+	x->up_since = x->last_tx = x->last_rx = x->rate_start = now_ms();
+	x->rate_n = 0;
+	x->paused = false;
 	log_escape(n, sizeof(n), gwname, strlen(gwname));
 	if (x->listen)
 		export_audit("control peer=%s state=up name=%s via=listen",
@@ -646,7 +760,8 @@ ctl_read(struct bufferevent *bev, void *arg)
 	if (x->state == CTL_HELLO && (x->listen ? listen_hello(x, in) :
 	    dial_hello(x, in)) == -1)
 		return;
-	while (x->state == CTL_UP && (len = evbuffer_get_length(in)) > 0) {
+	while (x->state == CTL_UP && !x->paused &&
+	    (len = evbuffer_get_length(in)) > 0) {
 		p = evbuffer_pullup(in, len < AGP_MSG_MAX ? -1 : AGP_MSG_MAX);
 		n = agp_msg_decode(p, len, AGP_FROM_GATEWAY, &m, &why);
 		if (n == AGP_NEED_MORE)
@@ -663,6 +778,8 @@ ctl_read(struct bufferevent *bev, void *arg)
 			ctl_close(x, "malformed message");
 			return;
 		}
+		if (!ctl_rate_ok(x))
+			return;
 		evbuffer_drain(in, (size_t)n);
 		if (!ctl_message(x, &m))
 			return;
@@ -914,6 +1031,9 @@ ctlconn_accept(uint16_t code, int fd, const char *peer, struct evbuffer *in)
 	}
 	x = xcalloc(1, sizeof(*x));
 	x->listen = true;
+	x->resume_ev = evtimer_new(cc.base, ctl_resume, x);
+	if (x->resume_ev == NULL)
+		fatalx("out of memory");
 	usbgw_strlcpy(x->label, peer, sizeof(x->label));
 	usbgw_strlcpy(x->addr, addr, sizeof(x->addr));
 	x->bev = bufferevent_socket_new(cc.base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -941,6 +1061,29 @@ ctlconn_accept(uint16_t code, int fd, const char *peer, struct evbuffer *in)
 	return true;
 }
 
+/*
+ * After a reload: listen-mode control connections (up or in their
+ * hello) of peers allow-from no longer names end, as their imports do
+ * (export_set_conf).  The dial-out one is the agent's own: allow-from
+ * does not apply to it.
+ */
+void
+ctlconn_recheck_allowed(void)
+{
+	struct ctl *x, *xn;
+
+	if (cc.base == NULL)
+		return;
+	for (x = TAILQ_FIRST(&cc.listen); x != NULL; x = xn) {
+		xn = TAILQ_NEXT(x, entry);
+		if (x->state == CTL_DEAD || export_addr_allowed(x->addr))
+			continue;
+		export_audit("refused peer=%s reason=\"control: no longer in "
+		    "allow-from\"", x->addr);
+		ctl_close(x, "peer no longer in allow-from");
+	}
+}
+
 /* ---- timers, life -------------------------------------------------------- */
 
 /* Deadlines and heartbeat of one connection. */
@@ -960,7 +1103,9 @@ ctl_tick_one(struct ctl *x, uint64_t now)
 			ctl_close(x, x->listen ? "no CONTROL within 10 s" :
 			    "no answer within 5 s");
 	} else if (x->state == CTL_UP) {
-		if (now - x->last_rx >= CTLCONN_SILENT_S * 1000ull)
+		/* (paused: the gateway has said plenty, unread) */
+		if (now - x->last_rx >= CTLCONN_SILENT_S * 1000ull &&
+		    !x->paused)
 			ctl_close(x, "the gateway was silent for 45 s");
 		else if (now - x->last_tx >= CTLCONN_HEARTBEAT_S * 1000ull) {
 			memset(&m, 0, sizeof(m));
@@ -1007,11 +1152,14 @@ ctlconn_init(struct event_base *base, const char *name,
 	cc.adopt = adopt;
 	TAILQ_INIT(&cc.listen);
 	TAILQ_INIT(&cc.dead);
+	TAILQ_INIT(&cc.dialbacks);
 	cc.dial.state = CTL_IDLE;
+	cc.dial.resume_ev = evtimer_new(base, ctl_resume, &cc.dial);
 	cc.retry_ev = evtimer_new(base, dial_retry, NULL);
 	cc.tick_ev = evtimer_new(base, ctl_tick, NULL);
 	cc.reaper = event_new(base, -1, 0, reap_cb, NULL);
-	if (cc.retry_ev == NULL || cc.tick_ev == NULL || cc.reaper == NULL)
+	if (cc.retry_ev == NULL || cc.tick_ev == NULL || cc.reaper == NULL ||
+	    cc.dial.resume_ev == NULL)
 		fatalx("out of memory");
 	evtimer_add(cc.tick_ev, &tv);
 	if (cc.ngw > 0)
@@ -1065,9 +1213,12 @@ ctlconn_shutdown(void)
 		ctl_close(x, "shutting down");
 	}
 	reap_cb(-1, 0, NULL);
+	while (!TAILQ_EMPTY(&cc.dialbacks))
+		db_free(TAILQ_FIRST(&cc.dialbacks), true);
 	if (cc.dns != NULL)
 		evdns_base_free(cc.dns, 0);
 	cc.dns = NULL;
+	event_free(cc.dial.resume_ev);
 	event_free(cc.retry_ev);
 	event_free(cc.tick_ev);
 	event_free(cc.reaper);

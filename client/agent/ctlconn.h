@@ -48,8 +48,12 @@
 /* Each exportable, unheld device (usbdev_foreach_exportable). */
 typedef void (*ctlconn_foreach_fn)(void (*)(void *, const struct usbip_dev *,
     const struct usbip_intf *, uint8_t), void *);
-/* Take a connected socket (the dial-back) as if accepted. */
-typedef void (*ctlconn_adopt_fn)(int fd, const struct sockaddr *, socklen_t);
+/*
+ * Take a connected socket (the dial-back) as if accepted: it may import
+ * busid and nothing else (no other busid, no device list).
+ */
+typedef void (*ctlconn_adopt_fn)(int fd, const struct sockaddr *, socklen_t,
+    const char *busid);
 
 #define CTLCONN_CONNECT_S	5	/* dial-out: resolve + connect + hello */
 #define CTLCONN_HELLO_S		10	/* listen mode: the gateway's CONTROL */
@@ -60,6 +64,9 @@ typedef void (*ctlconn_adopt_fn)(int fd, const struct sockaddr *, socklen_t);
 #define CTLCONN_MAX_LISTEN	8	/* listen-mode connections up */
 #define CTLCONN_HEARTBEAT_S	15	/* PING after this long not sending */
 #define CTLCONN_SILENT_S	45	/* closed after this long not receiving */
+#define CTLCONN_MAX_OUTPUT	(64 * 1024)	/* queued to a gateway, then closed */
+#define CTLCONN_MAX_RATE	256	/* messages a second read from a gateway */
+#define CTLCONN_MAX_DIALBACKS	16	/* in flight; one per busid */
 
 /*
  * Start: dial out to gateways[0..n) in order (n == 0: listen mode
@@ -81,6 +88,8 @@ void	ctlconn_changed(const char *busid, bool added,
 	    const struct usbip_dev *, const struct usbip_intf *, uint8_t nintf);
 /* BYE to every gateway, everything closed. */
 void	ctlconn_shutdown(void);
+/* After a reload: end listen-mode connections of peers not allowed now. */
+void	ctlconn_recheck_allowed(void);
 
 /* Listen-mode control connections up / in their hello (for tests). */
 unsigned ctlconn_nlisten(bool up);

@@ -53,11 +53,16 @@ struct import {
 
 /*
  * The dial-back connections (export_adopt) not yet imported, by
- * connection id: a small ring, since each is imported at once or closed
- * (an id pushed out only makes that connection an allow-from peer:
- * refused, fail closed).
+ * connection id, with the one busid each may import: a small ring, since
+ * each is imported at once or closed (an id pushed out only makes that
+ * connection an allow-from peer: refused, fail closed).
  */
 #define ADOPTED_MAX		64
+
+struct adopted {
+	unsigned	 id;		/* conn id + 1; 0: free */
+	char		 busid[USBIP_BUSID_SIZE];
+};
 
 static struct {
 	struct event_base	*base;
@@ -71,7 +76,7 @@ static struct {
 	unsigned		 nl;
 	struct event		*resume_ev;	/* accept paused on EMFILE */
 	TAILQ_HEAD(, import)	 imports;	/* every import granted */
-	unsigned		 adopted[ADOPTED_MAX];	/* conn ids + 1 */
+	struct adopted		 adopted[ADOPTED_MAX];
 	unsigned		 nadopted;
 	export_extension_fn	 extension;
 } ex = { .audit_fd = -1, .imports = TAILQ_HEAD_INITIALIZER(ex.imports) };
@@ -189,19 +194,27 @@ peer_addr(const char *hostport, char *out, size_t len)
 	out[n] = '\0';
 }
 
-/* Was c adopted (a dial-back)?  Forgotten once asked (take). */
-static bool
-adopted(const struct expsrv_conn *c, bool take)
+/* c's entry if it was adopted (a dial-back), else NULL. */
+static struct adopted *
+adopted_find(const struct expsrv_conn *c)
 {
 	unsigned i, id = expsrv_conn_id(c) + 1;
 
 	for (i = 0; i < ADOPTED_MAX; i++)
-		if (ex.adopted[i] == id) {
-			if (take)
-				ex.adopted[i] = 0;
-			return true;
-		}
-	return false;
+		if (ex.adopted[i].id == id)
+			return &ex.adopted[i];
+	return NULL;
+}
+
+/* Was c adopted (a dial-back)?  Forgotten once asked (take). */
+static bool
+adopted(const struct expsrv_conn *c, bool take)
+{
+	struct adopted *a = adopted_find(c);
+
+	if (a != NULL && take)
+		a->id = 0;
+	return a != NULL;
 }
 
 /*
@@ -212,26 +225,44 @@ adopted(const struct expsrv_conn *c, bool take)
 static bool
 conn_allowed(const struct expsrv_conn *c)
 {
-	struct sockaddr_storage ss;
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
 	char a[PEER_MAX];
 
 	peer_addr(expsrv_conn_peer(c), a, sizeof(a));
+	return export_addr_allowed(a);
+}
+
+bool
+export_addr_allowed(const char *addr)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
 	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(AF_INET, a, &sin->sin_addr) == 1)
+	if (inet_pton(AF_INET, addr, &sin->sin_addr) == 1)
 		sin->sin_family = AF_INET;
-	else if (inet_pton(AF_INET6, a, &sin6->sin6_addr) == 1)
+	else if (inet_pton(AF_INET6, addr, &sin6->sin6_addr) == 1)
 		sin6->sin6_family = AF_INET6;
 	else
 		return false;
-	return aconf_allowed(ex.conf, (struct sockaddr *)&ss);
+	return ex.conf != NULL && aconf_allowed(ex.conf,
+	    (struct sockaddr *)&ss);
 }
 
 static void
 w_list(void *arg, struct expsrv_conn *c)
 {
+	char peer[PEER_MAX];
+
 	(void)arg;
+	/* a dial-back exists for one import: no device list on it */
+	if (adopted(c, false)) {
+		peer_addr(expsrv_conn_peer(c), peer, sizeof(peer));
+		export_audit("refused peer=%s via=dial-back reason=\"device "
+		    "list on a dial-back\"", peer);
+		expsrv_list_refuse(c, ST_NA);
+		return;
+	}
 	if (ex.backend != NULL)
 		ex.backend->list(NULL, c);
 }
@@ -240,11 +271,16 @@ static uint32_t
 w_import(void *arg, struct expsrv_conn *c, const char *busid,
     struct usbip_dev *rec, void **dev)
 {
+	struct adopted *a = adopted_find(c);
+
 	(void)arg;
+	/* a dial-back imports the busid it was opened for, nothing else */
+	if (a != NULL && strncmp(a->busid, busid, sizeof(a->busid)) != 0)
+		return ST_NA;
 	if (ex.backend == NULL)
 		return ST_NODEV;
 	/* accepted under an allow-from that a reload has narrowed since */
-	if (!adopted(c, false) && !conn_allowed(c))
+	if (a == NULL && !conn_allowed(c))
 		return ST_NA;
 	return ex.backend->import(NULL, c, busid, rec, dev);
 }
@@ -377,7 +413,8 @@ sa_format(const struct sockaddr *sa, socklen_t len, char *host, size_t hostlen,
 }
 
 void
-export_adopt(int fd, const struct sockaddr *sa, socklen_t salen)
+export_adopt(int fd, const struct sockaddr *sa, socklen_t salen,
+    const char *busid)
 {
 	char host[NI_MAXHOST], port[NI_MAXSERV];
 
@@ -386,7 +423,9 @@ export_adopt(int fd, const struct sockaddr *sa, socklen_t salen)
 	sa_format(sa, salen, host, sizeof(host), port, sizeof(port));
 	log_debug("dial-back connection to %s:%s", host, port);
 	if ((c = expsrv_accept(ex.srv, fd, sa, salen)) != NULL) {
-		ex.adopted[ex.nadopted] = expsrv_conn_id(c) + 1;
+		ex.adopted[ex.nadopted].id = expsrv_conn_id(c) + 1;
+		usbgw_strlcpy(ex.adopted[ex.nadopted].busid, busid,
+		    sizeof(ex.adopted[ex.nadopted].busid));
 		ex.nadopted = (ex.nadopted + 1) % ADOPTED_MAX;
 	}
 }

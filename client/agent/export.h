@@ -40,7 +40,10 @@ unsigned	 export_nlisteners(void);
  * A connection the agent opened itself to its gateway (ctlconn.c's
  * dial-back, already admitted by its token): served as if accepted.
  */
-void		 export_adopt(int fd, const struct sockaddr *, socklen_t);
+/* Is the numeric address addr in allow-from now? */
+bool		 export_addr_allowed(const char *addr);
+void		 export_adopt(int fd, const struct sockaddr *, socklen_t,
+		    const char *busid);
 /*
  * A connection whose op code the engine does not serve (code: usbgw's
  * OP_REQ_USBGW, a gateway's control connection in listen mode), allowed

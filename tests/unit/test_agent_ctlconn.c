@@ -268,6 +268,85 @@ gateway_up(const char *peer)
 
 /* ---- tests --------------------------------------------------------------- */
 
+/* n pushes queued in one go (the loop not run between): their bytes. */
+static size_t
+push_many(int n)
+{
+	struct usbip_intf i = { 3, 1, 1 };
+	struct usbip_dev r;
+	int k;
+
+	fake_record(&r, "1-9");
+	for (k = 0; k < n; k++)
+		ctlconn_changed("1-9", true, &r, &i, 1);
+	return (size_t)n * (AGP_MSG_HDR_LEN + USBIP_DEV_LEN + USBIP_INTF_LEN);
+}
+
+/* PONGs readable from fd now (the loop run for ms first). */
+static int
+count_pongs(int fd, int ms)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+	struct agp_msg m;
+	int n = 0;
+
+	spin(ms);
+	while (poll(&pfd, 1, 0) == 1 && get_msg(fd, &m) == AGP_PONG)
+		n++;
+	return n;
+}
+
+/*
+ * A gateway that does not read: closed once more than 64 KiB wait to be
+ * sent (pushes here: 328 bytes each, queued in one loop turn); one that
+ * floods: at most 256 of its messages read a second.
+ */
+static void
+test_listen_hostile(void)
+{
+	uint8_t b[AGP_MSG_MAX * 8];
+	struct agp_msg m;
+	size_t off = 0;
+	int fd, k, n1, n2;
+
+	fd = gateway_up("10.0.4.1:1");
+	ok(fd >= 0, "hostile: a gateway up");
+	push_many(150);
+	ok(ctlconn_nlisten(true) == 1 && !closed(fd, 50),
+	    "hostile: 150 pushes (48 KiB) unread: still up");
+	close(fd);
+	spin(5);
+	fd = gateway_up("10.0.4.2:1");
+	push_many(250);
+	is_int(ctlconn_nlisten(true), 0,
+	    "hostile: 250 pushes (80 KiB) unread: closed at 64 KiB");
+	ok(closed(fd, 1000), "hostile: the gateway sees it closed");
+	close(fd);
+
+	fd = gateway_up("10.0.4.3:1");
+	memset(&m, 0, sizeof(m));
+	m.type = AGP_PING;
+	for (k = 1; k <= 600; k++) {
+		m.seq = (uint32_t)k;
+		m.echo = (uint64_t)k;
+		off += agp_msg_encode(b + off, &m);
+		if (off + AGP_MSG_MAX > sizeof(b) || k == 600) {
+			if (write(fd, b, off) != (ssize_t)off)
+				fatal("write");
+			off = 0;
+		}
+	}
+	n1 = count_pongs(fd, 500);
+	n2 = count_pongs(fd, 1300);
+	ok(n1 >= 200 && n1 <= 256,
+	    "hostile: 600 PINGs at once: %d PONGs in the first 0.5 s", n1);
+	ok(n2 >= 200 && n1 + n2 <= 2 * 256,
+	    "hostile: then the next second's (%d)", n2);
+	is_int(ctlconn_nlisten(true), 1, "hostile: a flood is slowed, not closed");
+	close(fd);
+	spin(5);
+}
+
 static void
 test_backoff(void)
 {
@@ -503,9 +582,162 @@ test_dialout(void)
 	k = now_ms() - t0;
 	ok(fd >= 0 && k >= 700 && k <= 1500,
 	    "dial-out: back 1 s (+-20 %%) later: %d ms", k);
+	/* the dial-out one is bounded as well */
+	ok(fd >= 0 && get(fd, b, AGP_HELLO_HDR_LEN + AGP_CONTROL_REQ_BODY,
+	    2000) == 0, "dial-out: CONTROL again");
+	put(fd, b, agp_control_rep_encode(b, ST_OK, "usbgwd", 0, 15));
+	for (k = 1; k <= ndevs + 2; k++)
+		if (get_msg(fd, &m) < 0)
+			break;
+	push_many(250);
+	ok(closed(fd, 1000),
+	    "dial-out: 250 pushes (80 KiB) unread: closed at 64 KiB");
 	if (fd >= 0)
 		close(fd);
 	close(lfd);
+}
+
+/* ---- dial-backs ------------------------------------------------------------ */
+
+static char adopted_busid[USBIP_BUSID_SIZE];
+static int adopted_port = -1, nadopted;
+
+static void
+fake_adopt(int fd, const struct sockaddr *sa, socklen_t len,
+    const char *busid)
+{
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+
+	(void)len;
+	usbgw_strlcpy(adopted_busid, busid, sizeof(adopted_busid));
+	adopted_port = ntohs(sin->sin_port);
+	nadopted++;
+	close(fd);
+}
+
+static int
+listener(struct config_addr *gw)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (lfd == -1 || bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) ==
+	    -1 || listen(lfd, 64) == -1 || getsockname(lfd,
+	    (struct sockaddr *)&sin, &sl) == -1)
+		fatal("listen");
+	memset(gw, 0, sizeof(*gw));
+	usbgw_strlcpy(gw->host, "127.0.0.1", sizeof(gw->host));
+	snprintf(gw->port, sizeof(gw->port), "%u", ntohs(sin.sin_port));
+	return lfd;
+}
+
+/* The dial-out control up on lfd: the accepted fd, snapshot read. */
+static int
+dial_up(int lfd)
+{
+	struct agp_msg m;
+	uint8_t b[AGP_HELLO_MAX];
+	int fd = accept_within(lfd, 3000), k;
+
+	if (fd < 0 || get(fd, b, AGP_HELLO_HDR_LEN + AGP_CONTROL_REQ_BODY,
+	    2000) != 0)
+		return -1;
+	put(fd, b, agp_control_rep_encode(b, ST_OK, "usbgwd", 0, 15));
+	for (k = 0; k < ndevs + 2; k++)
+		if (get_msg(fd, &m) < 0)
+			return -1;
+	return fd;
+}
+
+static void
+open_import(int fd, uint32_t seq, const char *busid)
+{
+	uint8_t b[AGP_MSG_MAX];
+	struct agp_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = AGP_OPEN_IMPORT;
+	m.seq = seq;
+	usbgw_strlcpy(m.busid, busid, sizeof(m.busid));
+	memset(m.token, (int)seq, sizeof(m.token));
+	put(fd, b, agp_msg_encode(b, &m));
+}
+
+/*
+ * At most one dial-back in flight per busid (ST_DEV_BUSY), 16 in all
+ * (ST_NA), an unknown busid ST_NODEV with nothing opened; the dial-back
+ * connects to, and is handed over with the address of, the gateway that
+ * asked, even after a failover to another, and with its busid.
+ */
+static void
+test_dialback(void)
+{
+	struct config_addr gw[2];
+	struct agp_msg m;
+	uint8_t b[AGP_HELLO_MAX];
+	char busid[16];
+	int la, lb, ca, cb, da, fd, k, n, busy = 0, na = 0, other = 0;
+
+	la = listener(&gw[0]);
+	lb = listener(&gw[1]);
+	ctlconn_shutdown();
+	ndevs = 20;
+	ok(ctlconn_init(base, "tu3", gw, 2, fake_foreach, fake_adopt) == 0,
+	    "dial-back: started with two gateway lines");
+	ca = dial_up(la);
+	ok(ca >= 0, "dial-back: up on gateway A");
+	open_import(ca, 1, "9-9");
+	ok(get_msg(ca, &m) == AGP_OPEN_FAILED && m.status == ST_NODEV &&
+	    accept_within(la, 100) == -1,
+	    "an unknown busid: ST_NODEV, no connection opened");
+	open_import(ca, 2, "1-1");
+	da = accept_within(la, 2000);
+	ok(da >= 0, "OPEN_IMPORT 1-1: a dial-back to gateway A");
+	/* A goes away before it answers; the agent fails over to B */
+	send_msg(ca, AGP_BYE, 3, 0);
+	close(ca);
+	cb = dial_up(lb);
+	ok(cb >= 0, "failed over to gateway B");
+	put(da, b, agp_empty_rep_encode(b, ST_OK, AGP_KIND_DIALBACK));
+	for (k = 0; k < 200 && nadopted == 0; k++)
+		spin(5);
+	is_int(nadopted, 1, "A's dial-back answered: handed over");
+	is_int(adopted_port, atoi(gw[0].port),
+	    "with gateway A's address, not B's (the one up now)");
+	is_str(adopted_busid, "1-1", "and with its busid");
+	close(da);
+
+	/* caps: 1-1 twice, then 1-1..1-20 */
+	open_import(cb, 1, "1-1");
+	open_import(cb, 2, "1-1");
+	ok(get_msg(cb, &m) == AGP_OPEN_FAILED && m.status == ST_DEV_BUSY &&
+	    m.token[0] == 2, "a second OPEN_IMPORT of 1-1: ST_DEV_BUSY");
+	for (k = 2; k <= 20; k++) {
+		snprintf(busid, sizeof(busid), "1-%d", k);
+		open_import(cb, (uint32_t)k + 1, busid);
+	}
+	for (k = 0; k < 4; k++) {
+		if (get_msg(cb, &m) != AGP_OPEN_FAILED)
+			break;
+		if (m.status == ST_NA)
+			na++;
+		else
+			other++;
+	}
+	for (n = 0; (fd = accept_within(lb, n < 16 ? 1000 : 200)) >= 0; n++)
+		close(fd);
+	is_int(n, 16, "16 dial-backs in flight at most (connections seen)");
+	ok(na == 4 && other == 0 && !busy,
+	    "the 17th to 20th: ST_NA (%d ST_NA, %d other)", na, other);
+	close(cb);
+	spin(20);
+	close(la);
+	close(lb);
+	ndevs = 2;
 }
 
 int
@@ -523,7 +755,12 @@ main(void)
 	    "an invalid name is refused");
 	test_listen_sequence();
 	test_listen_bounds();
+	test_listen_hostile();
 	test_dialout();
+	test_dialback();
+	ctlconn_shutdown();
+	ok(ctlconn_init(base, "tu1", NULL, 0, fake_foreach, NULL) == 0,
+	    "listen mode only again");
 	{
 		struct agp_msg m;
 		int fd = gateway_up("10.0.3.1:1");

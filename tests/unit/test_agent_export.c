@@ -34,8 +34,12 @@ static int n_import, n_release;
 static void
 f_list(void *arg, struct expsrv_conn *c)
 {
+	struct usbip_dev r;
+
 	(void)arg;
-	(void)c;
+	memset(&r, 0, sizeof(r));
+	usbgw_strlcpy(r.busid, "1-1", sizeof(r.busid));
+	expsrv_list_add(c, &r, NULL, 0);
 }
 
 static uint32_t
@@ -169,15 +173,36 @@ closed_within(int fd, int ms)
 
 /* OP_REQ_IMPORT of 1-1: the reply's status, or -1 if closed. */
 static long
-import(int fd)
+import_busid(int fd, const char *busid)
 {
 	uint8_t req[USBIP_IMPORT_REQ_LEN], rep[USBIP_OP_HDR_LEN];
 
-	usbip_import_req_encode(req, "1-1");
+	usbip_import_req_encode(req, busid);
 	if (send(fd, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
 		return -1;
 	if (read_n(fd, rep, sizeof(rep)) == -1)
 		return -1;
+	return (long)get_be32(rep + 4);
+}
+
+static long
+import(int fd)
+{
+	return import_busid(fd, "1-1");
+}
+
+/* OP_REQ_DEVLIST: the reply's status, *ndev its count. */
+static long
+devlist(int fd, uint32_t *ndev)
+{
+	uint8_t req[USBIP_OP_HDR_LEN], rep[USBIP_OP_HDR_LEN + 4];
+
+	usbip_op_hdr_encode(req, OP_REQ_DEVLIST, 0);
+	if (send(fd, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
+		return -1;
+	if (read_n(fd, rep, sizeof(rep)) == -1)
+		return -1;
+	*ndev = get_be32(rep + USBIP_OP_HDR_LEN);
 	return (long)get_be32(rep + 4);
 }
 
@@ -252,7 +277,30 @@ main(void)
 	gwsa.sin_family = AF_INET;
 	gwsa.sin_port = htons(3240);
 	gwsa.sin_addr.s_addr = htonl(0xc0000201);	/* 192.0.2.1 */
-	export_adopt(sp[0], (struct sockaddr *)&gwsa, sizeof(gwsa));
+	/* tied to its busid: no other, and no device list */
+	{
+		int o[2], l[2];
+		uint32_t nd = 99;
+
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, o) == -1 ||
+		    socketpair(AF_UNIX, SOCK_STREAM, 0, l) == -1)
+			return 1;
+		export_adopt(o[0], (struct sockaddr *)&gwsa, sizeof(gwsa),
+		    "1-1");
+		is_int(import_busid(o[1], "1-2"), ST_NA,
+		    "a dial-back for 1-1 may not import 1-2 (ST_NA)");
+		is_int(n_import, 1, "the back end is not asked");
+		export_adopt(l[0], (struct sockaddr *)&gwsa, sizeof(gwsa),
+		    "1-1");
+		ok(devlist(l[1], &nd) == ST_NA && nd == 0,
+		    "a device list on a dial-back: ST_NA, no device (%u)", nd);
+		is_int(devlist(client(port), &nd), ST_OK,
+		    "the listener's device list (an allowed peer): ST_OK");
+		is_int(nd, 1, "with its device");
+		close(o[1]);
+		close(l[1]);
+	}
+	export_adopt(sp[0], (struct sockaddr *)&gwsa, sizeof(gwsa), "1-1");
 	is_int(import(sp[1]), ST_OK,
 	    "a dial-back (192.0.2.1, not in allow-from) imports 1-1");
 	is_int(n_import, 2, "two imports granted by the back end");
