@@ -44,5 +44,8 @@ check "agent disk: detach removes the vhci disk" wait_gone 15 vhci_disk
 st=$(gw_wait_state 15 "$adisk" authorized)
 check "agent disk: the gateway holds the disk again, state authorized (last seen: $st)" \
 	[ "$st" = authorized ]
+# (after the release the agent resets the device and claims it again: for a
+# moment no driver at all is bound, which is still closed)
+wait_for 5 iface_driver_is "$adisk" usbfs
 check "agent disk: the disk is not back with a local driver ($(iface_driver "$adisk"))" \
 	iface_driver_is "$adisk" usbfs
