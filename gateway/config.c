@@ -1114,41 +1114,14 @@ config_parse_buf(struct config *c, const char *name, const char *buf,
 int
 config_load(struct config *c, const char *path, int must_exist, char **errs)
 {
-	struct stat st;
 	char *buf;
-	ssize_t r;
-	size_t off = 0;
-	int fd, rv;
+	size_t len;
+	int rv;
 
-	*errs = NULL;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
-		if (errno == ENOENT && !must_exist)
-			return 0;
-		xasprintf(errs, "%s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		xasprintf(errs, "%s: not a regular file\n", path);
-		close(fd);
-		return -1;
-	}
-	if (st.st_size > CONFIG_MAX_FILE) {
-		xasprintf(errs, "%s: larger than %d bytes\n", path,
-		    CONFIG_MAX_FILE);
-		close(fd);
-		return -1;
-	}
-	buf = xmalloc((size_t)st.st_size + 1);
-	while (off < (size_t)st.st_size) {
-		r = read(fd, buf + off, (size_t)st.st_size - off);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		off += (size_t)r;
-	}
-	close(fd);
-	rv = config_parse_buf(c, path, buf, off, errs);
+	if ((rv = usbgw_read_config_file(path, CONFIG_MAX_FILE, must_exist, &buf, &len,
+	    errs)) != 0)
+		return rv == 1 ? 0 : -1;
+	rv = config_parse_buf(c, path, buf, len, errs);
 	if (rv == 0)
 		usbgw_strlcpy(c->path, path, sizeof(c->path));
 	free(buf);

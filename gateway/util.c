@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -6,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -210,4 +213,68 @@ usbgw_hexval(int c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+int
+usbgw_read_config_file(const char *path, size_t max, int must_exist,
+    char **bufp, size_t *lenp, char **errs)
+{
+	struct stat st;
+	char *buf;
+	ssize_t r;
+	size_t off = 0;
+	int fd;
+
+	*errs = NULL;
+	*bufp = NULL;
+	*lenp = 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
+		if (errno == ENOENT && !must_exist)
+			return 1;
+		xasprintf(errs, "%s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		xasprintf(errs, "%s: not a regular file\n", path);
+		close(fd);
+		return -1;
+	}
+	if ((size_t)st.st_size > max) {
+		xasprintf(errs, "%s: larger than %zu bytes\n", path, max);
+		close(fd);
+		return -1;
+	}
+	buf = xmalloc((size_t)st.st_size + 1);
+	while (off < (size_t)st.st_size) {
+		r = read(fd, buf + off, (size_t)st.st_size - off);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		off += (size_t)r;
+	}
+	close(fd);
+	buf[off] = '\0';
+	*bufp = buf;
+	*lenp = off;
+	return 0;
+}
+
+void
+usbgw_hostport_addr(const char *hostport, char *out, size_t len)
+{
+	const char *e;
+	size_t n;
+
+	if (hostport[0] == '[' && (e = strchr(hostport, ']')) != NULL) {
+		n = (size_t)(e - hostport - 1);
+		hostport++;
+	} else if ((e = strrchr(hostport, ':')) != NULL)
+		n = (size_t)(e - hostport);
+	else
+		n = strlen(hostport);
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, hostport, n);
+	out[n] = '\0';
 }

@@ -42,5 +42,14 @@ unsigned usbgw_jitter(unsigned ms, unsigned pct);
 
 /* Set O_NONBLOCK and FD_CLOEXEC. */
 int	 fd_nonblock_cloexec(int fd);
+/*
+ * Read a whole regular file of at most max bytes into *buf (NUL-terminated,
+ * length *len; the caller frees).  0 on success; 1 if it does not exist and
+ * !must_exist; -1 with *errs ("PATH: why\n", the caller frees).
+ */
+int	 usbgw_read_config_file(const char *path, size_t max, int must_exist,
+	    char **buf, size_t *len, char **errs);
+/* The address part of "addr:port" or "[v6addr]:port", into out. */
+void	 usbgw_hostport_addr(const char *hostport, char *out, size_t len);
 
 #endif

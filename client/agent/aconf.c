@@ -571,41 +571,14 @@ aconf_parse_buf(struct aconf *c, const char *name, const char *buf,
 int
 aconf_load(struct aconf *c, const char *path, bool must_exist, char **errs)
 {
-	struct stat st;
 	char *buf;
-	ssize_t r;
-	size_t off = 0;
-	int fd, rv;
+	size_t len;
+	int rv;
 
-	*errs = NULL;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
-		if (errno == ENOENT && !must_exist)
-			return 0;
-		xasprintf(errs, "%s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		xasprintf(errs, "%s: expected a regular file\n", path);
-		close(fd);
-		return -1;
-	}
-	if (st.st_size > ACONF_MAX_FILE) {
-		xasprintf(errs, "%s: expected at most %d bytes\n", path,
-		    ACONF_MAX_FILE);
-		close(fd);
-		return -1;
-	}
-	buf = xmalloc((size_t)st.st_size + 1);
-	while (off < (size_t)st.st_size) {
-		r = read(fd, buf + off, (size_t)st.st_size - off);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		off += (size_t)r;
-	}
-	close(fd);
-	rv = aconf_parse_buf(c, path, buf, off, errs);
+	if ((rv = usbgw_read_config_file(path, ACONF_MAX_FILE, must_exist, &buf, &len,
+	    errs)) != 0)
+		return rv == 1 ? 0 : -1;
+	rv = aconf_parse_buf(c, path, buf, len, errs);
 	if (rv == 0)
 		usbgw_strlcpy(c->path, path, sizeof(c->path));
 	free(buf);

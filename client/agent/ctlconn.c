@@ -991,26 +991,6 @@ dial_retry(evutil_socket_t fd, short what, void *arg)
 
 /* ---- listen mode ----------------------------------------------------------- */
 
-/* "addr" of the engine's "addr:port" / "[v6]:port". */
-static void
-peer_addr(const char *hostport, char *out, size_t len)
-{
-	const char *e;
-	size_t n;
-
-	if (hostport[0] == '[' && (e = strchr(hostport, ']')) != NULL) {
-		n = (size_t)(e - hostport - 1);
-		hostport++;
-	} else if ((e = strrchr(hostport, ':')) != NULL)
-		n = (size_t)(e - hostport);
-	else
-		n = strlen(hostport);
-	if (n >= len)
-		n = len - 1;
-	memcpy(out, hostport, n);
-	out[n] = '\0';
-}
-
 bool
 ctlconn_accept(uint16_t code, int fd, const char *peer, struct evbuffer *in)
 {
@@ -1020,7 +1000,7 @@ ctlconn_accept(uint16_t code, int fd, const char *peer, struct evbuffer *in)
 
 	if (code != OP_REQ_USBGW || cc.base == NULL || cc.stopping)
 		return false;
-	peer_addr(peer, addr, sizeof(addr));
+	usbgw_hostport_addr(peer, addr, sizeof(addr));
 	/* hellos are bounded too: beyond them, closed unanswered */
 	if (listen_count(false, NULL, NULL) >= CTLCONN_MAX_LISTEN) {
 		close(fd);

@@ -174,26 +174,6 @@ audit_open(const char *path, char *err, size_t errlen)
 
 /* ---- the back end, wrapped ---------------------------------------------- */
 
-/* "addr" of the engine's "addr:port" / "[v6]:port". */
-static void
-peer_addr(const char *hostport, char *out, size_t len)
-{
-	const char *e;
-	size_t n;
-
-	if (hostport[0] == '[' && (e = strchr(hostport, ']')) != NULL) {
-		n = (size_t)(e - hostport - 1);
-		hostport++;
-	} else if ((e = strrchr(hostport, ':')) != NULL)
-		n = (size_t)(e - hostport);
-	else
-		n = strlen(hostport);
-	if (n >= len)
-		n = len - 1;
-	memcpy(out, hostport, n);
-	out[n] = '\0';
-}
-
 /* c's entry if it was adopted (a dial-back), else NULL. */
 static struct adopted *
 adopted_find(const struct expsrv_conn *c)
@@ -227,7 +207,7 @@ conn_allowed(const struct expsrv_conn *c)
 {
 	char a[PEER_MAX];
 
-	peer_addr(expsrv_conn_peer(c), a, sizeof(a));
+	usbgw_hostport_addr(expsrv_conn_peer(c), a, sizeof(a));
 	return export_addr_allowed(a);
 }
 
@@ -257,7 +237,7 @@ w_list(void *arg, struct expsrv_conn *c)
 	(void)arg;
 	/* a dial-back exists for one import: no device list on it */
 	if (adopted(c, false)) {
-		peer_addr(expsrv_conn_peer(c), peer, sizeof(peer));
+		usbgw_hostport_addr(expsrv_conn_peer(c), peer, sizeof(peer));
 		export_audit("refused peer=%s via=dial-back reason=\"device "
 		    "list on a dial-back\"", peer);
 		expsrv_list_refuse(c, ST_NA);
@@ -294,7 +274,7 @@ w_imported(void *arg, struct expsrv_conn *c, const char *busid, uint32_t st,
 
 	(void)arg;
 	(void)dev;
-	peer_addr(expsrv_conn_peer(c), peer, sizeof(peer));
+	usbgw_hostport_addr(expsrv_conn_peer(c), peer, sizeof(peer));
 	log_escape(b, sizeof(b), busid, strnlen(busid, USBIP_BUSID_SIZE));
 	if (st != ST_OK) {
 		export_audit("import-refused busid=%s peer=%s status=%s", b,
@@ -363,7 +343,7 @@ w_pdu(void *arg, struct expsrv_conn *c, const struct usbip_op *op,
 	(void)urb;
 	if (malformed == NULL)
 		return;
-	peer_addr(expsrv_conn_peer(c), peer, sizeof(peer));
+	usbgw_hostport_addr(expsrv_conn_peer(c), peer, sizeof(peer));
 	im = expsrv_conn_data(c);
 	export_audit_peer(peer, EXPORT_AK_MALFORMED, "malformed peer=%s%s%s "
 	    "reason=\"%s\"", peer, im != NULL ? " busid=" : "",
