@@ -42,6 +42,9 @@ project_progs="usbgwd:/usr/sbin usbgw:/usr/bin usbgw-sim:/usr/bin usbip-tc:/usr/
 # settings 0 and 1), xhci for QEMU's usb-audio (run.t's E2E_AUDIO=1).
 project_progs="$project_progs usbfs-torture:/usr/bin"
 modules="$modules usb_f_ecm xhci_pci"
+# The UAC2 capture scenario (73-agent-uac2): the audio gadget function, on the
+# dummy_hcd.ko built with ISO by fetch.sh (it replaces the stock module).
+modules="$modules usb_f_uac2"
 
 mkcpio() {	# mkcpio DIR OUT
 	if command -v cpio >/dev/null; then
@@ -127,6 +130,9 @@ build_base() {	# build_base DIR
 		*)        cp "$kdir/$f" "$d/lib/modules/$E2E_KREL/$f" ;;
 		esac
 	done
+	f=$(find "$d/lib/modules/$E2E_KREL" -name dummy_hcd.ko | head -n 1)
+	[ -n "$f" ] || die "dummy_hcd.ko not among the guest's modules"
+	cp "$E2E_DUMMY_ISO" "$f"
 	cp "$kdir"/modules.order "$kdir"/modules.builtin* "$d/lib/modules/$E2E_KREL/"
 	"$E2E_DEPMOD" -b "$d" "$E2E_KREL" || die "depmod failed"
 	cat > "$d/etc/modprobe.d/e2e.conf" <<-'EOT'

@@ -11,6 +11,7 @@
  *   usbfs-torture [-t MS] [-a IPV4] [-R] DEVNODE
  *   usbfs-torture -u N [-t MS] DEVNODE
  *   usbfs-torture -I MS [-t MS] DEVNODE
+ *   usbfs-torture -C MS [-t MS] DEVNODE
  *
  * -a IPV4    the address of the gadget's ECM network interface (up): an ARP
  *            request sent on bulk OUT must be answered on bulk IN (the
@@ -22,6 +23,11 @@
  *
  * -I MS      ISO mode: MS packets of 48 kHz stereo audio (QEMU's usb-audio),
  *            then "frames N", the frames the device took
+ * -C MS      capture mode: MS milliseconds of packets from the first
+ *            isochronous IN endpoint of an alternate setting 1 (a UAC2
+ *            gadget's playback to the host), 8 URBs of 8 packets of
+ *            wMaxPacketSize in flight; then "packets N", "bytes N" and
+ *            "elapsed_ms N" (the caller knows the frame size)
  *
  * Output: one "ok - WHAT" or "not ok - WHAT: REASON" line per check; exit 0
  * when all passed.
@@ -63,6 +69,8 @@ struct iface {
 	uint8_t		in[2], out[2];	/* bulk endpoint addresses */
 	uint8_t		iso_out[2];	/* isochronous OUT endpoint */
 	uint16_t	iso_mps[2];	/* its wMaxPacketSize */
+	uint8_t		iso_in[2];	/* isochronous IN endpoint */
+	uint16_t	iso_in_mps[2];	/* its wMaxPacketSize */
 };
 
 static struct iface	ifs[UT_MAX_IFACES];
@@ -77,7 +85,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: usbfs-torture [-t MS] [-a IPV4] [-R] "
 	    "DEVNODE\n       usbfs-torture -u N [-t MS] DEVNODE\n"
-	    "       usbfs-torture -I MS [-t MS] DEVNODE\n");
+	    "       usbfs-torture -I MS [-t MS] DEVNODE\n"
+	    "       usbfs-torture -C MS [-t MS] DEVNODE\n");
 	exit(2);
 }
 
@@ -186,6 +195,13 @@ parse_desc(void)
 			    USB_ENDPOINT_XFER_ISOC && !(addr & USB_DIR_IN)) {
 				ifs[cur].iso_out[alt] = addr;
 				ifs[cur].iso_mps[alt] = (uint16_t)((d[off + 4] |
+				    d[off + 5] << 8) & 0x7ff);
+			} else if ((attr & USB_ENDPOINT_XFERTYPE_MASK) ==
+			    USB_ENDPOINT_XFER_ISOC && (attr & 0x30) == 0 &&
+			    ifs[cur].iso_in[alt] == 0) {
+				/* data, not an explicit-feedback endpoint */
+				ifs[cur].iso_in[alt] = addr;
+				ifs[cur].iso_in_mps[alt] = (uint16_t)((d[off + 4] |
 				    d[off + 5] << 8) & 0x7ff);
 			}
 		}
@@ -1054,18 +1070,185 @@ iso_play(long ms)
 	return nfail != 0;
 }
 
+/*
+ * ISO unlinks: every URB in flight discarded (newest first) while the
+ * stream runs; each must come back, completed (0) or cancelled (-ENOENT,
+ * -ECONNRESET), and the endpoint must stream again afterwards.
+ */
+static void
+iso_unlink(struct usbdevfs_urb **u, uint8_t ep, unsigned int mps)
+{
+	struct usbdevfs_urb	*r;
+	int			 k, back = 0, done = 0, cancelled = 0, other = 0;
+	int			 again = 0;
+
+	for (k = 0; k < UT_ISO_URBS; k++) {
+		memset(u[k]->iso_frame_desc, 0,
+		    UT_ISO_PKTS * sizeof(struct usbdevfs_iso_packet_desc));
+		for (int p = 0; p < UT_ISO_PKTS; p++)
+			u[k]->iso_frame_desc[p].length = mps;
+		u[k]->type = USBDEVFS_URB_TYPE_ISO;
+		u[k]->endpoint = ep;
+		u[k]->flags = USBDEVFS_URB_ISO_ASAP;
+		u[k]->buffer_length = (int)(UT_ISO_PKTS * mps);
+		u[k]->number_of_packets = UT_ISO_PKTS;
+		u[k]->status = 0;
+		if (submit(u[k]) == -1) {
+			result(0, "ISO IN unlink", "submit: %s",
+			    strerror(errno));
+			return;
+		}
+	}
+	usleep(2000);
+	for (k = UT_ISO_URBS - 1; k >= 0; k--)
+		ioctl(fd, USBDEVFS_DISCARDURB, u[k]);
+	while (back < UT_ISO_URBS && (r = reap(timeout_ms)) != NULL) {
+		back++;
+		if (r->status == 0)
+			done++;
+		else if (r->status == -ENOENT || r->status == -ECONNRESET)
+			cancelled++;
+		else
+			other++;
+	}
+	/* the stream goes on: one more URB, every packet status 0 */
+	u[0]->status = 0;
+	memset(u[0]->iso_frame_desc, 0,
+	    UT_ISO_PKTS * sizeof(struct usbdevfs_iso_packet_desc));
+	for (int p = 0; p < UT_ISO_PKTS; p++)
+		u[0]->iso_frame_desc[p].length = mps;
+	if (back == UT_ISO_URBS && submit(u[0]) == 0 &&
+	    (r = reap(timeout_ms)) != NULL && r->status == 0) {
+		again = 1;
+		for (int p = 0; p < r->number_of_packets; p++)
+			if (r->iso_frame_desc[p].status != 0)
+				again = 0;
+	}
+	printf("# iso unlink: %d of %d back, %d completed, %d cancelled, "
+	    "%d other\n", back, UT_ISO_URBS, done, cancelled, other);
+	result(back == UT_ISO_URBS && other == 0 && again, "ISO IN unlink: "
+	    "8 URBs discarded in flight all come back (completed or "
+	    "cancelled), then the endpoint streams again", "%d of %d back, "
+	    "%d with another status, stream again: %s", back, UT_ISO_URBS,
+	    other, again ? "yes" : "no");
+}
+
+/*
+ * Capture mode: ms packets (one per 1 ms frame at full speed, per bInterval
+ * at high speed: the device decides what each holds) from the first
+ * interface whose alternate setting 1 has an isochronous IN data endpoint.
+ * Every packet must come back with status 0; the caller checks the byte
+ * count against the sample rate it configured.
+ */
+static int
+iso_capture(long ms)
+{
+	struct usbdevfs_urb	*u[UT_ISO_URBS], *r;
+	size_t			 ulen = sizeof(struct usbdevfs_urb) +
+	    UT_ISO_PKTS * sizeof(struct usbdevfs_iso_packet_desc);
+	long			 got = 0, queued = 0, bad = 0, bytes = 0;
+	int			 as = -1, k, inflight = 0;
+	unsigned int		 mps;
+	struct timespec		 t0, t1;
+	char			 what[160];
+
+	for (k = 0; k < UT_MAX_IFACES; k++)
+		if (ifs[k].present[1] && ifs[k].iso_in[1] &&
+		    ifs[k].iso_in_mps[1] > 0) {
+			as = k;
+			break;
+		}
+	if (as < 0) {
+		printf("not ok - ISO IN: no interface with an isochronous IN "
+		    "endpoint in alternate setting 1\n");
+		return 1;
+	}
+	mps = ifs[as].iso_in_mps[1];
+	if (claim(as) == -1 || setintf(as, 1) == -1) {
+		printf("not ok - ISO IN: claim and SET_INTERFACE %d alt 1: "
+		    "%s\n", as, strerror(errno));
+		return 1;
+	}
+	for (k = 0; k < UT_ISO_URBS; k++) {
+		u[k] = xcalloc(1, ulen);
+		u[k]->buffer = xcalloc(UT_ISO_PKTS, mps);
+	}
+	snprintf(what, sizeof(what), "ISO IN: %ld packets captured from "
+	    "endpoint 0x%02x (interface %d alt 1, wMaxPacketSize %u)", ms,
+	    ifs[as].iso_in[1], as, mps);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		for (k = 0; k < UT_ISO_URBS && queued < ms; k++) {
+			int	 n = 0;
+
+			if (u[k]->usercontext != NULL)
+				continue;	/* in flight */
+			for (int p = 0; p < UT_ISO_PKTS && queued < ms; p++) {
+				u[k]->iso_frame_desc[p].length = mps;
+				u[k]->iso_frame_desc[p].actual_length = 0;
+				u[k]->iso_frame_desc[p].status = 0;
+				n++;
+				queued++;
+			}
+			u[k]->type = USBDEVFS_URB_TYPE_ISO;
+			u[k]->endpoint = ifs[as].iso_in[1];
+			u[k]->flags = USBDEVFS_URB_ISO_ASAP;
+			u[k]->buffer_length = (int)(n * mps);
+			u[k]->number_of_packets = n;
+			u[k]->usercontext = (void *)1;
+			if (submit(u[k]) == -1) {
+				printf("not ok - %s: submit: %s\n", what,
+				    strerror(errno));
+				return 1;
+			}
+			inflight++;
+		}
+		if (inflight == 0)
+			break;
+		if ((r = reap(timeout_ms)) == NULL) {
+			printf("not ok - %s: reap: %s (%ld packets back)\n",
+			    what, strerror(errno), got);
+			return 1;
+		}
+		inflight--;
+		for (int p = 0; p < r->number_of_packets; p++) {
+			got++;
+			if (r->iso_frame_desc[p].status != 0 ||
+			    r->iso_frame_desc[p].actual_length > mps)
+				bad++;
+			else
+				bytes += r->iso_frame_desc[p].actual_length;
+		}
+		r->usercontext = NULL;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("# iso in: %ld packets, %ld failed, %ld bytes\n", got, bad,
+	    bytes);
+	result(got == ms && bad == 0, what, "%ld packets of %ld back, %ld "
+	    "failed", got, ms, bad);
+	iso_unlink(u, ifs[as].iso_in[1], mps);
+	setintf(as, 0);
+	printf("packets %ld\nbytes %ld\nelapsed_ms %lld\n", got, bytes,
+	    (long long)(t1.tv_sec - t0.tv_sec) * 1000 +
+	    (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	return nfail != 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	const char	*ip = NULL;
 	int		 ch, reset = 0, unplug = 0;
-	long		 iso_ms = 0;
+	long		 iso_ms = 0, cap_ms = 0;
 	char		 why[128];
 
-	while ((ch = getopt(argc, argv, "a:I:Rt:u:")) != -1) {
+	while ((ch = getopt(argc, argv, "a:C:I:Rt:u:")) != -1) {
 		switch (ch) {
 		case 'a':
 			ip = optarg;
+			break;
+		case 'C':
+			cap_ms = (long)num_arg(optarg, 1, 600000, "capture ms");
 			break;
 		case 'I':
 			iso_ms = (long)num_arg(optarg, 1, 600000, "ISO ms");
@@ -1099,6 +1282,8 @@ main(int argc, char **argv)
 	}
 	if (iso_ms > 0)
 		return iso_play(iso_ms);
+	if (cap_ms > 0)
+		return iso_capture(cap_ms);
 	if (lb < 0) {
 		printf("not ok - %s: no vendor-specific interface with bulk "
 		    "IN and OUT (a Loopback function)\n", argv[optind]);

@@ -1,4 +1,4 @@
-# ISO through usbgw-agent (dummy_hcd has no ISO, protocol.md 1.9.6): QEMU's
+# ISO OUT through usbgw-agent (the stock dummy_hcd has no ISO; 73 uses a patched one for IN): QEMU's
 # usb-audio on a qemu-xhci controller, present when run.t boots with
 # E2E_AUDIO=1.  The agent (root, own config, 127.0.0.1:3267) exports it;
 # usbfs-torture -I plays 3 s of 48 kHz stereo through vhci (ISO OUT, 8 URBs
