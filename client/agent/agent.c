@@ -180,11 +180,19 @@ static const struct usbdev_hooks hooks = {
 
 /* ---- signals ---------------------------------------------------------- */
 
+/* A held device the reloaded keep-list names: its import ends now. */
+static void
+end_kept_import(const char *busid)
+{
+	export_end_import(busid, "keep-local after reload");
+}
+
 static void
 reload(void)
 {
 	struct aconf *c;
 	char *errs = NULL, err[512], *line, *save;
+	int n;
 
 	if ((c = load_conf(&errs)) == NULL) {
 		for (line = strtok_r(errs, "\n", &save); line != NULL;
@@ -202,9 +210,10 @@ reload(void)
 	aconf_free(agent.conf);
 	agent.conf = c;
 	ctlconn_recheck_allowed();
-	log_info("reloaded %s: allow-from, keep-list (for new arrivals), "
-	    "no-reset, audit-log, max-connections; listen needs a restart",
-	    c->path[0] != '\0' ? c->path : "(no file)");
+	n = usbdev_recheck_keep(end_kept_import);
+	log_info("reloaded %s: allow-from, keep-list (%d device(s) changed "
+	    "side), no-reset, audit-log, max-connections; listen needs a "
+	    "restart", c->path[0] != '\0' ? c->path : "(no file)", n);
 	warn_nobody(c);
 }
 

@@ -600,6 +600,24 @@ export_set_conf(const struct aconf *c, char *err, size_t errlen)
 	return 0;
 }
 
+int
+export_end_import(const char *busid, const char *why)
+{
+	struct import *im, *next;
+	int		 n = 0;
+
+	for (im = TAILQ_FIRST(&ex.imports); im != NULL; im = next) {
+		next = TAILQ_NEXT(im, entry);
+		if (strcmp(im->busid, busid) != 0)
+			continue;
+		export_audit("end peer=%s busid=%s reason=\"%s\"", im->peer,
+		    im->busid, why);
+		expsrv_conn_close(im->conn, why);
+		n++;
+	}
+	return n;
+}
+
 void
 export_shutdown(void)
 {

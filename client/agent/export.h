@@ -56,6 +56,9 @@ typedef bool	(*export_extension_fn)(uint16_t code, int fd,
 void		 export_set_extension(export_extension_fn);
 /* Close the listeners (shutdown begins). */
 void		 export_stop_listening(void);
+/* Ends the import of busid, if any (audit line release ... reason=WHY).
+ * Returns the number of imports ended. */
+int		 export_end_import(const char *busid, const char *why);
 /* End every connection (imports released through the back end). */
 void		 export_closeall(void);
 /* Free the engine, write the held-back summaries, close the audit log. */

@@ -52,6 +52,9 @@ static struct {
 static void	ud_examine(struct usbdev *);
 static void	ud_close_cb(evutil_socket_t, short, void *);
 static void	ud_claim_done(struct udjob *);
+static bool	ud_kept_now(struct usbdev *, int *);
+static void	ud_keep_giveback(struct usbdev *, int, const char *);
+static bool	ud_done_err(int);
 static uint32_t	ud_intf_mask(const struct desc_config *);
 
 void
@@ -372,6 +375,31 @@ udjob_run(void *arg)
 	case UDJ_CLEARHALT:
 		j->result = libusb_clear_halt(h, (unsigned char)j->a);
 		break;
+	case UDJ_GIVEBACK:
+		/* as usbdev_giveback(), off the loop */
+		ud_release_all(h, f->in.old);
+		r = 0;
+		if (!f->in.no_reset)
+			r = libusb_reset_device(h);
+		if (f->in.config != f->in.config_first) {
+			int r2 = libusb_set_configuration(h,
+			    f->in.config_first);
+			if (r == 0)
+				r = r2;
+		} else {
+			for (int i = 0; i < 32; i++) {
+				int r2;
+
+				if (!(f->in.old & (1u << i)))
+					continue;
+				r2 = libusb_attach_kernel_driver(h, i);
+				if (r == 0 && !ud_done_err(r2))
+					r = r2;
+			}
+		}
+		j->claimed = 0;
+		j->result = ud_done_err(r) ? 0 : r;
+		break;
 	case UDJ_RESTORE:
 		r = 0;
 		if (!f->in.no_reset)
@@ -396,12 +424,19 @@ udjob_done(void *arg)
 	struct udjob_full *f = arg;
 	struct udjob	*j = &f->j;
 	struct usbdev	*d = j->dev;
+	bool		 queued;
 
 	d->jobs = j->next;
+	/*
+	 * Only a job queued behind this one is started here: one that done()
+	 * queues on an empty queue has been started by usbdev_job() already
+	 * (starting it again would run it twice on the worker).
+	 */
+	queued = d->jobs != NULL;
 	if (j->done != NULL)
 		j->done(j);
 	free(f);
-	if (d->jobs != NULL)
+	if (queued)
 		udjob_next(d);
 	usbdev_unref(d);
 }
@@ -806,6 +841,7 @@ static void
 ud_claim_done(struct udjob *j)
 {
 	struct usbdev	*d = j->dev;
+	int		 rule = 0;
 
 	if (!d->listed)
 		return;
@@ -829,6 +865,10 @@ ud_claim_done(struct udjob *j)
 		usbdev_load_config(d, j->config);
 	d->config_first = d->config;
 	d->dirty = true;
+	if (ud_kept_now(d, &rule)) {	/* a reload during the claim */
+		ud_keep_giveback(d, rule, "reload");
+		return;
+	}
 	usbdev_setstate(d, UD_EXPORTABLE, UDL_NONE, NULL);
 	usbdev_audit("export busid=%s id=%04x:%04x", d->busid,
 	    d->rec.idVendor, d->rec.idProduct);
@@ -941,6 +981,7 @@ static void
 ud_restore_done(struct udjob *j)
 {
 	struct usbdev	*d = j->dev;
+	int		 rule = 0;
 
 	if (!d->listed)
 		return;
@@ -964,7 +1005,96 @@ ud_restore_done(struct udjob *j)
 	}
 	if (!d->no_reset)
 		d->dirty = false;
+	if (ud_kept_now(d, &rule)) {	/* a reload during the import */
+		ud_keep_giveback(d, rule, "reload");
+		return;
+	}
 	usbdev_setstate(d, UD_EXPORTABLE, UDL_NONE, "released");
+}
+
+/* ---- keep-list reload ------------------------------------------- */
+
+static bool
+ud_kept_now(struct usbdev *d, int *rule)
+{
+	*rule = 0;
+	return ud.hooks.keep != NULL && ud.hooks.keep(ud.arg, &d->ident, rule);
+}
+
+static void
+ud_giveback_done(struct udjob *j)
+{
+	struct usbdev	*d = j->dev;
+	int		 rule = (int)(intptr_t)j->arg;
+
+	if (!d->listed)
+		return;
+	if (j->result != 0)
+		log_warnx("device %s: giving it back to its kernel drivers: %s",
+		    d->busid, libusb_strerror(j->result));
+	d->claimed = 0;
+	if (d->h != NULL)
+		libusb_close(d->h);
+	d->h = NULL;
+	usbdev_setstate(d, UD_LOCAL, UDL_KEPT, "keep-list");
+	usbdev_audit("keep-local busid=%s id=%04x:%04x rule=%d reason=reload",
+	    d->busid, d->rec.idVendor, d->rec.idProduct, rule);
+}
+
+/*
+ * Off the list now (RELEASING is owned, not offered: the state file still
+ * names it for the guardian until the drivers are back), then the worker
+ * gives it back.
+ */
+static void
+ud_keep_giveback(struct usbdev *d, int rule, const char *why)
+{
+	usbdev_setstate(d, UD_RELEASING, UDL_NONE, why);
+	usbdev_job(d, UDJ_GIVEBACK, 0, 0, ud_giveback_done,
+	    (void *)(intptr_t)rule);
+}
+
+int
+usbdev_recheck_keep(void (*held)(const char *busid))
+{
+	struct usbdev	*d, *next;
+	int		 rule, n = 0;
+	bool		 kept;
+
+	for (d = usbdev_list; d != NULL; d = next) {
+		next = d->next;
+		if (!d->listed)
+			continue;
+		kept = ud_kept_now(d, &rule);
+		if (d->state != UD_HELD && d->state != UD_RELEASING)
+			d->no_reset = ud.hooks.no_reset != NULL &&
+			    ud.hooks.no_reset(ud.arg, &d->ident);
+		switch (d->state) {
+		case UD_EXPORTABLE:
+			if (!kept)
+				break;
+			ud_keep_giveback(d, rule, "reload");
+			n++;
+			break;
+		case UD_HELD:
+			if (kept && held != NULL) {
+				held(d->busid);	/* the release checks again */
+				n++;
+			}
+			break;
+		case UD_LOCAL:
+			if (d->local != UDL_KEPT || kept)
+				break;
+			log_info("device %s: no longer in the keep-list",
+			    d->busid);
+			ud_examine(d);
+			n++;
+			break;
+		default:
+			break;
+		}
+	}
+	return n;
 }
 
 void

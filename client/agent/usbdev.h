@@ -27,7 +27,9 @@ struct usbdev_hooks {
 	/*
 	 * Keep-list: true if the device stays with the thin client
 	 * (*ruleno: the config line that decided, 0 for the built-in
-	 * default).  Called once per arrival, from the loop.
+	 * default).  Called at each arrival, before a device is offered
+	 * again after an import or a claim, and by usbdev_recheck_keep(),
+	 * from the loop.
 	 */
 	bool	(*keep)(void *arg, const struct usbgw_identity *,
 		    int *ruleno);
@@ -62,6 +64,17 @@ extern const struct expsrv_ops usbdev_expsrv_ops;
 void		 usbdev_foreach_exportable(void (*)(void *,
 		    const struct usbip_dev *, const struct usbip_intf *,
 		    uint8_t), void *);
+/*
+ * After a reload changed the keep-list (and no-reset): an exportable
+ * device the keep-list now names is taken off the list at once and given
+ * back to its kernel drivers (audit line keep-local ... reason=reload); a
+ * kept device it no longer names is examined and claimed as if it had
+ * just arrived.  For a device held by an import that is now kept, held()
+ * is called with its busid: the caller ends that import, and the device
+ * goes back to its drivers when the release is done instead of being
+ * offered again.  Returns the number of devices whose side changed.
+ */
+int		 usbdev_recheck_keep(void (*held)(const char *busid));
 /* Ends every import, releases every device and gives it back to its
  * kernel drivers; then libusb exits.  Blocking (shutdown only). */
 void		 usbdev_shutdown(void);

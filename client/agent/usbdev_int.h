@@ -90,6 +90,7 @@ enum udjob_op {
 	UDJ_SETALT,	/* a = interface, b = alt */
 	UDJ_CLEARHALT,	/* a = endpoint address */
 	UDJ_RESTORE,	/* end of an import: reset, config back, re-claim */
+	UDJ_GIVEBACK,	/* kept after a reload: release, reset, drivers back */
 };
 
 struct udjob {

@@ -212,6 +212,61 @@ else
 	skip "agent unplug: pending INs answered when the UDC goes" "not attached"
 fi
 
+# 3a. The keep-list on SIGHUP: a reload that keeps the device gives an
+# exportable device back to its drivers at once and ends an import of it; a
+# reload that lets go takes it again.
+t66_conf() {	# t66_conf keep|export
+	{
+		echo "name e2e66"
+		echo "listen 127.0.0.1:$T66_PORT"
+		echo "allow-from 127.0.0.1"
+		echo "state-file $T66_DIR/held"
+		[ "$1" = keep ] && echo "keep-local id $T66_VID:$T66_PID"
+		echo "export id $T66_VID:$T66_PID"
+		echo "keep-local id *:*"
+	} > "$T66_DIR/agent.conf"
+}
+t66_hup() { t66_conf "$1" && kill -HUP "$(cat "$T66_DIR/pid")"; }
+t66_since() { tail -n +$(($(wc -l < "$T66_DIR/mark.log") + 1)) "$T66_LOG"; }
+t66_mark() { cp "$T66_LOG" "$T66_DIR/mark.log"; }
+t66_logged() { t66_since | grep -q "$1"; }
+if agent66_lists; then
+	t66_mark
+	check "agent keep reload: SIGHUP with 'keep-local id $T66_VID:$T66_PID'" t66_hup keep
+	check "agent keep reload: usb-storage is bound again (given back at once)" \
+		wait_for 10 storage_bound
+	check "agent keep reload: the agent no longer lists $busid" wait_gone 10 agent66_lists
+	check "agent keep reload: audit keep-local busid=$busid ... reason=reload" \
+		wait_for 5 t66_logged "audit: keep-local busid=$busid .*reason=reload"
+	check "agent keep reload: the state file no longer lists $busid" \
+		fails grep -q "^$busid " "$T66_DIR/held"
+	t66_mark
+	check "agent keep reload: SIGHUP without it" t66_hup export
+	check "agent keep reload: the storage interface is taken again" \
+		wait_gone 10 storage_bound
+	check "agent keep reload: exportable again" wait_for 10 agent66_lists
+	if check "agent keep reload: usbip attach from the agent" t66_attach; then
+		t66_mark
+		check "agent keep reload: SIGHUP with the keep line while imported" t66_hup keep
+		check "agent keep reload: the import ends (vhci device gone)" \
+			wait_gone 15 vhci_usbdev "$T66_VID" "$T66_PID"
+		check "agent keep reload: audit end busid=$busid reason=\"keep-local after reload\"" \
+			wait_for 5 t66_logged "audit: end peer=.* busid=$busid reason=\"keep-local after reload\""
+		check "agent keep reload: usb-storage is bound again after the import" \
+			wait_for 10 storage_bound
+		check "agent keep reload: not listed after the import" fails agent66_lists
+		t66_since
+	fi
+	vhci_detach_all
+	wait_gone 10 vhci_any_used
+	t66_mark
+	check "agent keep reload: SIGHUP without it, again" t66_hup export
+	t66_held_again() { wait_for 10 agent66_lists && wait_gone 10 storage_bound; }
+	check "agent keep reload: exportable again, storage interface held" t66_held_again
+else
+	skip "agent keep reload: SIGHUP gives the device back" "not exportable"
+fi
+
 # 3. kill -9: the guardian gives the interfaces back to their drivers within
 # 2 s; with the guardian killed too, --reattach does.
 agent_pids() {	# the agent and its guardian (its child)
