@@ -810,7 +810,14 @@ static void
 ud_examine(struct usbdev *d)
 {
 	char		 drv[64];
-	int		 r;
+	int		 r, rule;
+
+	if (ud_kept_now(d, &rule)) {	/* kept since a reload: no claim */
+		usbdev_setstate(d, UD_LOCAL, UDL_KEPT, "keep-list");
+		usbdev_audit("keep-local busid=%s id=%04x:%04x rule=%d",
+		    d->busid, d->rec.idVendor, d->rec.idProduct, rule);
+		return;
+	}
 
 	sysfs_driver(d->busid, drv, sizeof(drv));
 	if (drv[0] != '\0' && strcmp(drv, "usb") != 0) {
@@ -1083,6 +1090,15 @@ usbdev_recheck_keep(void (*held)(const char *busid))
 			}
 			break;
 		case UD_LOCAL:
+			if ((d->local == UDL_BUSY || d->local == UDL_FOREIGN) &&
+			    kept && !usbdev_job_running(d)) {
+				/* waiting for a retry: kept instead */
+				if (d->retry != NULL)
+					evtimer_del(d->retry);
+				ud_examine(d);
+				n++;
+				break;
+			}
 			if (d->local != UDL_KEPT || kept)
 				break;
 			log_info("device %s: no longer in the keep-list",
