@@ -4,6 +4,7 @@
 #   gateway/*.c            library modules (libusbgw.a), except the daemon's main
 #   gateway/usbgwd.c       usbgwd's main()
 #   client/*.c             the usbgw CLI (one command per cmd-*.c file)
+#   client/attach/attach.c usbgw-attach (the vhci host's side: socketpair relay)
 #   client/agent/*.c       usbgw-agent (agent.c: its main; the rest also in
 #                          libusbgw-agent.a, linked into tests/unit/test_agent_*)
 #   contrib/sim/*.c        usbgw-sim, the USB/IP device simulator
@@ -71,6 +72,7 @@ PROGS     := $(if $(wildcard $(GWD_SRCS)),$(B)/usbgwd) \
 	     $(if $(CLI_SRCS),$(B)/usbgw) \
 	     $(if $(SIM_SRCS),$(B)/usbgw-sim) \
 	     $(if $(wildcard client/agent/agent.c),$(B)/usbgw-agent) \
+	     $(if $(wildcard client/attach/attach.c),$(B)/usbgw-attach) \
 	     $(TOOL_SRCS:tests/tools/%.c=$(B)/%)
 UNITS     := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
@@ -133,6 +135,9 @@ $(AGENT_LIB): $(AGENT_LIB_SRCS:%.c=$(B)/%.o)
 	$(AR) rcs $@ $^
 
 $(B)/usbgw-agent: $(B)/client/agent/agent.o $(AGENT_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/usbgw-attach: $(B)/client/attach/attach.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/tests/test_agent_%: $(B)/tests/unit/test_agent_%.o $(AGENT_LIB) $(LIB)
