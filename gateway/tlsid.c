@@ -281,9 +281,11 @@ peer_of(const X509 *cert, struct tlsid_peer *p)
 static char *
 path_join(const char *dir, const char *file)
 {
+	size_t n = strlen(dir);
 	char *p;
 
-	xasprintf(&p, "%s/%s", dir, file);
+	xasprintf(&p, "%s%s%s", dir, n > 0 && dir[n - 1] == '/' ? "" : "/",
+	    file);
 	return p;
 }
 
@@ -1365,6 +1367,25 @@ verify_why(int e)
 	}
 }
 
+/* The peer's (leaf's) CN for a log line: name characters, others '?'. */
+static void
+leaf_cn(X509_STORE_CTX *xs, char *out, size_t len)
+{
+	STACK_OF(X509) *chain = X509_STORE_CTX_get0_chain(xs);
+	X509 *leaf = chain != NULL && sk_X509_num(chain) > 0 ?
+	    sk_X509_value(chain, 0) : X509_STORE_CTX_get0_cert(xs);
+	size_t i;
+
+	if (leaf == NULL || name_entry(X509_get_subject_name(leaf),
+	    NID_commonName, out, len) == -1) {
+		snprintf(out, len, "?");
+		return;
+	}
+	for (i = 0; out[i] != '\0'; i++)
+		if (!name_char((unsigned char)out[i], 0))
+			out[i] = '?';
+}
+
 /* A self-signed placeholder we may pair with: signature, key, name. */
 static int
 placeholder_ok(X509 *cert, struct ssldata *d)
@@ -1425,18 +1446,15 @@ verify_cb(int ok, X509_STORE_CTX *xs)
 		    X509_STORE_CTX_get0_chain(xs) != NULL &&
 		    sk_X509_num(X509_STORE_CTX_get0_chain(xs)) == 1)
 			return placeholder_ok(cert, d);
-		if (cert == NULL || name_entry(X509_get_subject_name(cert),
-		    NID_commonName, cn, sizeof(cn)) == -1 ||
-		    tlsid_name_check(cn, NULL, 0) == -1)
-			snprintf(cn, sizeof(cn), "?");
+		leaf_cn(xs, cn, sizeof(cn));
 		if (e == X509_V_ERR_CERT_HAS_EXPIRED && cert != NULL) {
 			fmt_time(X509_get0_notAfter(cert), why, sizeof(why));
 			snprintf(d->reason, sizeof(d->reason), "certificate "
-			    "CN=%s (depth %d) expired (notAfter %s)", cn,
-			    depth, why);
+			    "CN=%s expired (notAfter %s; at depth %d)", cn,
+			    why, depth);
 		} else
 			snprintf(d->reason, sizeof(d->reason), "certificate "
-			    "CN=%s (depth %d) %s", cn, depth, verify_why(e));
+			    "CN=%s %s (at depth %d)", cn, verify_why(e), depth);
 		return 0;
 	}
 	if (depth > 0 || d->checked)
@@ -1473,7 +1491,8 @@ verify_cb(int ok, X509_STORE_CTX *xs)
 	}
 	return 1;
 deny:
-	X509_STORE_CTX_set_error(xs, X509_V_ERR_APPLICATION_VERIFICATION);
+	/* CERT_REJECTED: the peer gets a bad_certificate alert. */
+	X509_STORE_CTX_set_error(xs, X509_V_ERR_CERT_REJECTED);
 	return 0;
 }
 
