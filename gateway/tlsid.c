@@ -1431,7 +1431,7 @@ verify_cb(int ok, X509_STORE_CTX *xs)
 	int depth = X509_STORE_CTX_get_error_depth(xs);
 	int e = X509_STORE_CTX_get_error(xs);
 	struct tlsid_peer p;
-	char why[160], cn[TLSID_NAME_MAX + 1];
+	char why[160], cn[TLSID_NAME_MAX + 1], t[40];
 
 	if (ssl == NULL || (cd = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl),
 	    ctx_idx)) == NULL || (d = ssldata(ssl)) == NULL)
@@ -1448,10 +1448,10 @@ verify_cb(int ok, X509_STORE_CTX *xs)
 			return placeholder_ok(cert, d);
 		leaf_cn(xs, cn, sizeof(cn));
 		if (e == X509_V_ERR_CERT_HAS_EXPIRED && cert != NULL) {
-			fmt_time(X509_get0_notAfter(cert), why, sizeof(why));
+			fmt_time(X509_get0_notAfter(cert), t, sizeof(t));
 			snprintf(d->reason, sizeof(d->reason), "certificate "
 			    "CN=%s expired (notAfter %s; at depth %d)", cn,
-			    why, depth);
+			    t, depth);
 		} else
 			snprintf(d->reason, sizeof(d->reason), "certificate "
 			    "CN=%s %s (at depth %d)", cn, verify_why(e), depth);
