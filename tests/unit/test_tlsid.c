@@ -519,7 +519,7 @@ test_issue(struct tlsid_store *s)
 	const char *csrp;
 	EVP_PKEY *k;
 	X509 *x;
-	time_t now = time(NULL);
+	time_t before, after;
 
 	mkdir_in("tc17");
 	c = tlsid_client_key(path("tc17", ""), "tc17", TLSID_ROLE_AGENT, err,
@@ -531,8 +531,10 @@ test_issue(struct tlsid_store *s)
 	csrp = tlsid_client_csr(c);
 	like(csrp, "-----BEGIN CERTIFICATE REQUEST-----", "a CSR in PEM");
 
+	before = time(NULL);
 	ok(tlsid_issue(s, csrp, strlen(csrp), NULL, TLSID_ROLE_AGENT, 30, &pem,
 	    fpr, err, sizeof(err)) == 0, "agent certificate issued");
+	after = time(NULL);
 	ok(is_hex64(fpr), "fingerprint: 64 lowercase hex");
 	x = pem ? x509_of(pem) : NULL;
 	ok(x != NULL, "it is a certificate in PEM");
@@ -553,9 +555,10 @@ test_issue(struct tlsid_store *s)
 		    "serial: 16 bytes (128 bits, top bit clear)");
 		tlsid_fpr(x, f2);
 		is_str(f2, fpr, "returned fingerprint is the certificate's");
-		ok(X509_cmp_time(X509_get0_notBefore(x), &(time_t){ now - 299 })
-		    < 0 && X509_cmp_time(X509_get0_notBefore(x),
-		    &(time_t){ now - 301 }) > 0, "notBefore = now - 5 min");
+		ok(X509_cmp_time(X509_get0_notBefore(x),
+		    &(time_t){ after - 300 }) < 0 &&
+		    X509_cmp_time(X509_get0_notBefore(x),
+		    &(time_t){ before - 301 }) > 0, "notBefore = now - 5 min");
 		ok(tlsid_expires_within(x, 30 * 86400 + 5) &&
 		    !tlsid_expires_within(x, 30 * 86400 - 5),
 		    "notAfter = now + 30 days");
