@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 
 need_prog "$USBGW_BUILD/usbgw-agent" make
-plan 14
+plan 16
 
 if [ "${USBGW_ASAN:-0}" = 1 ]; then mkflags=(SANITIZE=1); else mkflags=(); fi
 S=$T/stage
@@ -18,6 +18,8 @@ inst
 is "$RC" 0 "make install DESTDIR=... PREFIX=/opt/usbgw" || _diag_output
 ok "usbgw-agent in PREFIX/sbin" test -x "$S/opt/usbgw/sbin/usbgw-agent"
 ok "usbgw-agent(8) installed" test -f "$S/opt/usbgw/share/man/man8/usbgw-agent.8"
+ok "usbgw-attach in PREFIX/sbin" test -x "$S/opt/usbgw/sbin/usbgw-attach"
+ok "usbgw-attach(8) installed" test -f "$S/opt/usbgw/share/man/man8/usbgw-attach.8"
 rules=$S/opt/usbgw/lib/udev/rules.d/70-usbgw-agent.rules
 ok "udev rule installed" test -f "$rules"
 like "$(grep -v '^#' "$rules")" 'ENV\{DEVTYPE\}=="usb_device", ATTR\{bDeviceClass\}!="09", GROUP="usbgw-agent", MODE="0660"' \
