@@ -17,6 +17,84 @@ fi
 adisk=$(cat "$E2E_STATE/agent_busid.adisk")
 kbd=$(cat "$E2E_STATE/agent_busid.kbd")
 
+# strace_count FILE: the system calls in an strace -f log (an interrupted
+# call's "resumed" line, signals and exits not counted again).
+strace_count() {
+	awk '!/resumed>/ && !/^[0-9]+ +(---|\+\+\+)/ { n++ } END { print n + 0 }' "$1"
+}
+
+# strace_top FILE: the most frequent calls, "name:count ...".
+strace_top() {
+	awk '!/resumed>/ && !/^[0-9]+ +(---|\+\+\+)/ {
+		c = $2; sub(/\(.*/, "", c); n[c]++ }
+		END { for (c in n) print n[c], c }' "$1" | sort -rn | head -6 |
+		awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1 }'
+}
+
+# strace_run TAG WHO:PID... -- COMMAND...: COMMAND with strace -f on each
+# PID, into $E2E_STATE/strace.TAG.WHO.
+strace_run() {
+	local tag=$1 w spids=""
+	shift
+	while [ "$1" != -- ]; do
+		strace -f -qq -o "$E2E_STATE/strace.$tag.${1%%:*}" -p "${1#*:}" &
+		spids="$spids $!"
+		shift
+	done
+	shift
+	usleep 500000		# attached
+	"$@" >/dev/null 2>&1
+	usleep 200000
+	for w in $spids; do kill -INT "$w" 2>/dev/null; done
+	for w in $spids; do wait "$w" 2>/dev/null; done
+}
+
+# bench_syscalls NAME BUSID: with strace in the guest (E2E_STRACE=1), the
+# system calls per control URB of the gateway and (agent) of the agent: the
+# difference of a 120- and a 20-round-trip run, so that the import and the
+# connection's end cancel out.  Untimed.
+bench_syscalls() {
+	local name=$1 b=$2 who p n20 n120 per pids
+	command -v strace >/dev/null || return 0
+	pids="gw:$(cat "$E2E_STATE/usbgwd.pid")"
+	[ "$name" = agent ] && pids="$pids agent:$(cat "$E2E_STATE/agent.pid")"
+	for n in 20 120; do
+		gw_wait_state 15 "$adisk" authorized >/dev/null
+		strace_run "$name.$n" $pids -- usbip-tc latency "127.0.0.1:$GW_PORT" "$b" \
+			--kind control --iterations "$n" --warmup 0 -t 10000
+	done
+	for p in $pids; do
+		who=${p%%:*}
+		n20=$(strace_count "$E2E_STATE/strace.$name.20.$who")
+		n120=$(strace_count "$E2E_STATE/strace.$name.120.$who")
+		per=$(awk -v a="$n20" -v b="$n120" 'BEGIN { printf "%.1f\n", (b - a) / 100 }')
+		e2e_metric "${name}_${who}_syscalls_per_control_urb" "$per"
+		e2e_diag "bench $name: $who system calls per control URB $per;" \
+			"120 round trips: $(strace_top "$E2E_STATE/strace.$name.120.$who")"
+	done
+}
+
+# bench_read_syscalls NAME DISK: one more read (untimed) with strace on the
+# agent and the gateway; per URB = per USBDEVFS_SUBMITURB of the agent's.
+bench_read_syscalls() {
+	local name=$1 d=$2 who urbs n per
+	command -v strace >/dev/null || return 0
+	[ "$name" = agent ] || return 0
+	drop_caches
+	strace_run "$name.read" "gw:$(cat "$E2E_STATE/usbgwd.pid")" \
+		"agent:$(cat "$E2E_STATE/agent.pid")" -- \
+		dd if="/dev/$d" of=/dev/null bs=1M iflag=direct
+	urbs=$(grep -c 'USBDEVFS_SUBMITURB' "$E2E_STATE/strace.$name.read.agent")
+	[ "${urbs:-0}" -gt 0 ] || return 0
+	for who in gw agent; do
+		n=$(strace_count "$E2E_STATE/strace.$name.read.$who")
+		per=$(awk -v a="$n" -v u="$urbs" 'BEGIN { printf "%.1f\n", a / u }')
+		e2e_metric "${name}_${who}_syscalls_per_disk_urb" "$per"
+		e2e_diag "bench $name: disk read, $urbs URBs: $who system calls per URB" \
+			"$per; $(strace_top "$E2E_STATE/strace.$name.read.$who")"
+	done
+}
+
 # bench_path NAME EXPORTER PORT: approve the disk at the gateway under
 # EXPORTER, time control round trips, attach, read it three times, detach.
 bench_path() {
@@ -36,6 +114,7 @@ bench_path() {
 		[ -z "$v" ] || e2e_metric "${name}_control_urb_${k}" "$v"
 	done
 	check "bench $name: control URB round trips through the gateway timed ($out)" [ -n "$out" ]
+	bench_syscalls "$name" "$b"
 	gw_wait_state 15 "$adisk" authorized >/dev/null
 	usbip_attach "$GW_PORT" "$b"
 	if check "bench $name: the disk attaches through the gateway" wait_for 30 vhci_disk_ready; then
@@ -47,6 +126,7 @@ bench_path() {
 		done
 		check "bench $name: three whole-disk reads timed ($(tr '\n' ' ' < "$E2E_STATE/bench.$name"))" \
 			[ "$(wc -l < "$E2E_STATE/bench.$name")" -eq 3 ]
+		bench_read_syscalls "$name" "$d"
 	fi
 	vhci_detach_all
 	wait_gone 15 vhci_disk
