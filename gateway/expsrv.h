@@ -220,6 +220,13 @@ void		 expsrv_urb_done_iso(struct expsrv_urb *,
 		    struct evbuffer *packed, uint32_t actual,
 		    int32_t start_frame);
 
+/*
+ * Write now what completions since the loop's last turn queued (one write
+ * per connection), rather than from the loop's next turn: for a back end
+ * that completes URBs in batches, after each batch.
+ */
+void		 expsrv_run_kicks(struct expsrv *);
+
 /* A connection, for the back end. */
 const char	*expsrv_conn_peer(const struct expsrv_conn *);	/* "addr:port" */
 unsigned	 expsrv_conn_id(const struct expsrv_conn *);
