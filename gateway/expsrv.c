@@ -476,6 +476,24 @@ expsrv_urb_done_buf(struct expsrv_urb *u, int32_t status, const void *buf,
 }
 
 void
+expsrv_urb_done_ref(struct expsrv_urb *u, int32_t status, const void *buf,
+    uint32_t len, void (*cleanup)(const void *, size_t, void *), void *arg)
+{
+	struct expsrv_conn *conn;
+	uint32_t extra;
+
+	if ((conn = done_begin(u, status)) == NULL) {
+		cleanup(buf, len, arg);
+		return;
+	}
+	extra = ret_submit_hdr(conn, u, status, len, 0);
+	if (evbuffer_add_reference(conn->out, buf, len, cleanup, arg) == -1)
+		fatalx("evbuffer_add_reference failed");
+	add_zeros(conn->out, extra);
+	done_end(conn, u);
+}
+
+void
 expsrv_urb_done_evbuf(struct expsrv_urb *u, int32_t status,
     struct evbuffer *src, uint32_t len)
 {

@@ -212,6 +212,11 @@ void		 expsrv_urb_done(struct expsrv_urb *, int32_t status,
 		    uint32_t actual);			/* OUT, or no data */
 void		 expsrv_urb_done_buf(struct expsrv_urb *, int32_t status,
 		    const void *buf, uint32_t len);	/* IN data, copied */
+/* IN data, not copied: the output refers to buf until it is written,
+ * then calls cleanup(buf, len, arg) (at once when there is no reply). */
+void		 expsrv_urb_done_ref(struct expsrv_urb *, int32_t status,
+		    const void *buf, uint32_t len,
+		    void (*cleanup)(const void *, size_t, void *), void *arg);
 void		 expsrv_urb_done_evbuf(struct expsrv_urb *, int32_t status,
 		    struct evbuffer *src, uint32_t len); /* IN data, moved */
 /* ISO: u->iso[] filled; packed: the IN data packed as 1.3.4 (NULL for

@@ -32,6 +32,7 @@
 #define URB_USBFS_BUDGET (12u << 20)		/* 3/4 of usbfs_memory_mb */
 #define URB_BUFCACHE_N	16			/* transfer buffers kept, */
 #define URB_BUFCACHE_MAX (1u << 20)		/* each at most: 16 MiB */
+#define URB_REF_MIN	4096			/* IN data lent, not copied */
 
 struct urbstate;
 
@@ -93,6 +94,7 @@ static struct {
 	size_t		 cap;
 } urb_bufcache[URB_BUFCACHE_N];
 static unsigned	urb_nbufcache;
+static bool	urb_bufcache_closed;		/* after urb_shutdown() */
 
 /* A buffer of at least len bytes (1 for 0): the smallest kept that fits. */
 static uint8_t *
@@ -126,7 +128,7 @@ buf_put(uint8_t *b, size_t cap)
 
 	if (b == NULL)
 		return;
-	if (cap > URB_BUFCACHE_MAX) {
+	if (cap > URB_BUFCACHE_MAX || urb_bufcache_closed) {
 		free(b);
 		return;
 	}
@@ -152,6 +154,15 @@ buf_cache_free(void)
 {
 	while (urb_nbufcache > 0)
 		free(urb_bufcache[--urb_nbufcache].buf);
+	urb_bufcache_closed = true;
+}
+
+/* The connection's output has written (or dropped) IN data it was lent. */
+static void
+buf_lent_back(const void *data, size_t len, void *cap)
+{
+	(void)len;
+	buf_put((uint8_t *)(uintptr_t)data, (size_t)(uintptr_t)cap);
 }
 
 static void	urb_pump(struct urbstate *);
@@ -383,8 +394,15 @@ x_callback(struct libusb_transfer *t)
 	} else if (u->dir == USBIP_DIR_IN) {
 		if (actual > u->length)
 			actual = u->length;
-		expsrv_urb_done_buf(u, status, x->type == USB_XFER_CONTROL ?
-		    x->buf + LIBUSB_CONTROL_SETUP_SIZE : x->buf, actual);
+		if (x->type != USB_XFER_CONTROL && actual >= URB_REF_MIN) {
+			/* Bulk data: the output takes the buffer, no copy. */
+			expsrv_urb_done_ref(u, status, x->buf, actual,
+			    buf_lent_back, (void *)(uintptr_t)x->bufcap);
+			x->buf = NULL;
+		} else
+			expsrv_urb_done_buf(u, status, x->type ==
+			    USB_XFER_CONTROL ? x->buf +
+			    LIBUSB_CONTROL_SETUP_SIZE : x->buf, actual);
 	} else
 		expsrv_urb_done(u, status, actual);
 	us->urbs++;
