@@ -7,7 +7,8 @@
  * design in protocol.md 1.9.1 and 1.9.3.
  *
  * Payloads move between evbuffers (evbuffer_remove_buffer), never
- * through a staging copy of the engine's own.
+ * through a staging copy of the engine's own; IN data a back end lends
+ * (expsrv_urb_done_ref) is referenced by the output, not copied.
  *
  * A connection is torn down by conn_teardown() only, which marks it
  * DEAD; its memory is freed later from the loop (a callback up the

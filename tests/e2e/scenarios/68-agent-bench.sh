@@ -95,10 +95,32 @@ bench_read_syscalls() {
 	done
 }
 
+# cpu_ticks PID...: the user + system time of the PIDs (every thread), in
+# clock ticks (USER_HZ, 100 a second).
+cpu_ticks() {
+	local p t=0 f
+	for p in "$@"; do
+		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		f=${f##*) }	# after "pid (comm) "
+		set -- $f
+		t=$((t + ${12} + ${13}))
+	done
+	echo "$t"
+}
+
+# kthread_pids NAME...: the pids of the kernel threads with those names.
+kthread_pids() {
+	local p c n
+	for p in /proc/[0-9]*; do
+		c=$(cat "$p/comm" 2>/dev/null) || continue
+		for n in "$@"; do [ "$c" = "$n" ] && echo "${p#/proc/}"; done
+	done
+}
+
 # bench_path NAME EXPORTER PORT: approve the disk at the gateway under
 # EXPORTER, time control round trips, attach, read it three times, detach.
 bench_path() {
-	local name=$1 b st i mbps out d
+	local name=$1 b st i mbps out d xp gp x0 g0 mib w
 	GW_EXPORTER=$2
 	st=$(gw_wait_state 30 "$adisk" pending)
 	check "bench $name: the gateway claims $GW_EXPORTER:$adisk, pending (last seen: $st)" \
@@ -119,10 +141,27 @@ bench_path() {
 	usbip_attach "$GW_PORT" "$b"
 	if check "bench $name: the disk attaches through the gateway" wait_for 30 vhci_disk_ready; then
 		d=$(vhci_disk)
+		# Whose CPU time: usbip-host's kernel threads, or the agent.
+		if [ "$name" = agent ]; then
+			xp=$(cat "$E2E_STATE/agent.pid")
+		else
+			xp=$(kthread_pids stub_rx stub_tx)
+		fi
+		gp=$(cat "$E2E_STATE/usbgwd.pid")
+		x0=$(cpu_ticks $xp)
+		g0=$(cpu_ticks "$gp")
 		for i in 1 2 3; do
 			mbps=$(disk_read_mbps "$d")
 			[ -z "$mbps" ] || e2e_metric "${name}_read${i}_mbps" "$mbps"
 			echo "$mbps" >> "$E2E_STATE/bench.$name"
+		done
+		# CPU ms per MiB read (3 reads of the whole disk): the
+		# exporter's and the gateway's, less noisy than MB/s on a
+		# loaded host.
+		mib=$(( $(cat "/sys/block/$d/size") * 512 * 3 / 1048576 ))
+		for w in exporter:$(( $(cpu_ticks $xp) - x0 )) gw:$(( $(cpu_ticks "$gp") - g0 )); do
+			e2e_metric "${name}_${w%%:*}_cpu_ms_per_mib" \
+				"$(awk -v t="${w#*:}" -v m="$mib" 'BEGIN { printf "%.1f\n", t * 10 / (m > 0 ? m : 1) }')"
 		done
 		check "bench $name: three whole-disk reads timed ($(tr '\n' ' ' < "$E2E_STATE/bench.$name"))" \
 			[ "$(wc -l < "$E2E_STATE/bench.$name")" -eq 3 ]
