@@ -7,7 +7,8 @@
  * design in protocol.md 1.9.1 and 1.9.3.
  *
  * Payloads move between evbuffers (evbuffer_remove_buffer), never
- * through a staging copy of the engine's own.
+ * through a staging copy of the engine's own; IN data a back end lends
+ * (expsrv_urb_done_ref) is referenced by the output, not copied.
  *
  * A connection is torn down by conn_teardown() only, which marks it
  * DEAD; its memory is freed later from the loop (a callback up the
@@ -88,6 +89,7 @@ struct expsrv_conn {
 	size_t		 pending_bytes;	/* OUT bytes of the URBs in flight */
 	size_t		 chunk;		/* bytes asked of the next readv() */
 	unsigned	 busy;		/* inside the engine's own processing */
+	bool		 kicked;	/* kick active, not yet run */
 	bool		 reading;	/* rev added */
 	bool		 read_paused;	/* output above out_hiwat */
 	bool		 user_paused;	/* expsrv_conn_pause() */
@@ -309,8 +311,10 @@ conn_malformed(struct expsrv_conn *conn, const char *why)
 static void
 conn_kick(struct expsrv_conn *conn)
 {
-	if (conn->state != CONN_DEAD && conn->busy == 0)
+	if (conn->state != CONN_DEAD && conn->busy == 0) {
+		conn->kicked = true;
 		event_active(conn->kick, EV_TIMEOUT, 0);
+	}
 }
 
 /* Read the socket exactly while input can be taken. */
@@ -468,6 +472,24 @@ expsrv_urb_done_buf(struct expsrv_urb *u, int32_t status, const void *buf,
 		return;
 	extra = ret_submit_hdr(conn, u, status, len, 0);
 	evbuffer_add(conn->out, buf, len);
+	add_zeros(conn->out, extra);
+	done_end(conn, u);
+}
+
+void
+expsrv_urb_done_ref(struct expsrv_urb *u, int32_t status, const void *buf,
+    uint32_t len, void (*cleanup)(const void *, size_t, void *), void *arg)
+{
+	struct expsrv_conn *conn;
+	uint32_t extra;
+
+	if ((conn = done_begin(u, status)) == NULL) {
+		cleanup(buf, len, arg);
+		return;
+	}
+	extra = ret_submit_hdr(conn, u, status, len, 0);
+	if (evbuffer_add_reference(conn->out, buf, len, cleanup, arg) == -1)
+		fatalx("evbuffer_add_reference failed");
 	add_zeros(conn->out, extra);
 	done_end(conn, u);
 }
@@ -1053,11 +1075,33 @@ conn_kick_cb(int fd, short events, void *arg)
 {
 	struct expsrv_conn *conn = arg;
 
+	conn->kicked = false;
 	conn->busy++;
 	conn_process(conn);
 	conn_flush(conn);
 	conn->busy--;
 	conn_rearm(conn);
+}
+
+/*
+ * Run now the kicks that completions queued since the loop last ran them.
+ * A back end whose completions arrive in a batch (libusb's event handling)
+ * calls this after the batch: its replies go out in one write per
+ * connection in the same loop turn, not one turn later.  A kick may
+ * complete or close other connections: the scan starts over after each.
+ */
+void
+expsrv_run_kicks(struct expsrv *srv)
+{
+	struct expsrv_conn *conn;
+
+again:
+	TAILQ_FOREACH(conn, &srv->conns, entry)
+		if (conn->kicked && conn->busy == 0) {
+			event_del(conn->kick);
+			conn_kick_cb(-1, 0, conn);
+			goto again;
+		}
 }
 
 static void
@@ -1228,8 +1272,10 @@ expsrv_conn_resume(struct expsrv_conn *conn)
 		return;
 	conn->user_paused = false;
 	conn_rearm(conn);
-	if (conn->state != CONN_DEAD)
+	if (conn->state != CONN_DEAD) {
+		conn->kicked = true;
 		event_active(conn->kick, EV_TIMEOUT, 0);
+	}
 }
 
 void

@@ -212,6 +212,11 @@ void		 expsrv_urb_done(struct expsrv_urb *, int32_t status,
 		    uint32_t actual);			/* OUT, or no data */
 void		 expsrv_urb_done_buf(struct expsrv_urb *, int32_t status,
 		    const void *buf, uint32_t len);	/* IN data, copied */
+/* IN data, not copied: the output refers to buf until it is written,
+ * then calls cleanup(buf, len, arg) (at once when there is no reply). */
+void		 expsrv_urb_done_ref(struct expsrv_urb *, int32_t status,
+		    const void *buf, uint32_t len,
+		    void (*cleanup)(const void *, size_t, void *), void *arg);
 void		 expsrv_urb_done_evbuf(struct expsrv_urb *, int32_t status,
 		    struct evbuffer *src, uint32_t len); /* IN data, moved */
 /* ISO: u->iso[] filled; packed: the IN data packed as 1.3.4 (NULL for
@@ -219,6 +224,13 @@ void		 expsrv_urb_done_evbuf(struct expsrv_urb *, int32_t status,
 void		 expsrv_urb_done_iso(struct expsrv_urb *,
 		    struct evbuffer *packed, uint32_t actual,
 		    int32_t start_frame);
+
+/*
+ * Write now what completions since the loop's last turn queued (one write
+ * per connection), rather than from the loop's next turn: for a back end
+ * that completes URBs in batches, after each batch.
+ */
+void		 expsrv_run_kicks(struct expsrv *);
 
 /* A connection, for the back end. */
 const char	*expsrv_conn_peer(const struct expsrv_conn *);	/* "addr:port" */

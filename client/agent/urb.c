@@ -30,6 +30,9 @@
 
 #define URB_NQ		32			/* ep 0..15 x OUT/IN */
 #define URB_USBFS_BUDGET (12u << 20)		/* 3/4 of usbfs_memory_mb */
+#define URB_BUFCACHE_N	16			/* transfer buffers kept, */
+#define URB_BUFCACHE_MAX (1u << 20)		/* each at most: 16 MiB */
+#define URB_REF_MIN	4096			/* IN data lent, not copied */
 
 struct urbstate;
 
@@ -39,6 +42,7 @@ struct uxfer {
 	struct expsrv_urb *u;
 	struct libusb_transfer *t;
 	uint8_t		*buf;
+	size_t		 bufcap;
 	size_t		 cost;		/* usbfs bytes while submitted */
 	enum urbmap_cancel cancel;
 	enum urbmap_req	 req;
@@ -75,6 +79,91 @@ struct urbstate {
 
 static size_t	urb_usbfs_bytes;
 static bool	urb_budget_blocked;
+
+/*
+ * Transfer buffers freed are kept for the next transfers: a bulk stream
+ * that mallocs and frees ~100 KiB per URB otherwise moves glibc's heap top
+ * (brk) up and down and faults fresh pages in on every URB, which costs
+ * more than the transfer's own system calls.  A reused buffer still holds
+ * an earlier transfer's bytes (as a malloc'd one may): only what the
+ * kernel reports as transferred (actual_length, each ISO packet's) is
+ * ever sent.
+ */
+static struct {
+	uint8_t		*buf;
+	size_t		 cap;
+} urb_bufcache[URB_BUFCACHE_N];
+static unsigned	urb_nbufcache;
+static bool	urb_bufcache_closed;		/* after urb_shutdown() */
+
+/* A buffer of at least len bytes (1 for 0): the smallest kept that fits. */
+static uint8_t *
+buf_get(size_t len, size_t *cap)
+{
+	unsigned	 i, best = URB_BUFCACHE_N;
+	uint8_t		*b;
+
+	if (len == 0)
+		len = 1;
+	for (i = 0; i < urb_nbufcache; i++)
+		if (urb_bufcache[i].cap >= len && (best == URB_BUFCACHE_N ||
+		    urb_bufcache[i].cap < urb_bufcache[best].cap))
+			best = i;
+	if (best == URB_BUFCACHE_N) {
+		*cap = len;
+		return xmalloc(len);
+	}
+	b = urb_bufcache[best].buf;
+	*cap = urb_bufcache[best].cap;
+	urb_bufcache[best] = urb_bufcache[--urb_nbufcache];
+	return b;
+}
+
+/* Keep b for later, or free it (too large, or the cache is full of
+ * larger ones). */
+static void
+buf_put(uint8_t *b, size_t cap)
+{
+	unsigned	 i, small = 0;
+
+	if (b == NULL)
+		return;
+	if (cap > URB_BUFCACHE_MAX || urb_bufcache_closed) {
+		free(b);
+		return;
+	}
+	if (urb_nbufcache < URB_BUFCACHE_N) {
+		urb_bufcache[urb_nbufcache].buf = b;
+		urb_bufcache[urb_nbufcache++].cap = cap;
+		return;
+	}
+	for (i = 1; i < URB_BUFCACHE_N; i++)
+		if (urb_bufcache[i].cap < urb_bufcache[small].cap)
+			small = i;
+	if (urb_bufcache[small].cap >= cap) {
+		free(b);
+		return;
+	}
+	free(urb_bufcache[small].buf);
+	urb_bufcache[small].buf = b;
+	urb_bufcache[small].cap = cap;
+}
+
+static void
+buf_cache_free(void)
+{
+	while (urb_nbufcache > 0)
+		free(urb_bufcache[--urb_nbufcache].buf);
+	urb_bufcache_closed = true;
+}
+
+/* The connection's output has written (or dropped) IN data it was lent. */
+static void
+buf_lent_back(const void *data, size_t len, void *cap)
+{
+	(void)len;
+	buf_put((uint8_t *)(uintptr_t)data, (size_t)(uintptr_t)cap);
+}
 
 static void	urb_pump(struct urbstate *);
 static void	urb_progress(struct urbstate *);
@@ -201,7 +290,7 @@ x_free(struct uxfer *x)
 
 	if (x->t != NULL)
 		libusb_free_transfer(x->t);
-	free(x->buf);
+	buf_put(x->buf, x->bufcap);
 	free(x);
 	us_unref(us);
 	usbdev_unref(d);
@@ -305,8 +394,15 @@ x_callback(struct libusb_transfer *t)
 	} else if (u->dir == USBIP_DIR_IN) {
 		if (actual > u->length)
 			actual = u->length;
-		expsrv_urb_done_buf(u, status, x->type == USB_XFER_CONTROL ?
-		    x->buf + LIBUSB_CONTROL_SETUP_SIZE : x->buf, actual);
+		if (x->type != USB_XFER_CONTROL && actual >= URB_REF_MIN) {
+			/* Bulk data: the output takes the buffer, no copy. */
+			expsrv_urb_done_ref(u, status, x->buf, actual,
+			    buf_lent_back, (void *)(uintptr_t)x->bufcap);
+			x->buf = NULL;
+		} else
+			expsrv_urb_done_buf(u, status, x->type ==
+			    USB_XFER_CONTROL ? x->buf +
+			    LIBUSB_CONTROL_SETUP_SIZE : x->buf, actual);
 	} else
 		expsrv_urb_done(u, status, actual);
 	us->urbs++;
@@ -339,7 +435,8 @@ x_start(struct uxfer *x)
 	switch (x->type) {
 	case USB_XFER_CONTROL:
 		x->t = libusb_alloc_transfer(0);
-		x->buf = xmalloc(LIBUSB_CONTROL_SETUP_SIZE + u->length);
+		x->buf = buf_get(LIBUSB_CONTROL_SETUP_SIZE + u->length,
+		    &x->bufcap);
 		memcpy(x->buf, u->setup, 8);
 		if (u->dir == USBIP_DIR_OUT && u->length > 0)
 			evbuffer_copyout(u->data, x->buf + 8, u->length);
@@ -350,7 +447,7 @@ x_start(struct uxfer *x)
 	case USB_XFER_BULK:
 	case USB_XFER_INT:
 		x->t = libusb_alloc_transfer(0);
-		x->buf = xmalloc(u->length ? u->length : 1);
+		x->buf = buf_get(u->length, &x->bufcap);
 		if (u->dir == USBIP_DIR_OUT && u->length > 0)
 			evbuffer_copyout(u->data, x->buf, u->length);
 		if (x->type == USB_XFER_BULK)
@@ -370,7 +467,7 @@ x_start(struct uxfer *x)
 			goto malformed;
 		}
 		x->t = libusb_alloc_transfer((int)u->npackets);
-		x->buf = xmalloc(total ? (size_t)total : 1);
+		x->buf = buf_get((size_t)total, &x->bufcap);
 		if (u->dir == USBIP_DIR_OUT &&
 		    urbmap_iso_gather(evbuffer_pullup(u->data, -1),
 		    evbuffer_get_length(u->data), u->iso, u->npackets, x->buf,
@@ -964,5 +1061,5 @@ urb_shutdown(void)
 		if (!busy)
 			break;
 		usbloop_run_blocking(50);
-	}
+	}	buf_cache_free();
 }

@@ -23,6 +23,8 @@ static struct {
 	struct ufd	*fds;
 	struct event	*timer;		/* only without timerfd */
 	int		 has_timerfd;
+	void		(*after)(void *);
+	void		*after_arg;
 } ul;
 
 static void	usbloop_handle(evutil_socket_t, short, void *);
@@ -62,6 +64,8 @@ usbloop_handle(evutil_socket_t fd, short what, void *arg)
 		log_warnx("usbloop: libusb event handling: %s",
 		    libusb_strerror(r));
 	usbloop_arm_timer();
+	if (ul.after != NULL)
+		ul.after(ul.after_arg);
 }
 
 static void
@@ -142,6 +146,13 @@ usbloop_start(struct event_base *base, libusb_context *ctx)
 	log_debug("usbloop: started (%s)", ul.has_timerfd ? "timerfd" :
 	    "timer from libusb_get_next_timeout");
 	return 0;
+}
+
+void
+usbloop_set_after(void (*fn)(void *), void *arg)
+{
+	ul.after = fn;
+	ul.after_arg = arg;
 }
 
 void

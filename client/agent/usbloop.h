@@ -18,6 +18,12 @@
 #include <libusb.h>
 
 int		 usbloop_start(struct event_base *, libusb_context *);
+/*
+ * fn runs after each round of libusb event handling (every completion
+ * of the round has been called back): the exporter writes the round's
+ * replies there, in the same loop turn.
+ */
+void		 usbloop_set_after(void (*fn)(void *), void *arg);
 /* After submitting transfers: re-arm the timeout timer (no timerfd). */
 void		 usbloop_rearm(void);
 /* Handle libusb events, blocking for at most ms (shutdown only). */

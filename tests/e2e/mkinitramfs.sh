@@ -200,6 +200,11 @@ build_run() {	# build_run DIR
 			echo "$name" >> "$d/e2e/programs"
 		done
 	fi
+	# E2E_STRACE=1: the host's strace, for 68's syscall counts.
+	if [ "${E2E_STRACE:-0}" = 1 ] && s=$(command -v strace); then
+		cp "$s" "$d/usr/bin/strace"
+		progs+=("$s")
+	fi
 	[ ${#progs[@]} -eq 0 ] || copy_libs "$d" "${progs[@]}"
 	{
 		echo "E2E_KREL='$E2E_KREL'"

@@ -5,7 +5,9 @@
  * racing an asynchronous grant), every row of the unlink table in its
  * interleavings, a URB outliving its connection, devid mismatch and
  * malformed PDUs, the max_urbs bound, backpressure (reading stops above
- * out_hiwat and resumes), pause/resume, and expsrv_conn_close()'s flush.
+ * out_hiwat and resumes), pause/resume, expsrv_conn_close()'s flush,
+ * IN data lent to the output (expsrv_urb_done_ref) and completions
+ * written without a loop turn (expsrv_run_kicks).
  */
 #include <sys/socket.h>
 
@@ -608,6 +610,74 @@ test_orphan(struct expsrv *srv)
 	ok(1, "orphan: completions after the close just free (ASan)");
 }
 
+static int	lent_back;
+static const void *lent_buf;
+
+static void
+lent_cleanup(const void *data, size_t len, void *arg)
+{
+	if (data == lent_buf && len == 8192 && arg == &lent_back)
+		lent_back++;
+	else
+		lent_back = -100;
+}
+
+static void
+test_lent_and_kicks(struct expsrv *srv)
+{
+	static uint8_t big[8192];
+	struct pollfd pfd;
+	struct expsrv_urb *u;
+	uint8_t b[USBIP_URB_HDR_LEN + sizeof(big)];
+	int fd;
+
+	reset_fake();
+	F.cancel = CANCEL_LATER;
+	memset(big, 0x5a, sizeof(big));
+	lent_buf = big;
+	lent_back = 0;
+	connect_to(srv, &fd);
+	is_int(import(fd, "1-1"), ST_OK, "lent: import");
+	expsrv_run_kicks(srv);
+	ok(1, "run_kicks with nothing kicked: nothing happens");
+
+	/* Written by expsrv_run_kicks(), without a loop turn. */
+	submit(fd, 1, DEVID, USBIP_DIR_IN, 1, sizeof(big));
+	u = held_seq(1);
+	unhold(u);
+	expsrv_urb_done_ref(u, 0, big, sizeof(big), lent_cleanup, &lent_back);
+	is_int(lent_back, 0, "lent: the buffer is held until written");
+	expsrv_run_kicks(srv);
+	is_int(lent_back, 1, "run_kicks: written at once, the buffer given back");
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	ok(poll(&pfd, 1, 0) == 1, "run_kicks: the reply is there without a loop turn");
+	is_int((int)read(fd, b, sizeof(b)), (int)sizeof(b),
+	    "run_kicks: RET_SUBMIT and its 8192 bytes in one piece");
+	ok(b[USBIP_URB_HDR_LEN] == 0x5a && b[sizeof(b) - 1] == 0x5a,
+	    "lent: the data is the buffer's");
+
+	/* Unlinked and cancelled: no reply, the buffer back at once. */
+	submit(fd, 2, DEVID, USBIP_DIR_IN, 1, sizeof(big));
+	unlink_(fd, 10, 2);
+	u = held_seq(2);
+	unhold(u);
+	expsrv_urb_done_ref(u, ECONNRESET_, big, sizeof(big), lent_cleanup,
+	    &lent_back);
+	is_int(lent_back, 2, "lent, unlinked: given back at once");
+	is_str(reply(fd, 0), "U10:-104", "lent, unlinked: RET_UNLINK -ECONNRESET alone");
+
+	/* Held in the output when the connection closes: given back. */
+	submit(fd, 3, DEVID, USBIP_DIR_IN, 1, sizeof(big));
+	u = held_seq(3);
+	close(fd);
+	unhold(u);
+	expsrv_urb_done_ref(u, 0, big, sizeof(big), lent_cleanup, &lent_back);
+	spin(20);
+	is_int(lent_back, 3, "lent, connection gone: given back");
+	is_int(expsrv_nconns(srv), 0, "lent: the connection closed");
+}
+
 static void
 test_devid_malformed(struct expsrv *srv)
 {
@@ -894,6 +964,7 @@ main(void)
 	test_import_refused(srv);
 	test_unlink_table(srv);
 	test_orphan(srv);
+	test_lent_and_kicks(srv);
 	test_devid_malformed(srv);
 	test_async_import(srv, quick);
 	test_max_urbs(small);

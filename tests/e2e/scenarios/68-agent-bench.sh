@@ -17,10 +17,120 @@ fi
 adisk=$(cat "$E2E_STATE/agent_busid.adisk")
 kbd=$(cat "$E2E_STATE/agent_busid.kbd")
 
+# strace_count FILE: the system calls in an strace -f log (an interrupted
+# call's "resumed" line, signals and exits not counted again).
+strace_count() {
+	awk '!/resumed>/ && !/^[0-9]+ +(---|\+\+\+)/ { n++ } END { print n + 0 }' "$1"
+}
+
+# strace_top FILE: the most frequent calls, "name:count ...".
+strace_top() {
+	awk '!/resumed>/ && !/^[0-9]+ +(---|\+\+\+)/ {
+		c = $2; sub(/\(.*/, "", c); n[c]++ }
+		END { for (c in n) print n[c], c }' "$1" | sort -rn | head -6 |
+		awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1 }'
+}
+
+# strace_run TAG WHO:PID... -- COMMAND...: COMMAND with strace -f on each
+# PID, into $E2E_STATE/strace.TAG.WHO.
+strace_run() {
+	local tag=$1 w spids=""
+	shift
+	while [ "$1" != -- ]; do
+		strace -f -qq -o "$E2E_STATE/strace.$tag.${1%%:*}" -p "${1#*:}" &
+		spids="$spids $!"
+		shift
+	done
+	shift
+	usleep 500000		# attached
+	"$@" >/dev/null 2>&1
+	usleep 200000
+	for w in $spids; do kill -INT "$w" 2>/dev/null; done
+	for w in $spids; do wait "$w" 2>/dev/null; done
+}
+
+# bench_syscalls NAME BUSID: with strace in the guest (E2E_STRACE=1), the
+# system calls per control URB of the gateway and (agent) of the agent: the
+# difference of a 120- and a 20-round-trip run, so that the import and the
+# connection's end cancel out.  Untimed.
+bench_syscalls() {
+	local name=$1 b=$2 who p n20 n120 per pids
+	command -v strace >/dev/null || return 0
+	pids="gw:$(cat "$E2E_STATE/usbgwd.pid")"
+	[ "$name" = agent ] && pids="$pids agent:$(cat "$E2E_STATE/agent.pid")"
+	for n in 20 120; do
+		gw_wait_state 15 "$adisk" authorized >/dev/null
+		strace_run "$name.$n" $pids -- usbip-tc latency "127.0.0.1:$GW_PORT" "$b" \
+			--kind control --iterations "$n" --warmup 0 -t 10000
+	done
+	for p in $pids; do
+		who=${p%%:*}
+		n20=$(strace_count "$E2E_STATE/strace.$name.20.$who")
+		n120=$(strace_count "$E2E_STATE/strace.$name.120.$who")
+		per=$(awk -v a="$n20" -v b="$n120" 'BEGIN { printf "%.1f\n", (b - a) / 100 }')
+		e2e_metric "${name}_${who}_syscalls_per_control_urb" "$per"
+		e2e_diag "bench $name: $who system calls per control URB $per;" \
+			"120 round trips: $(strace_top "$E2E_STATE/strace.$name.120.$who")"
+	done
+}
+
+# bench_read_syscalls NAME DISK: one more read (untimed) with strace on the
+# agent and the gateway; per URB = per USBDEVFS_SUBMITURB of the agent's.
+bench_read_syscalls() {
+	local name=$1 d=$2 who urbs n per
+	command -v strace >/dev/null || return 0
+	[ "$name" = agent ] || return 0
+	drop_caches
+	strace_run "$name.read" "gw:$(cat "$E2E_STATE/usbgwd.pid")" \
+		"agent:$(cat "$E2E_STATE/agent.pid")" -- \
+		dd if="/dev/$d" of=/dev/null bs=1M iflag=direct
+	urbs=$(grep -c 'USBDEVFS_SUBMITURB' "$E2E_STATE/strace.$name.read.agent")
+	[ "${urbs:-0}" -gt 0 ] || return 0
+	for who in gw agent; do
+		n=$(strace_count "$E2E_STATE/strace.$name.read.$who")
+		per=$(awk -v a="$n" -v u="$urbs" 'BEGIN { printf "%.1f\n", a / u }')
+		e2e_metric "${name}_${who}_syscalls_per_disk_urb" "$per"
+		e2e_diag "bench $name: disk read, $urbs URBs: $who system calls per URB" \
+			"$per; $(strace_top "$E2E_STATE/strace.$name.read.$who")"
+	done
+}
+
+# cpu_ticks PID...: the user + system time of the PIDs (every thread), in
+# clock ticks (USER_HZ, 100 a second); cpu_uticks: the user time alone.
+cpu_ticks() {
+	local p t=0 f
+	for p in "$@"; do
+		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		f=${f##*) }	# after "pid (comm) "
+		set -- $f
+		t=$((t + ${12} + ${13}))
+	done
+	echo "$t"
+}
+cpu_uticks() {
+	local p t=0 f
+	for p in "$@"; do
+		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		f=${f##*) }
+		set -- $f
+		t=$((t + ${12}))
+	done
+	echo "$t"
+}
+
+# kthread_pids NAME...: the pids of the kernel threads with those names.
+kthread_pids() {
+	local p c n
+	for p in /proc/[0-9]*; do
+		c=$(cat "$p/comm" 2>/dev/null) || continue
+		for n in "$@"; do [ "$c" = "$n" ] && echo "${p#/proc/}"; done
+	done
+}
+
 # bench_path NAME EXPORTER PORT: approve the disk at the gateway under
 # EXPORTER, time control round trips, attach, read it three times, detach.
 bench_path() {
-	local name=$1 b st i mbps out d
+	local name=$1 b st i mbps out d xp gp x0 xu0 g0 mib w
 	GW_EXPORTER=$2
 	st=$(gw_wait_state 30 "$adisk" pending)
 	check "bench $name: the gateway claims $GW_EXPORTER:$adisk, pending (last seen: $st)" \
@@ -36,17 +146,41 @@ bench_path() {
 		[ -z "$v" ] || e2e_metric "${name}_control_urb_${k}" "$v"
 	done
 	check "bench $name: control URB round trips through the gateway timed ($out)" [ -n "$out" ]
+	bench_syscalls "$name" "$b"
 	gw_wait_state 15 "$adisk" authorized >/dev/null
 	usbip_attach "$GW_PORT" "$b"
 	if check "bench $name: the disk attaches through the gateway" wait_for 30 vhci_disk_ready; then
 		d=$(vhci_disk)
+		# Whose CPU time: usbip-host's kernel threads, or the agent.
+		if [ "$name" = agent ]; then
+			xp=$(cat "$E2E_STATE/agent.pid")
+		else
+			xp=$(kthread_pids stub_rx stub_tx)
+		fi
+		gp=$(cat "$E2E_STATE/usbgwd.pid")
+		x0=$(cpu_ticks $xp)
+		xu0=$(cpu_uticks $xp)
+		g0=$(cpu_ticks "$gp")
 		for i in 1 2 3; do
 			mbps=$(disk_read_mbps "$d")
 			[ -z "$mbps" ] || e2e_metric "${name}_read${i}_mbps" "$mbps"
 			echo "$mbps" >> "$E2E_STATE/bench.$name"
 		done
+		# CPU ms per MiB read (3 reads of the whole disk): the
+		# exporter's and the gateway's, less noisy than MB/s on a
+		# loaded host.
+		mib=$(( $(cat "/sys/block/$d/size") * 512 * 3 / 1048576 ))
+		for w in exporter:$(( $(cpu_ticks $xp) - x0 )) gw:$(( $(cpu_ticks "$gp") - g0 )); do
+			e2e_metric "${name}_${w%%:*}_cpu_ms_per_mib" \
+				"$(awk -v t="${w#*:}" -v m="$mib" 'BEGIN { printf "%.1f\n", t * 10 / (m > 0 ? m : 1) }')"
+		done
+		if [ "$name" = agent ]; then
+			e2e_metric agent_exporter_user_cpu_ms_per_mib \
+				"$(awk -v t=$(( $(cpu_uticks $xp) - xu0 )) -v m="$mib" 'BEGIN { printf "%.1f\n", t * 10 / (m > 0 ? m : 1) }')"
+		fi
 		check "bench $name: three whole-disk reads timed ($(tr '\n' ' ' < "$E2E_STATE/bench.$name"))" \
 			[ "$(wc -l < "$E2E_STATE/bench.$name")" -eq 3 ]
+		bench_read_syscalls "$name" "$d"
 	fi
 	vhci_detach_all
 	wait_gone 15 vhci_disk
@@ -107,3 +241,13 @@ check "agent default keep-list: the agent does not offer the keyboard $kbd" fail
 check "agent default keep-list: audit keep-local line for $kbd" \
 	grep -q "audit: keep-local busid=$kbd " "$AGENT_LOG"
 check "agent default keep-list: the keyboard never reaches the gateway" gw_none_live "$kbd"
+
+# What copying costs in this guest, to read the CPU figures by (TCG runs
+# rep movsb, which the kernel's copy_to_user and glibc's large memcpy use,
+# one byte per step): 50 MiB through a pipe, three kernel copies of each
+# byte (clear_user from /dev/zero, into the pipe, out of it).
+t0=$(e2e_uptime)
+dd if=/dev/zero bs=128k count=400 2>/dev/null | cat > /dev/null
+t1=$(e2e_uptime)
+e2e_metric guest_pipe_mib_per_s "$(awk -v cs=$((t1 - t0)) 'BEGIN {
+	if (cs < 1) cs = 1; printf "%.1f\n", 50 / (cs / 100) }')"
