@@ -491,8 +491,18 @@ tc_tls_wrap(struct tc *tc, int fd, int timeout_ms)
 		}
 		snprintf(err, sizeof(err), "TLS: no context");
 	} else {
-		cl = tlsid_client_key(tc_tls_dir, "usbip-tc", TLSID_ROLE_HOST,
-		    err, sizeof(err));
+		char kp[1024];
+		enum tlsid_role role = TLSID_ROLE_HOST;
+
+		/* an agent's directory (tests: refused at a tls-listen) */
+		snprintf(kp, sizeof(kp), "%s/host.key", tc_tls_dir);
+		if (access(kp, F_OK) == -1) {
+			snprintf(kp, sizeof(kp), "%s/agent.key", tc_tls_dir);
+			if (access(kp, F_OK) == 0)
+				role = TLSID_ROLE_AGENT;
+		}
+		cl = tlsid_client_key(tc_tls_dir, "usbip-tc", role, err,
+		    sizeof(err));
 		ctx = cl == NULL ? NULL : tlsid_ctx_client(cl, 0, NULL, NULL,
 		    err, sizeof(err));
 		if (ctx != NULL && tc_tls_any_server)
