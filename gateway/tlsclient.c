@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 
 #include "tlsclient.h"
@@ -330,14 +331,14 @@ pipe_main(void *arg)
 	SSL_free(pa->ssl);
 	close(pa->netfd);
 	free(pa);
+	OPENSSL_thread_stop();	/* its thread-local state, now, not at exit */
 	return NULL;
 }
 
 int
-tlsclient_pipe(SSL *ssl, int netfd, const char *prog)
+tlsclient_pipe(SSL *ssl, int netfd, const char *prog, pthread_t *tid)
 {
 	struct pipe_arg *pa;
-	pthread_t t;
 	int sv[2];
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1)
@@ -347,12 +348,11 @@ tlsclient_pipe(SSL *ssl, int netfd, const char *prog)
 	pa->netfd = netfd;
 	pa->plainfd = sv[0];
 	pa->prog = prog;
-	if (pthread_create(&t, NULL, pipe_main, pa) != 0) {
+	if (pthread_create(tid, NULL, pipe_main, pa) != 0) {
 		free(pa);
 		close(sv[0]);
 		close(sv[1]);
 		return -1;
 	}
-	pthread_detach(t);
 	return sv[1];
 }

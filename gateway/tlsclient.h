@@ -44,8 +44,12 @@ const char	*tlsclient_relay(SSL *, int netfd, int plainfd,
  * The relay in a thread of its own (test tools): returns the other end of
  * a socketpair whose first end is relayed to ssl; the thread frees ssl,
  * closes netfd and its end when done, and writes a TLS error's reason to
- * stderr prefixed with prog.  -1 on error.
+ * stderr prefixed with prog.  The caller closes the returned end, then
+ * joins *tid (before exit: OpenSSL's cleanup at exit must not race the
+ * thread).  -1 on error.
  */
-int		 tlsclient_pipe(SSL *, int netfd, const char *prog);
+#include <pthread.h>
+int		 tlsclient_pipe(SSL *, int netfd, const char *prog,
+		    pthread_t *tid);
 
 #endif

@@ -145,6 +145,8 @@ enum tc_close {
 
 struct tc {
 	int		 fd;
+	bool		 tls;		/* fd is a tlsclient_pipe end */
+	pthread_t	 tls_thread;
 	char		 peer[300];
 	struct tc_buf	 in;
 	struct tc_buf	 out;
@@ -395,6 +397,8 @@ tc_free(struct tc *tc)
 		return;
 	if (tc->fd != -1)
 		close(tc->fd);
+	if (tc->tls)		/* it ends at the close */
+		pthread_join(tc->tls_thread, NULL);
 	buf_free(&tc->in);
 	buf_free(&tc->out);
 	free(tc->slots);
@@ -522,7 +526,8 @@ tc_tls_wrap(struct tc *tc, int fd, int timeout_ms)
 		close(fd);
 		return TC_EXIT_CONN;
 	}
-	if ((pfd = tlsclient_pipe(ssl, fd, "usbip-tc")) == -1) {
+	if ((pfd = tlsclient_pipe(ssl, fd, "usbip-tc", &tc->tls_thread)) ==
+	    -1) {
 		errmsg("TLS relay: %s", strerror(errno));
 		SSL_free(ssl);
 		close(fd);
@@ -530,6 +535,7 @@ tc_tls_wrap(struct tc *tc, int fd, int timeout_ms)
 	}
 	(void)fcntl(pfd, F_SETFL, fcntl(pfd, F_GETFL) | O_NONBLOCK);
 	tc->fd = pfd;
+	tc->tls = true;
 	return TC_EXIT_OK;
 }
 
