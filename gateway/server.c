@@ -632,6 +632,7 @@ struct tls_pending {
 	socklen_t		 sslen;
 	char			 host[INET6_ADDRSTRLEN];
 	char			 hkey[HOSTLIMIT_KEY_MAX];
+	uint64_t		 accepted;	/* usec: the op-phase deadline's start */
 };
 
 static TAILQ_HEAD(, tls_pending) tls_pending =
@@ -674,10 +675,10 @@ server_admit(const char *host, const char *hkey)
  */
 static struct dsession *
 ds_new(evutil_socket_t fd, const struct sockaddr *sa, socklen_t salen,
-    const char *host, const char *hkey)
+    const char *host, const char *hkey, unsigned op_ms)
 {
 	struct dsession *ds;
-	struct timeval tv = { GW_OP_TIMEOUT_MS / 1000, 0 };
+	struct timeval tv = { op_ms / 1000, (op_ms % 1000) * 1000 };
 
 	ds = xcalloc(1, sizeof(*ds));	/* state DS_OP */
 	ds->gw = gw;
@@ -741,9 +742,14 @@ server_tls_ready(int fd, const struct tlsid_peer *peer, void *arg)
 {
 	struct tls_pending *tp = arg;
 	struct dsession *ds;
+	uint64_t spent_ms = (now_usec() - tp->accepted) / 1000;
+	unsigned left_ms;
 
+	/* one op-phase deadline from accept: the handshake spent some */
+	left_ms = spent_ms >= GW_OP_TIMEOUT_MS ? 1 :
+	    GW_OP_TIMEOUT_MS - (unsigned)spent_ms;
 	ds = ds_new(fd, (struct sockaddr *)&tp->ss, tp->sslen, tp->host,
-	    tp->hkey);
+	    tp->hkey, left_ms);
 	tls_pending_free(tp);
 	if (ds == NULL)
 		return;
@@ -775,6 +781,7 @@ server_accept_tls(evutil_socket_t fd, const struct sockaddr *sa,
 	memcpy(&tp->ss, sa, (size_t)salen < sizeof(tp->ss) ? (size_t)salen :
 	    sizeof(tp->ss));
 	tp->sslen = salen;
+	tp->accepted = now_usec();
 	usbgw_strlcpy(tp->host, host, sizeof(tp->host));
 	usbgw_strlcpy(tp->hkey, hkey, sizeof(tp->hkey));
 	gw_socket_tune(fd);
@@ -839,7 +846,8 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 		server_accept_tls(fd, sa, (socklen_t)salen, host, hkey);
 		return;
 	}
-	if ((ds = ds_new(fd, sa, (socklen_t)salen, host, hkey)) == NULL)
+	if ((ds = ds_new(fd, sa, (socklen_t)salen, host, hkey,
+	    GW_OP_TIMEOUT_MS)) == NULL)
 		return;
 	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
 	log_debug("session %s: connected", ds->peer);
