@@ -23,7 +23,7 @@ MANDIR    ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 
 CC        ?= cc
-PKGS      := libevent libevent_openssl sqlite3 libusb-1.0 libssl libcrypto jansson
+PKGS      := libevent sqlite3 libusb-1.0 libssl libcrypto jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

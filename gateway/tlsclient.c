@@ -80,6 +80,7 @@ tlsclient_connect(SSL_CTX *ctx, int fd, int timeout_ms, char *err,
 	 * before: USB/IP PDUs carry their own lengths, so a cut is seen.
 	 */
 	SSL_set_options(ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	SSL_set_read_ahead(ssl, 1);	/* fewer, larger reads */
 	for (;;) {
 		ERR_clear_error();
 		if ((r = SSL_connect(ssl)) == 1)
@@ -166,14 +167,27 @@ tlsclient_read(SSL *ssl, int fd, void *buf, size_t n, int timeout_ms,
 
 /* ---- the relay ----------------------------------------------------------- */
 
-struct rbuf {
-	uint8_t		*b;
-	size_t		 off, len;	/* unsent: b[off .. off+len) */
-	bool		 eof;		/* its source ended */
-};
+void
+tlsrelay_init(struct tlsrelay *r, SSL *ssl, int plainfd)
+{
+	memset(r, 0, sizeof(*r));
+	r->ssl = ssl;
+	r->plainfd = plainfd;
+	r->down.b = xmalloc(TLSCLIENT_RELAY_BUF);
+	r->up.b = xmalloc(TLSCLIENT_RELAY_BUF);
+	(void)fcntl(plainfd, F_SETFL, fcntl(plainfd, F_GETFL) | O_NONBLOCK);
+}
+
+void
+tlsrelay_release(struct tlsrelay *r)
+{
+	free(r->down.b);
+	free(r->up.b);
+	r->down.b = r->up.b = NULL;
+}
 
 static size_t
-rbuf_room(struct rbuf *rb)
+rbuf_room(struct tlsrelay_buf *rb)
 {
 	if (rb->off > 0 && rb->len > 0)
 		memmove(rb->b, rb->b + rb->off, rb->len);
@@ -181,48 +195,43 @@ rbuf_room(struct rbuf *rb)
 	return TLSCLIENT_RELAY_BUF - rb->len;
 }
 
-/*
- * One pass: every step that can make progress without blocking.  Sets
- * *progress; net_in/net_out say what the TLS side waits for.  NULL to go
- * on, or why the relay ends.
- */
-static const char *
-relay_pass(SSL *ssl, int plainfd, struct rbuf *down, struct rbuf *up,
-    bool *progress, bool *net_in, bool *net_out, char *err, size_t errlen)
+enum tlsrelay_end
+tlsrelay_pass(struct tlsrelay *r, bool *progress)
 {
+	struct tlsrelay_buf *down = &r->down, *up = &r->up;
 	ssize_t n;
-	int r, e;
+	int rv, e;
 
-	*net_in = *net_out = false;
+	r->net_in = r->net_out = false;
 	/* TLS -> plain: SSL_read while there is room (it may hold records) */
 	while (!down->eof && rbuf_room(down) > 0) {
 		ERR_clear_error();
-		r = SSL_read(ssl, down->b + down->len,
+		rv = SSL_read(r->ssl, down->b + down->len,
 		    (int)(TLSCLIENT_RELAY_BUF - down->len));
-		if (r > 0) {
-			down->len += (size_t)r;
+		if (rv > 0) {
+			down->len += (size_t)rv;
 			*progress = true;
 			continue;
 		}
-		e = SSL_get_error(ssl, r);
+		e = SSL_get_error(r->ssl, rv);
 		if (e == SSL_ERROR_WANT_READ)
-			*net_in = true;
+			r->net_in = true;
 		else if (e == SSL_ERROR_WANT_WRITE)
-			*net_out = true;
+			r->net_out = true;
 		else if (e == SSL_ERROR_ZERO_RETURN ||
 		    (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
 			down->eof = true;
 			*progress = true;
 		} else {
-			tlsid_ssl_error(ssl, r, err, errlen);
-			return "the gateway's TLS connection failed";
+			tlsid_ssl_error(r->ssl, rv, r->err, sizeof(r->err));
+			return TLSRELAY_TLS_FAILED;
 		}
 		break;
 	}
 	if (down->len > 0) {
-		n = write(plainfd, down->b + down->off, down->len);
+		n = write(r->plainfd, down->b + down->off, down->len);
 		if (n == -1 && errno != EAGAIN && errno != EINTR)
-			return "writing to the local end failed";
+			return TLSRELAY_PLAIN_FAILED;
 		if (n > 0) {
 			down->off += (size_t)n;
 			down->len -= (size_t)n;
@@ -231,7 +240,8 @@ relay_pass(SSL *ssl, int plainfd, struct rbuf *down, struct rbuf *up,
 	}
 	/* plain -> TLS */
 	if (!up->eof && rbuf_room(up) > 0) {
-		n = read(plainfd, up->b + up->len, TLSCLIENT_RELAY_BUF - up->len);
+		n = read(r->plainfd, up->b + up->len,
+		    TLSCLIENT_RELAY_BUF - up->len);
 		if (n == 0) {
 			up->eof = true;
 			*progress = true;
@@ -239,75 +249,94 @@ relay_pass(SSL *ssl, int plainfd, struct rbuf *down, struct rbuf *up,
 			up->len += (size_t)n;
 			*progress = true;
 		} else if (errno != EAGAIN && errno != EINTR)
-			return "reading from the local end failed";
+			return TLSRELAY_PLAIN_FAILED;
 	}
 	while (up->len > 0) {
 		ERR_clear_error();
-		r = SSL_write(ssl, up->b + up->off, (int)up->len);
-		if (r > 0) {
-			up->off += (size_t)r;
-			up->len -= (size_t)r;
+		rv = SSL_write(r->ssl, up->b + up->off, (int)up->len);
+		if (rv > 0) {
+			up->off += (size_t)rv;
+			up->len -= (size_t)rv;
 			*progress = true;
 			continue;
 		}
-		e = SSL_get_error(ssl, r);
+		e = SSL_get_error(r->ssl, rv);
 		if (e == SSL_ERROR_WANT_WRITE)
-			*net_out = true;
+			r->net_out = true;
 		else if (e == SSL_ERROR_WANT_READ)
-			*net_in = true;
+			r->net_in = true;
 		else {
-			tlsid_ssl_error(ssl, r, err, errlen);
-			return "the gateway's TLS connection failed";
+			tlsid_ssl_error(r->ssl, rv, r->err, sizeof(r->err));
+			return TLSRELAY_TLS_FAILED;
 		}
 		break;
 	}
 	if (down->eof && down->len == 0)
-		return "the gateway closed the connection";
+		return TLSRELAY_TLS_CLOSED;
 	if (up->eof && up->len == 0) {
-		(void)SSL_shutdown(ssl);	/* close_notify, best effort */
-		return "the local end closed";
+		(void)SSL_shutdown(r->ssl);	/* close_notify, best effort */
+		ERR_clear_error();
+		return TLSRELAY_PLAIN_CLOSED;
 	}
-	return NULL;
+	return TLSRELAY_GOING;
+}
+
+bool
+tlsrelay_plain_wants_read(const struct tlsrelay *r)
+{
+	return !r->up.eof && r->up.len < TLSCLIENT_RELAY_BUF;
+}
+
+bool
+tlsrelay_plain_wants_write(const struct tlsrelay *r)
+{
+	return r->down.len > 0;
 }
 
 const char *
 tlsclient_relay(SSL *ssl, int netfd, int plainfd, volatile sig_atomic_t *stop,
     char *err, size_t errlen)
 {
-	struct rbuf down = { 0 }, up = { 0 };	/* up: plain -> TLS */
+	static const char *const why_end[] = {
+		[TLSRELAY_GOING] = "signal",
+		[TLSRELAY_TLS_CLOSED] = "the gateway closed the connection",
+		[TLSRELAY_PLAIN_CLOSED] = "the local end closed",
+		[TLSRELAY_TLS_FAILED] = "the gateway's TLS connection failed",
+		[TLSRELAY_PLAIN_FAILED] = "the local end failed",
+	};
+	struct tlsrelay r;
 	struct pollfd p[2];
+	enum tlsrelay_end end = TLSRELAY_GOING;
 	const char *why = NULL;
-	bool progress, net_in, net_out;
+	bool progress;
 
 	err[0] = '\0';
-	(void)fcntl(plainfd, F_SETFL, fcntl(plainfd, F_GETFL) | O_NONBLOCK);
-	down.b = xmalloc(TLSCLIENT_RELAY_BUF);
-	up.b = xmalloc(TLSCLIENT_RELAY_BUF);
+	tlsrelay_init(&r, ssl, plainfd);
 	while (stop == NULL || !*stop) {
 		progress = false;
-		if ((why = relay_pass(ssl, plainfd, &down, &up, &progress,
-		    &net_in, &net_out, err, errlen)) != NULL)
+		if ((end = tlsrelay_pass(&r, &progress)) != TLSRELAY_GOING)
 			break;
 		if (progress)
 			continue;
 		p[0].fd = netfd;
-		p[0].events = (net_in ? POLLIN : 0) | (net_out ? POLLOUT : 0);
+		p[0].events = (r.net_in ? POLLIN : 0) | (r.net_out ? POLLOUT : 0);
 		p[1].fd = plainfd;
-		p[1].events = (up.eof || up.len == TLSCLIENT_RELAY_BUF ? 0 :
-		    POLLIN) | (down.len > 0 ? POLLOUT : 0);
+		p[1].events = (tlsrelay_plain_wants_read(&r) ? POLLIN : 0) |
+		    (tlsrelay_plain_wants_write(&r) ? POLLOUT : 0);
 		if (poll(p, 2, -1) == -1 && errno != EINTR) {
 			why = "poll failed";
 			break;
 		}
 		if (p[1].revents & POLLNVAL) {
-			why = "the local end failed";
+			end = TLSRELAY_PLAIN_FAILED;
 			break;
 		}
 	}
 	if (why == NULL)
-		why = "signal";
-	free(down.b);
-	free(up.b);
+		why = why_end[end];
+	if (end == TLSRELAY_TLS_FAILED)
+		snprintf(err, errlen, "%s", r.err);
+	tlsrelay_release(&r);
 	return why;
 }
 

@@ -10,6 +10,7 @@
 #define USBGW_TLSCLIENT_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,48 @@ int		 tlsclient_write(SSL *, int fd, const void *, size_t n,
 		    int timeout_ms, char *err, size_t errlen);
 int		 tlsclient_read(SSL *, int fd, void *, size_t n, int timeout_ms,
 		    char *err, size_t errlen);
+/*
+ * One relay's state between a TLS connection and a plain stream socket,
+ * driven by whoever waits for its descriptors (tlsclient_relay with
+ * poll(), tlsshim.c with the daemon's loop).  Each direction has one
+ * TLSCLIENT_RELAY_BUF buffer; a side is read only while the buffer
+ * towards the other has room.
+ */
+struct tlsrelay_buf {
+	uint8_t		*b;
+	size_t		 off, len;	/* unsent: b[off .. off+len) */
+	bool		 eof;		/* its source ended */
+};
+
+struct tlsrelay {
+	SSL			*ssl;
+	int			 plainfd;
+	struct tlsrelay_buf	 down;		/* TLS -> plain */
+	struct tlsrelay_buf	 up;		/* plain -> TLS */
+	bool			 net_in, net_out;	/* TLS waits for these */
+	char			 err[256];	/* TLSRELAY_TLS_FAILED: why */
+};
+
+enum tlsrelay_end {
+	TLSRELAY_GOING = 0,
+	TLSRELAY_TLS_CLOSED,	/* the TLS peer ended; all it sent delivered */
+	TLSRELAY_PLAIN_CLOSED,	/* the plain end ended; all sent; close_notify */
+	TLSRELAY_TLS_FAILED,	/* err says why */
+	TLSRELAY_PLAIN_FAILED,
+};
+
+/* plainfd is made non-blocking; the buffers are allocated. */
+void		 tlsrelay_init(struct tlsrelay *, SSL *, int plainfd);
+void		 tlsrelay_release(struct tlsrelay *);	/* the buffers */
+/*
+ * Every step that can progress without blocking, once: sets *progress
+ * when a byte moved or a side ended; net_in/net_out say what the TLS
+ * side waits for.  TLSRELAY_GOING, or how it ended.
+ */
+enum tlsrelay_end tlsrelay_pass(struct tlsrelay *, bool *progress);
+bool		 tlsrelay_plain_wants_read(const struct tlsrelay *);
+bool		 tlsrelay_plain_wants_write(const struct tlsrelay *);
+
 /*
  * Relay ssl (on netfd) <-> plainfd until one side ends or *stop is set;
  * each direction one TLSCLIENT_RELAY_BUF buffer, a side read only while

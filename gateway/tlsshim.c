@@ -12,14 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include <openssl/err.h>
 
 #include "log.h"
+#include "tlsclient.h"
 #include "tlsshim.h"
 #include "util.h"
 
@@ -35,22 +33,26 @@ struct tlsshim {
 	LIST_ENTRY(tlsshim)	 entry;		/* pumps only */
 	struct event_base	*base;
 	enum sh_state		 state;
-	evutil_socket_t		 fd;		/* until the TLS bufferevent owns it */
+	evutil_socket_t		 fd;		/* the TCP connection */
 	SSL_CTX			*ctx;
-	SSL			*ssl;		/* likewise */
-	struct event		*io;		/* fd readiness (peek, handshake) */
+	SSL			*ssl;
+	struct event		*io;		/* fd: peek, handshake; the pump */
+	struct event		*pio;		/* the pump: the socketpair end */
+	short			 ioflags, pioflags;	/* what they wait for */
 	struct event		*deadline;	/* handshake; then the linger */
-	struct bufferevent	*tls, *plain;
+	struct tlsrelay		 relay;		/* SH_PUMP */
+	int			 pfd;		/* our end of the socketpair */
 	tlsshim_ready_fn	 ready;
 	tlsshim_fail_fn		 fail;
 	void			*arg;
-	bool			 closing;	/* one side ended: draining */
+	bool			 ending;	/* a side ended: delivering the rest */
 };
 
 static LIST_HEAD(, tlsshim) pumps = LIST_HEAD_INITIALIZER(pumps);
 static unsigned npumps;
 
 static void	sh_io(evutil_socket_t, short, void *);
+static void	sh_pump(evutil_socket_t, short, void *);
 
 void
 tlsshim_free(struct tlsshim *sh)
@@ -60,30 +62,20 @@ tlsshim_free(struct tlsshim *sh)
 	if (sh->state == SH_PUMP) {
 		LIST_REMOVE(sh, entry);
 		npumps--;
+		tlsrelay_release(&sh->relay);
 	}
 	if (sh->io != NULL)
 		event_free(sh->io);
+	if (sh->pio != NULL)
+		event_free(sh->pio);
 	if (sh->deadline != NULL)
 		event_free(sh->deadline);
-	if (sh->tls != NULL) {
-		/* close_notify, best effort: the peer tells an end from a cut */
-		SSL *ssl = bufferevent_openssl_get_ssl(sh->tls);
-
-		if (ssl != NULL && evbuffer_get_length(
-		    bufferevent_get_output(sh->tls)) == 0) {
-			(void)SSL_shutdown(ssl);
-			ERR_clear_error();
-		}
-		bufferevent_free(sh->tls);	/* frees ssl, closes fd */
-	}
-	else {
-		if (sh->ssl != NULL)
-			SSL_free(sh->ssl);
-		if (sh->fd >= 0)
-			evutil_closesocket(sh->fd);
-	}
-	if (sh->plain != NULL)
-		bufferevent_free(sh->plain);
+	if (sh->ssl != NULL)
+		SSL_free(sh->ssl);
+	if (sh->fd >= 0)
+		evutil_closesocket(sh->fd);
+	if (sh->pfd >= 0)
+		close(sh->pfd);
 	SSL_CTX_free(sh->ctx);
 	free(sh);
 }
@@ -105,6 +97,8 @@ sh_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (sh->state == SH_PUMP) {
 		/* lingering: what was left could not be delivered in time */
+		log_debug("tls pump: %zu and %zu bytes undelivered at the end",
+		    sh->relay.down.len, sh->relay.up.len);
 		tlsshim_free(sh);
 		return;
 	}
@@ -112,92 +106,78 @@ sh_deadline(evutil_socket_t fd, short what, void *arg)
 	    "deadline)" : "no TLS handshake in time (op-phase deadline)", 1);
 }
 
+/* Wait on ev for flags (persistent), touching the loop only on a change. */
+static void
+sh_arm(struct tlsshim *sh, struct event *ev, int fd, short *cur, short want,
+    event_callback_fn cb)
+{
+	if (*cur == want)
+		return;
+	event_del(ev);
+	event_assign(ev, sh->base, fd, want | EV_PERSIST, cb, sh);
+	if (want != 0)
+		event_add(ev, NULL);
+	*cur = want;
+}
+
 static void
 sh_wait(struct tlsshim *sh, short what)
 {
-	event_del(sh->io);
-	event_assign(sh->io, sh->base, sh->fd, what | EV_PERSIST, sh_io, sh);
-	event_add(sh->io, NULL);
+	sh_arm(sh, sh->io, sh->fd, &sh->ioflags, what, sh_io);
 }
 
 /* ---- the pump ------------------------------------------------------------ */
 
-static struct bufferevent *
-sh_other(struct tlsshim *sh, struct bufferevent *bev)
-{
-	return bev == sh->tls ? sh->plain : sh->tls;
-}
-
-static void	sh_read(struct bufferevent *, void *);
-static void	sh_event(struct bufferevent *, short, void *);
-
-/* Its output drained below half: the other side is read again. */
-static void
-sh_drained(struct bufferevent *to, void *arg)
-{
-	struct tlsshim *sh = arg;
-
-	if (sh->closing) {
-		if (evbuffer_get_length(bufferevent_get_output(to)) == 0)
-			tlsshim_free(sh);
-		return;
-	}
-	bufferevent_setwatermark(to, EV_WRITE, 0, 0);
-	bufferevent_setcb(to, sh_read, NULL, sh_event, sh);
-	bufferevent_enable(sh_other(sh, to), EV_READ);
-}
-
-/* Move what one side sent to the other's output, bounded. */
-static void
-sh_read(struct bufferevent *from, void *arg)
-{
-	struct tlsshim *sh = arg;
-	struct bufferevent *to = sh_other(sh, from);
-
-	if (sh->closing)
-		return;
-	evbuffer_add_buffer(bufferevent_get_output(to),
-	    bufferevent_get_input(from));
-	if (evbuffer_get_length(bufferevent_get_output(to)) >= TLSSHIM_HIWAT) {
-		bufferevent_disable(from, EV_READ);
-		bufferevent_setwatermark(to, EV_WRITE, TLSSHIM_HIWAT / 2, 0);
-		bufferevent_setcb(to, sh_read, sh_drained, sh_event, sh);
-	}
-}
+#define SH_PASSES	16	/* relay passes per wake-up, then the loop */
 
 /*
- * One side ended (EOF, error): the other gets what is queued for it
- * (bounded: TLSSHIM_HIWAT and TLSSHIM_LINGER_MS), then both close.  The
- * caller's end of the socketpair sees EOF, so its session ends too.
+ * Move bytes both ways until nothing moves (or SH_PASSES, to leave the
+ * loop to others: then it comes back at once), then wait for what each
+ * side needs.  The end: the TLS peer ended and all it sent is delivered
+ * (the socketpair end closes, the session sees EOF), the session ended
+ * and all it sent is written (close_notify), or either side failed.
  */
 static void
-sh_event(struct bufferevent *bev, short what, void *arg)
+sh_pump(evutil_socket_t fd, short what, void *arg)
 {
 	struct tlsshim *sh = arg;
-	struct bufferevent *to = sh_other(sh, bev);
+	struct tlsrelay *r = &sh->relay;
 	struct timeval tv = { TLSSHIM_LINGER_MS / 1000, 0 };
+	enum tlsrelay_end end = TLSRELAY_GOING;
+	bool progress = true;
+	int i;
 
-	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
-		return;
-	if (what & BEV_EVENT_ERROR && bev == sh->tls) {
-		unsigned long e;
-
-		while ((e = bufferevent_get_openssl_error(bev)) != 0)
-			log_debug("tls pump: %s", ERR_reason_error_string(e) ?
-			    ERR_reason_error_string(e) : "TLS error");
+	(void)fd;
+	(void)what;
+	for (i = 0; i < SH_PASSES && progress; i++) {
+		progress = false;
+		if ((end = tlsrelay_pass(r, &progress)) != TLSRELAY_GOING)
+			break;
 	}
-	if (sh->closing || evbuffer_get_length(bufferevent_get_output(to)) == 0) {
+	switch (end) {
+	case TLSRELAY_GOING:
+		break;
+	case TLSRELAY_TLS_FAILED:
+		log_debug("tls pump: %s", r->err);
+		/* FALLTHROUGH */
+	default:
 		tlsshim_free(sh);
 		return;
 	}
-	/* the rest is moved already: deliver it, read nothing more */
-	sh->closing = true;
-	bufferevent_disable(bev, EV_READ);
-	bufferevent_disable(to, EV_READ);
-	bufferevent_setwatermark(to, EV_WRITE, 0, 0);
-	bufferevent_setcb(to, NULL, sh_drained, sh_event, sh);
-	bufferevent_setcb(bev, NULL, NULL, sh_event, sh);
-	evtimer_add(sh->deadline, &tv);
+	if ((r->down.eof || r->up.eof) && !sh->ending) {
+		/* one side ended: the rest within the linger time */
+		sh->ending = true;
+		evtimer_add(sh->deadline, &tv);
+	}
+	sh_arm(sh, sh->io, sh->fd, &sh->ioflags, (r->net_in ? EV_READ : 0) |
+	    (r->net_out ? EV_WRITE : 0), sh_pump);
+	sh_arm(sh, sh->pio, sh->pfd, &sh->pioflags,
+	    (tlsrelay_plain_wants_read(r) ? EV_READ : 0) |
+	    (tlsrelay_plain_wants_write(r) ? EV_WRITE : 0), sh_pump);
+	/* more to do now: passes left over, or records decrypted and held */
+	if (progress || (SSL_has_pending(sh->ssl) && !r->down.eof &&
+	    r->down.len < TLSCLIENT_RELAY_BUF))
+		event_active(sh->io, EV_READ, 0);
 }
 
 /* The handshake is done: the socketpair, the pump, and the caller's end. */
@@ -208,7 +188,6 @@ sh_established(struct tlsshim *sh)
 	int sv[2];
 
 	event_del(sh->deadline);
-	event_del(sh->io);
 	if (tlsid_peer(sh->ssl, &peer) == -1 || peer.pairing) {
 		/* cannot happen with a non-pairing context: fail closed */
 		sh_fail(sh, "no verified client certificate", 1);
@@ -220,36 +199,24 @@ sh_established(struct tlsshim *sh)
 		sh_fail(sh, "out of descriptors", 0);
 		return;
 	}
-	sh->tls = bufferevent_openssl_socket_new(sh->base, sh->fd, sh->ssl,
-	    BUFFEREVENT_SSL_OPEN, BEV_OPT_CLOSE_ON_FREE);
-	if (sh->tls == NULL) {
+	if ((sh->pio = event_new(sh->base, -1, 0, sh_pump, sh)) == NULL) {
 		close(sv[0]);
 		close(sv[1]);
 		sh_fail(sh, "out of memory", 0);
 		return;
 	}
-	sh->fd = -1;
-	sh->ssl = NULL;
-	bufferevent_openssl_set_allow_dirty_shutdown(sh->tls, 1);
-	sh->plain = bufferevent_socket_new(sh->base, sv[0],
-	    BEV_OPT_CLOSE_ON_FREE);
-	if (sh->plain == NULL) {
-		close(sv[0]);
-		close(sv[1]);
-		sh_fail(sh, "out of memory", 0);
-		return;
-	}
-	bufferevent_setcb(sh->tls, sh_read, NULL, sh_event, sh);
-	bufferevent_setcb(sh->plain, sh_read, NULL, sh_event, sh);
-	bufferevent_setwatermark(sh->tls, EV_READ, 0, TLSSHIM_CHUNK);
-	bufferevent_setwatermark(sh->plain, EV_READ, 0, TLSSHIM_CHUNK);
-	bufferevent_enable(sh->tls, EV_READ | EV_WRITE);
-	bufferevent_enable(sh->plain, EV_READ | EV_WRITE);
+	sh->pfd = sv[0];
+	SSL_set_mode(sh->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	tlsrelay_init(&sh->relay, sh->ssl, sh->pfd);
 	sh->state = SH_PUMP;
 	LIST_INSERT_HEAD(&pumps, sh, entry);
 	npumps++;
 	sh->ready(sv[1], &peer, sh->arg);
 	sh->arg = NULL;
+	/* the first pass: arms both events (data may already be held) */
+	sh->ioflags = -1;
+	sh_pump(-1, 0, sh);
 }
 
 /* ---- the first byte and the handshake ------------------------------------ */
@@ -290,6 +257,8 @@ sh_io(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		SSL_set_accept_state(sh->ssl);
+		/* whole socket buffers per read, not a header and a body */
+		SSL_set_read_ahead(sh->ssl, 1);
 		sh->state = SH_HANDSHAKE;
 	}
 	ERR_clear_error();
@@ -328,12 +297,14 @@ tlsshim_accept(struct event_base *base, SSL_CTX *ctx, evutil_socket_t fd,
 	sh->arg = arg;
 	SSL_CTX_up_ref(ctx);
 	sh->ctx = ctx;
+	sh->pfd = -1;
 	sh->io = event_new(base, fd, EV_READ | EV_PERSIST, sh_io, sh);
 	sh->deadline = evtimer_new(base, sh_deadline, sh);
 	if (sh->io == NULL || sh->deadline == NULL) {
 		tlsshim_free(sh);
 		return NULL;
 	}
+	sh->ioflags = EV_READ;
 	event_add(sh->io, NULL);
 	evtimer_add(sh->deadline, &tv);
 	return sh;

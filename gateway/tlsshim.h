@@ -12,11 +12,17 @@
  *  3. after it, a socketpair: one end is handed to the caller, which
  *     treats it exactly as an accepted TCP connection (the op phase, held
  *     imports and the relay never see TLS); the other end and the TLS
- *     connection are pumped both ways, each direction bounded
- *     (TLSSHIM_HIWAT: the side that fills it is not read until it
- *     drains).  When either side ends, what it sent is delivered to the
- *     other (bounded by the same buffer and TLSSHIM_LINGER_MS), then both
- *     are closed.
+ *     connection are pumped both ways on the loop (struct tlsrelay,
+ *     tlsclient.h: one TLSCLIENT_RELAY_BUF buffer per direction, a side
+ *     read only while the buffer towards the other has room).  When
+ *     either side ends, what it sent is delivered to the other (within
+ *     TLSSHIM_LINGER_MS), a close_notify is sent if it was the
+ *     session's side, and both are closed.
+ *
+ * The pump reads and writes its descriptors itself rather than through
+ * bufferevents: libevent 2.1 reads at most 4 KiB per read(2), and on a
+ * virtual machine's expensive system calls that kept TLS at an eighth of
+ * the plain relay's throughput.
  *
  * Exactly one of ready or fail is called, once, from the loop, unless
  * tlsshim_free comes first.  After ready the pump owns itself; it ends
@@ -34,8 +40,6 @@
 
 #include "tlsid.h"
 
-#define TLSSHIM_HIWAT		(1u << 20)	/* bytes queued per direction */
-#define TLSSHIM_CHUNK		(256u << 10)	/* read at most this at once */
 #define TLSSHIM_LINGER_MS	5000	/* to deliver what a closed side sent */
 
 struct tlsshim;
