@@ -822,6 +822,12 @@ server_set_tls(SSL_CTX *ctx)
 	tls_ctx = ctx;
 }
 
+bool
+server_tls_enabled(void)
+{
+	return tls_ctx != NULL;
+}
+
 /* The check hook for tlsid_ctx_server (usbgwd.c makes the context). */
 tlsid_check_fn
 server_tls_checker(void)

@@ -89,6 +89,7 @@ int		 server_listen(const char *host, const char *port);
 int		 server_listen_tls(const char *host, const char *port);
 void		 server_set_tls(SSL_CTX *);	/* a reference is taken */
 tlsid_check_fn	 server_tls_checker(void);	/* vhci hosts only */
+bool		 server_tls_enabled(void);	/* a TLS context is set */
 int		 server_port(void);
 void		 server_shutdown(void);
 void		 dsession_close(struct dsession *, const char *why);

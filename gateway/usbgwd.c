@@ -199,7 +199,8 @@ tls_start(const struct config *cfg)
 		fatalx("TLS server context: %s", err);
 	log_info("TLS store %s: gateway certificate %.16s..., CA %.16s...",
 	    dir, tlsid_store_fpr(st), tlsid_store_ca_fpr(st));
-	server_set_tls(ctx);
+	if (cfg->ntls_listen > 0)	/* tls-dir alone: the store checked */
+		server_set_tls(ctx);
 	SSL_CTX_free(ctx);
 	tlsid_store_free(st);
 }
@@ -221,7 +222,7 @@ apply_settings(struct config *cfg)
 	gw->relay_stall_ms = cfg->relay_stall_ms;
 	gw->show_pending = cfg->show_pending != 0;
 	/* names in --to: verified by DNS, or by a TLS host's certificate */
-	gw->host_names = cfg->host_names != 0 || cfg->ntls_listen > 0;
+	gw->host_names = cfg->host_names != 0 || server_tls_enabled();
 	gw->max_sessions = cfg->max_sessions;
 	gw->max_sessions_per_host = cfg->max_sessions_per_host;
 	gw->max_devices_per_exporter = cfg->max_devices_per_exporter;
