@@ -359,6 +359,19 @@ ALTER TABLE exporters ADD COLUMN kind TEXT NOT NULL DEFAULT 'usbip'
 
 PRAGMA user_version = 6;
 
+-- @migration 7
+
+-- How a vhci host reached the device (issue 15, protocol.md 1.10.7):
+-- 'tcp' plain USB/IP, 'tls' a tls-listen connection, 'local' the
+-- gateway's own vhci.  host_cert: the name (CN) of the certificate the
+-- TLS handshake verified, NULL without one; host_name is then that name.
+ALTER TABLE attachments ADD COLUMN transport TEXT NOT NULL DEFAULT 'tcp'
+    CHECK (transport IN ('tcp', 'tls', 'local'));
+ALTER TABLE attachments ADD COLUMN host_cert TEXT;
+UPDATE attachments SET transport = 'local' WHERE mode = 'local';
+
+PRAGMA user_version = 7;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

@@ -153,6 +153,8 @@ cmd_show_exec(struct cmd_ctx *ctx)
 	print_approval(json_object_get(res, "approval") != NULL ?
 	    json_object_get(res, "approval") : json_object_get(res, "grant"));
 	field("attached to", jstr(res, "attached_to"));
+	field("transport", jstr(res, "transport"));
+	field("certificate", jstr(res, "host_cert"));
 	print_history(json_object_get(res, "history"));
 out:
 	json_decref(res);

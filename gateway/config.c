@@ -56,6 +56,7 @@ enum ktype {
 	K_LOCALATTACH,	/* int, enum attach_mode */
 	K_PRIV,		/* struct config_privlist, min = class */
 	K_LISTEN,	/* listen[] */
+	K_TLSLISTEN,	/* tls_listen[], repeatable */
 };
 
 struct key {
@@ -94,6 +95,8 @@ static const struct key keys[] = {
 	{ "allow-approve",	K_PRIV,		0, PRIV_APPROVE, 0 },
 	{ "allow-admin",	K_PRIV,		0, PRIV_ADMIN, 0 },
 	{ "listen",		K_LISTEN,	0, 0, 0 },
+	{ "tls-listen",		K_TLSLISTEN,	0, 0, 0 },
+	{ "tls-dir",		K_PATH,		F(tls_dir), 0, 0 },
 	{ "poll-interval",	K_DURATION,	F(poll_interval_ms), 100, 3600 * MS_S },
 	{ "probe-timeout",	K_DURATION,	F(probe_timeout_ms), 100, 300 * MS_S },
 	{ "attach-pending-wait", K_DURATION,	F(attach_pending_wait_ms),
@@ -489,7 +492,8 @@ ktype_expect(enum ktype t)
 	case K_VHCI:		return "a controller number or any";
 	case K_LOCALATTACH:	return "direct or inspected";
 	case K_PRIV:		return "user names, uids, @groups or @gids";
-	case K_LISTEN:		return "ADDRESS:PORT, [IPV6]:PORT or *:PORT";
+	case K_LISTEN:
+	case K_TLSLISTEN:	return "ADDRESS:PORT, [IPV6]:PORT or *:PORT";
 	}
 	return "a value";
 }
@@ -728,6 +732,18 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 			return -1;
 		}
 		c->listen[c->nlisten++] = a;
+		return 0;
+	case K_TLSLISTEN:
+		if (parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
+			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
+			return -1;
+		}
+		if (c->ntls_listen >= CONFIG_MAX_LISTEN) {
+			snprintf(err, errlen, "expected at most %d tls-listen "
+			    "addresses", CONFIG_MAX_LISTEN);
+			return -1;
+		}
+		c->tls_listen[c->ntls_listen++] = a;
 		return 0;
 	}
 bad:
@@ -1053,7 +1069,8 @@ parse_line(struct config *c, struct parse *p, int line, char *s)
 		perr(p, line, "%s: expected a closing '\"'", key);
 		return;
 	}
-	if (k->type != K_PRIV && k->type != K_LISTEN && p->key_line[idx] != 0) {
+	if (k->type != K_PRIV && k->type != K_LISTEN && k->type != K_TLSLISTEN &&
+	    p->key_line[idx] != 0) {
 		perr(p, line, "%s: already set at line %d", key,
 		    p->key_line[idx]);
 		return;
@@ -1179,9 +1196,10 @@ config_dump(const struct config *c)
 		switch (k->type) {
 		case K_PATH:
 		case K_SOCKET:
-			if (*fld == '\0')	/* audit-key: derived */
-				dump_add(&out, &len, "# %s = DATABASE.key "
-				    "(default)\n", k->name);
+			if (*fld == '\0')	/* audit-key, tls-dir: derived */
+				dump_add(&out, &len, "# %s = %s (default)\n",
+				    k->name, strcmp(k->name, "tls-dir") == 0 ?
+				    "DATABASE's directory/tls" : "DATABASE.key");
 			else
 				dump_add(&out, &len, "%s = %s\n", k->name, fld);
 			break;
@@ -1253,6 +1271,12 @@ config_dump(const struct config *c)
 			for (j = 0; j < c->nlisten; j++) {
 				fmt_addr(buf, sizeof(buf), &c->listen[j]);
 				dump_add(&out, &len, "listen = %s\n", buf);
+			}
+			break;
+		case K_TLSLISTEN:
+			for (j = 0; j < c->ntls_listen; j++) {
+				fmt_addr(buf, sizeof(buf), &c->tls_listen[j]);
+				dump_add(&out, &len, "tls-listen = %s\n", buf);
 			}
 			break;
 		}

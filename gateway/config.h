@@ -110,6 +110,11 @@ struct config {
 	/* USB/IP side. */
 	struct config_addr	listen[CONFIG_MAX_LISTEN];	/* configured */
 	size_t		nlisten;		/* 0: see config_listen_addrs() */
+	/* TLS listeners for vhci hosts (server.c, tlsshim.c) and the store
+	 * of the gateway's CA, key and certificate (tlsid.c). */
+	struct config_addr	tls_listen[CONFIG_MAX_LISTEN];
+	size_t		ntls_listen;
+	char		tls_dir[CONFIG_PATH_MAX];	/* "": DATABASE dir/tls */
 	struct config_exporter	exporters[CONFIG_MAX_EXPORTERS];
 	size_t		nexporters;
 	unsigned	poll_interval_ms;

@@ -213,8 +213,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "ORDER BY expires_at, id LIMIT ?2",
 	[S_ATT_INSERT] =
 	    "INSERT INTO attachments (device_id, presence_id, approval_id, "
-	    "rule_id, mode, host_name, host_addr, started_at) "
-	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	    "rule_id, mode, host_name, host_addr, started_at, transport, "
+	    "host_cert) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[S_ATT_COUNTERS] =
 	    "UPDATE attachments SET bytes_to_device = ?2, bytes_from_device = ?3, "
 	    "urbs_to_device = ?4, urbs_from_device = ?5 WHERE id = ?1",
@@ -1615,7 +1615,8 @@ db_approvals_due(struct db *db, int64_t now, int64_t *ids, size_t max)
 int64_t
 db_attachment_begin(struct db *db, int64_t device_id, int64_t presence_id,
     int64_t approval_id, int64_t rule_id, const char *mode,
-    const char *host_name, const char *host_addr, int64_t now)
+    const char *host_name, const char *host_addr, const char *transport,
+    const char *host_cert, int64_t now)
 {
 	sqlite3_stmt *st;
 
@@ -1629,6 +1630,8 @@ db_attachment_begin(struct db *db, int64_t device_id, int64_t presence_id,
 	bind_text(st, 6, host_name);
 	bind_text(st, 7, host_addr);
 	sqlite3_bind_int64(st, 8, now);
+	bind_text(st, 9, transport);
+	bind_text(st, 10, host_cert);
 	if (step_done(db, st, "attachment insert") == -1)
 		return -1;
 	return sqlite3_last_insert_rowid(db->h);

@@ -250,11 +250,16 @@ struct db_counters {
 	uint64_t	urbs_from_device;
 };
 
-/* mode: "proxy" or "local".  Ids may be 0 (none).  Returns the id. */
+/*
+ * mode: "proxy" or "local"; transport: "tcp", "tls" or "local"; host_cert:
+ * the verified certificate's name or NULL.  Ids may be 0 (none).  Returns
+ * the id.
+ */
 int64_t		 db_attachment_begin(struct db *, int64_t device_id,
 		    int64_t presence_id, int64_t approval_id, int64_t rule_id,
 		    const char *mode, const char *host_name,
-		    const char *host_addr, int64_t now);
+		    const char *host_addr, const char *transport,
+		    const char *host_cert, int64_t now);
 int		 db_attachment_counters(struct db *, int64_t attachment_id,
 		    const struct db_counters *);
 int		 db_attachment_end(struct db *, int64_t attachment_id,

@@ -734,6 +734,9 @@ device_json_text(const struct device *dev, struct jtext *b)
 	jt_kstr(b, "identity", dev->ident.identity);
 	if (dev->ds != NULL) {
 		jt_kstr(b, "attached_to", dev->ds->peer);
+		jt_kstr(b, "transport", dsession_transport(dev->ds));
+		if (dev->ds->tls)
+			jt_kstr(b, "host_cert", dev->ds->cert.name);
 		jt_kint(b, "bytes_to_host", (int64_t)dev->bytes_down);
 		jt_kint(b, "bytes_to_device", (int64_t)dev->bytes_up);
 		jt_kint(b, "urbs", (int64_t)dev->urbs);

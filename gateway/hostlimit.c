@@ -33,7 +33,7 @@ struct hl_host {
 
 static const char *const usbip_kinds[HL_NKINDS] = {
 	"import-unknown", "import-refused", "access-request", "malformed",
-	"agent-refused",
+	"agent-refused", "tls-refused",
 };
 
 struct hostlimit {

@@ -34,6 +34,7 @@ enum hostlimit_kind {
 	HL_ACCESS_REQUEST,	/* import of a pending device */
 	HL_MALFORMED,		/* malformed op-phase request */
 	HL_AGENT_REFUSED,	/* an agent's CONTROL or DIALBACK refused */
+	HL_TLS_REFUSED,		/* a TLS handshake failed, or the wrong one */
 	HL_NKINDS
 };
 

@@ -389,7 +389,7 @@ row_begin(struct device *dev, int port)
 	snprintf(addr, sizeof(addr), "vhci port %d", port);
 	id = db_attachment_begin(store_db(), dev->id, dev->presence_id,
 	    device_decision(dev)->approval_id, dev->rule_id, "local",
-	    L.hostname, addr, now_s());
+	    L.hostname, addr, "local", NULL, now_s());
 	return id > 0 ? id : 0;
 }
 

@@ -52,7 +52,7 @@ struct gw {
 	TAILQ_HEAD(, exporter)	 exporters;
 	TAILQ_HEAD(, dsession)	 sessions;
 	unsigned		 nsessions;
-	struct evconnlistener	*listeners[8];
+	struct evconnlistener	*listeners[16];
 	int			 nlisteners;
 	struct event		*sigev[4];
 	struct event		*gc_ev;

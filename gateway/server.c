@@ -31,10 +31,15 @@
 #include "gw.h"
 #include "hostname.h"
 #include "log.h"
+#include "tlsshim.h"
 #include "util.h"
+
+#define TLS_HANDSHAKE_RECORD	0x16
 
 static void	ds_read(struct bufferevent *, void *);
 static void	ds_event(struct bufferevent *, short, void *);
+static void	server_accept_tls(evutil_socket_t, const struct sockaddr *,
+		    socklen_t, const char *, const char *);
 
 static void
 ds_free(void *arg)
@@ -76,8 +81,10 @@ ds_named(const char *name, void *arg)
 
 	ds->name_req = NULL;
 	ds->named = true;
-	if (name != NULL)
+	if (name != NULL) {
 		usbgw_strlcpy(ds->host_name, name, sizeof(ds->host_name));
+		ds->name_src = DS_NAME_DNS;
+	}
 	log_debug("session %s: host name %s", ds->peer, name ? name : "(none)");
 	ds_read(ds->bev, ds);
 }
@@ -528,6 +535,20 @@ ds_read(struct bufferevent *bev, void *arg)
 		return;		/* its name first: every decision needs it */
 	p = evbuffer_pullup(in, len < USBIP_IMPORT_REQ_LEN ? -1 :
 	    USBIP_IMPORT_REQ_LEN);
+	if (len > 0 && p[0] == TLS_HANDSHAKE_RECORD && !ds->tls) {
+		/* an op header starts 0x01 (version 1.1.1): this is TLS */
+		const char *msg = "TLS on a plaintext listener";
+
+		if (ds_may_audit(ds, HL_TLS_REFUSED))
+			store_audit("tls-refused", NULL, ds->host, msg);
+		dsession_close(ds, msg);
+		return;
+	}
+	if (agp_is_hello(p, len, true) && ds->tls) {
+		/* agents over TLS come with enrollment (issue 15 item 2) */
+		dsession_close(ds, "an agent's hello on a TLS listener");
+		return;
+	}
 	if (agp_is_hello(p, len, true)) {
 		/* an agent's CONTROL or DIALBACK (protocol.md 1.9.4) */
 		struct bufferevent *abev = ds->bev;
@@ -587,36 +608,78 @@ requests_from(const char *hkey)
 	return n;
 }
 
+/* The host part of an accepted peer's address. */
 static void
-server_accept(struct evconnlistener *l, evutil_socket_t fd,
-    struct sockaddr *sa, int salen, void *arg)
+peer_host(const struct sockaddr *sa, char *host, size_t len)
 {
-	struct dsession *ds;
-	struct timeval tv = { GW_OP_TIMEOUT_MS / 1000, 0 };
-	char host[INET6_ADDRSTRLEN], hkey[HOSTLIMIT_KEY_MAX];
-
-	if (gw->nsessions >= gw->max_sessions) {
-		log_warnx("downstream connection refused: %u sessions",
-		    gw->nsessions);
-		evutil_closesocket(fd);
-		return;
-	}
 	if (sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr,
-		    host, sizeof(host));
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+		    host, (socklen_t)len);
 	else
-		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr,
-		    host, sizeof(host));
-	hostlimit_key(host, hkey, sizeof(hkey));
-	if (requests_from(hkey) >= gw->max_sessions_per_host) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
+		    host, (socklen_t)len);
+}
+
+/*
+ * Connections still in their TLS handshake (tlsshim.c), each with the
+ * address it came from: counted with the sessions against max-sessions
+ * and, per address, against max-sessions-per-host.
+ */
+struct tls_pending {
+	TAILQ_ENTRY(tls_pending) entry;
+	struct tlsshim		*sh;
+	struct sockaddr_storage	 ss;
+	socklen_t		 sslen;
+	char			 host[INET6_ADDRSTRLEN];
+	char			 hkey[HOSTLIMIT_KEY_MAX];
+	uint64_t		 accepted;	/* usec: the op-phase deadline's start */
+};
+
+static TAILQ_HEAD(, tls_pending) tls_pending =
+    TAILQ_HEAD_INITIALIZER(tls_pending);
+static unsigned ntls_pending;
+static SSL_CTX *tls_ctx;
+static int tls_marker;		/* a TLS listener's callback argument */
+
+/* May another connection from this address start now? */
+static bool
+server_admit(const char *host, const char *hkey)
+{
+	struct tls_pending *tp;
+	unsigned n;
+
+	if (gw->nsessions + ntls_pending >= gw->max_sessions) {
+		log_warnx("downstream connection refused: %u sessions, %u TLS "
+		    "handshakes", gw->nsessions, ntls_pending);
+		return false;
+	}
+	n = requests_from(hkey);
+	TAILQ_FOREACH(tp, &tls_pending, entry)
+		if (strcmp(tp->hkey, hkey) == 0)
+			n++;
+	if (n >= gw->max_sessions_per_host) {
 		/* counted for the minute's audit-suppressed row */
 		log_debug("downstream connection from %s refused: %u requests "
 		    "in progress from %s", host, gw->max_sessions_per_host,
 		    hkey);
 		hostlimit_refused(host);
-		evutil_closesocket(fd);
-		return;
+		return false;
 	}
+	return true;
+}
+
+/*
+ * A session for an accepted connection (TCP, or the socketpair end of a
+ * TLS one): the op phase starts, with its deadline.  NULL if out of
+ * memory (fd closed).
+ */
+static struct dsession *
+ds_new(evutil_socket_t fd, const struct sockaddr *sa, socklen_t salen,
+    const char *host, const char *hkey, unsigned op_ms)
+{
+	struct dsession *ds;
+	struct timeval tv = { op_ms / 1000, (op_ms % 1000) * 1000 };
+
 	ds = xcalloc(1, sizeof(*ds));	/* state DS_OP */
 	ds->gw = gw;
 	ds->started = now_usec();
@@ -632,7 +695,7 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 	if (ds->bev == NULL) {
 		evutil_closesocket(fd);
 		free(ds);
-		return;
+		return NULL;
 	}
 	TAILQ_INSERT_TAIL(&gw->sessions, ds, entry);
 	gw->nsessions++;
@@ -642,6 +705,156 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 	bufferevent_set_timeouts(ds->bev, NULL, &tv);
 	ds->op_ev = evtimer_new(gw->base, ds_op_deadline, ds);
 	evtimer_add(ds->op_ev, &tv);
+	return ds;
+}
+
+static void
+tls_pending_free(struct tls_pending *tp)
+{
+	TAILQ_REMOVE(&tls_pending, tp, entry);
+	ntls_pending--;
+	free(tp);
+}
+
+/* A handshake failed, or a TLS listener saw plaintext: refused, audited. */
+static void
+server_tls_failed(const char *why, int audit, void *arg)
+{
+	struct tls_pending *tp = arg;
+	bool quiet = !audit || !hostlimit_audit(tp->host, HL_TLS_REFUSED);
+
+	(quiet ? log_debug : log_info)("session %s: TLS connection refused: "
+	    "%s", tp->host, why);
+	if (!quiet)
+		store_audit("tls-refused", NULL, tp->host, why);
+	tls_pending_free(tp);
+}
+
+/*
+ * The handshake verified a certificate of this gateway's CA: a session on
+ * the socketpair's end, named by the certificate.  The name is the
+ * certificate's CN as the chain vouches for it, nothing the host says in
+ * the session, and no DNS look-up runs (a certificate is the stronger
+ * proof); the address is kept for address limits and the records.
+ */
+static void
+server_tls_ready(int fd, const struct tlsid_peer *peer, void *arg)
+{
+	struct tls_pending *tp = arg;
+	struct dsession *ds;
+	uint64_t spent_ms = (now_usec() - tp->accepted) / 1000;
+	unsigned left_ms;
+
+	/* one op-phase deadline from accept: the handshake spent some */
+	left_ms = spent_ms >= GW_OP_TIMEOUT_MS ? 1 :
+	    GW_OP_TIMEOUT_MS - (unsigned)spent_ms;
+	ds = ds_new(fd, (struct sockaddr *)&tp->ss, tp->sslen, tp->host,
+	    tp->hkey, left_ms);
+	tls_pending_free(tp);
+	if (ds == NULL)
+		return;
+	ds->tls = true;
+	ds->cert = *peer;
+	usbgw_strlcpy(ds->host_name, peer->name, sizeof(ds->host_name));
+	ds->name_src = DS_NAME_CERT;
+	ds->named = true;
+	snprintf(ds->peer, sizeof(ds->peer), "%s (tls %s)", ds->host,
+	    peer->name);
+	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
+	log_info("session %s: TLS, certificate CN=%s role %s fingerprint "
+	    "%.16s...", ds->peer, peer->name, tlsid_role_name(peer->role),
+	    peer->fpr);
+}
+
+/* Accepted on a TLS listener: the first byte and the handshake first. */
+static void
+server_accept_tls(evutil_socket_t fd, const struct sockaddr *sa,
+    socklen_t salen, const char *host, const char *hkey)
+{
+	struct tls_pending *tp;
+
+	if (tls_ctx == NULL) {		/* cannot happen: no listener then */
+		evutil_closesocket(fd);
+		return;
+	}
+	tp = xcalloc(1, sizeof(*tp));
+	memcpy(&tp->ss, sa, (size_t)salen < sizeof(tp->ss) ? (size_t)salen :
+	    sizeof(tp->ss));
+	tp->sslen = salen;
+	tp->accepted = now_usec();
+	usbgw_strlcpy(tp->host, host, sizeof(tp->host));
+	usbgw_strlcpy(tp->hkey, hkey, sizeof(tp->hkey));
+	gw_socket_tune(fd);
+	TAILQ_INSERT_TAIL(&tls_pending, tp, entry);
+	ntls_pending++;
+	tp->sh = tlsshim_accept(gw->base, tls_ctx, fd, GW_OP_TIMEOUT_MS,
+	    server_tls_ready, server_tls_failed, tp);
+	if (tp->sh == NULL)
+		tls_pending_free(tp);
+	else
+		log_debug("session %s: TLS connection, handshake", host);
+}
+
+/*
+ * The check every client certificate passes at the handshake, after its
+ * chain: vhci hosts only.  An agent's certificate is refused here (agents
+ * over TLS come with enrollment, issue 15 item 2).
+ */
+static int
+server_tls_check(const struct tlsid_peer *peer, void *arg, char *why,
+    size_t whylen)
+{
+	(void)arg;
+	if (peer->role == TLSID_ROLE_HOST)
+		return 0;
+	snprintf(why, whylen, "certificate CN=%s is a%s %s's: this listener "
+	    "is for vhci hosts", peer->name,
+	    peer->role == TLSID_ROLE_AGENT ? "n" : "", tlsid_role_name(peer->role));
+	return -1;
+}
+
+void
+server_set_tls(SSL_CTX *ctx)
+{
+	if (ctx != NULL)
+		SSL_CTX_up_ref(ctx);
+	SSL_CTX_free(tls_ctx);
+	tls_ctx = ctx;
+}
+
+bool
+server_tls_enabled(void)
+{
+	return tls_ctx != NULL;
+}
+
+/* The check hook for tlsid_ctx_server (usbgwd.c makes the context). */
+tlsid_check_fn
+server_tls_checker(void)
+{
+	return server_tls_check;
+}
+
+static void
+server_accept(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct dsession *ds;
+	char host[INET6_ADDRSTRLEN], hkey[HOSTLIMIT_KEY_MAX];
+
+	peer_host(sa, host, sizeof(host));
+	hostlimit_key(host, hkey, sizeof(hkey));
+	if (!server_admit(host, hkey)) {
+		evutil_closesocket(fd);
+		return;
+	}
+	if (arg == &tls_marker) {
+		server_accept_tls(fd, sa, (socklen_t)salen, host, hkey);
+		return;
+	}
+	if ((ds = ds_new(fd, sa, (socklen_t)salen, host, hkey,
+	    GW_OP_TIMEOUT_MS)) == NULL)
+		return;
 	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
 	log_debug("session %s: connected", ds->peer);
 	/* its name, verified off the loop; requests wait for it (bounded) */
@@ -672,8 +885,8 @@ server_accept_error(struct evconnlistener *l, void *arg)
 }
 
 /* Listen on "HOST:PORT" (host may be empty for every address). */
-int
-server_listen(const char *host, const char *port)
+static int
+listen_on(const char *host, const char *port, void *arg)
 {
 	struct addrinfo hints, *res, *ai;
 	struct evconnlistener *l;
@@ -706,7 +919,7 @@ server_listen(const char *host, const char *port)
 			close(fd);
 			continue;
 		}
-		l = evconnlistener_new(gw->base, server_accept, NULL,
+		l = evconnlistener_new(gw->base, server_accept, arg,
 		    LEV_OPT_CLOSE_ON_FREE, 128, fd);
 		if (l == NULL) {
 			close(fd);
@@ -718,6 +931,22 @@ server_listen(const char *host, const char *port)
 	}
 	freeaddrinfo(res);
 	return n > 0 ? 0 : -1;
+}
+
+/* Plain USB/IP (-l, listen). */
+int
+server_listen(const char *host, const char *port)
+{
+	return listen_on(host, port, NULL);
+}
+
+/* USB/IP in TLS (tls-listen); server_set_tls first. */
+int
+server_listen_tls(const char *host, const char *port)
+{
+	if (tls_ctx == NULL)
+		return -1;
+	return listen_on(host, port, &tls_marker);
 }
 
 /* The port the first listener got (tests listen on port 0). */
@@ -741,12 +970,19 @@ server_port(void)
 void
 server_shutdown(void)
 {
+	struct tls_pending *tp;
 	struct dsession *ds;
 	int i;
 
 	for (i = 0; i < gw->nlisteners; i++)
 		evconnlistener_free(gw->listeners[i]);
 	gw->nlisteners = 0;
+	while ((tp = TAILQ_FIRST(&tls_pending)) != NULL) {
+		tlsshim_free(tp->sh);
+		tls_pending_free(tp);
+	}
 	while ((ds = TAILQ_FIRST(&gw->sessions)) != NULL)
 		dsession_close(ds, "gateway shutting down");
+	tlsshim_shutdown();
+	server_set_tls(NULL);
 }

@@ -12,6 +12,7 @@
 #include "device.h"
 #include "hostlimit.h"
 #include "loop.h"
+#include "tlsid.h"
 
 enum ds_state {
 	DS_OP,			/* waiting for an op request */
@@ -41,6 +42,18 @@ struct inflight_tab {
 	uint32_t	 tombs;
 };
 
+/*
+ * Where a session's host name comes from: nowhere, forward-confirmed
+ * reverse DNS (hostname.c), or the verified certificate of its TLS
+ * connection (tlsshim.c), which is stronger: it is never looked up,
+ * only taken from the chain the handshake verified.
+ */
+enum ds_name_src {
+	DS_NAME_NONE = 0,
+	DS_NAME_DNS,
+	DS_NAME_CERT,
+};
+
 /* A downstream (vhci host side) connection to the gateway's server. */
 struct dsession {
 	TAILQ_ENTRY(dsession)	 entry;
@@ -49,13 +62,16 @@ struct dsession {
 	enum ds_state		 state;
 	bool			 dead;
 	bool			 quiet;		/* over its address's budget */
-	char			 peer[INET6_ADDRSTRLEN + 8];
+	char			 peer[INET6_ADDRSTRLEN + TLSID_NAME_MAX + 24];
 	char			 host[INET6_ADDRSTRLEN];
 	char			 hkey[HOSTLIMIT_KEY_MAX]; /* host or /64 */
 	struct usbgw_addr	 addr;		/* host, parsed */
 	char			 host_name[HOST_NAME_MAX_LEN + 1]; /* verified, or "" */
 	struct hostname_req	*name_req;	/* its look-up, until answered */
 	bool			 named;		/* host_name is known (maybe "") */
+	enum ds_name_src	 name_src;	/* where host_name comes from */
+	bool			 tls;		/* arrived on a tls-listen */
+	struct tlsid_peer	 cert;		/* tls: the verified certificate */
 	struct sockaddr_storage	 ss;
 	struct device		*dev;
 	struct event		*wait_ev;	/* attach-pending timeout */
@@ -70,6 +86,10 @@ struct dsession {
 /* server.c */
 void		 server_init(void);
 int		 server_listen(const char *host, const char *port);
+int		 server_listen_tls(const char *host, const char *port);
+void		 server_set_tls(SSL_CTX *);	/* a reference is taken */
+tlsid_check_fn	 server_tls_checker(void);	/* vhci hosts only */
+bool		 server_tls_enabled(void);	/* a TLS context is set */
 int		 server_port(void);
 void		 server_shutdown(void);
 void		 dsession_close(struct dsession *, const char *why);
@@ -77,5 +97,12 @@ void		 dsession_set_state(struct dsession *, enum ds_state,
 		    const char *why);
 
 bool		 device_visible_to(const struct device *, const struct dsession *);
+
+/* "tls" for a tls-listen session, "tcp" for plain USB/IP. */
+static inline const char *
+dsession_transport(const struct dsession *ds)
+{
+	return ds->tls ? "tls" : "tcp";
+}
 
 #endif

@@ -605,7 +605,8 @@ store_attachment_begin(struct device *dev, struct dsession *ds,
 		return;
 	dev->attach_id = db_attachment_begin(db, dev->id, dev->presence_id,
 	    d->approval_id, d->rule_id, "proxy",
-	    ds->host_name[0] ? ds->host_name : NULL, ds->host, now_s());
+	    ds->host_name[0] ? ds->host_name : NULL, ds->host,
+	    dsession_transport(ds), ds->tls ? ds->cert.name : NULL, now_s());
 	if (dev->attach_id < 0)
 		dev->attach_id = 0;
 }

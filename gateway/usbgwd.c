@@ -22,6 +22,7 @@
 #include "hostname.h"
 #include "hooks.h"
 #include "log.h"
+#include "tlsid.h"
 #include "util.h"
 
 #define USBGWD_VERSION	"0.1"
@@ -127,6 +128,83 @@ raise_nofile(void)
 		log_warn("setrlimit RLIMIT_NOFILE %llu", (unsigned long long)want);
 }
 
+/*
+ * The TLS store's directory: tls-dir, or "tls" beside the database.
+ * Created 0700 if missing; an existing one is used as it is (tlsid.c
+ * checks each key file's owner and mode).
+ */
+static void
+tls_dir_path(const struct config *cfg, char *out, size_t len)
+{
+	const char *slash;
+
+	if (cfg->tls_dir[0] != '\0') {
+		if (usbgw_strlcpy(out, cfg->tls_dir, len) >= len)
+			fatalx("tls-dir %s: path too long", cfg->tls_dir);
+		return;
+	}
+	slash = strrchr(cfg->database, '/');
+	if (slash == NULL)
+		snprintf(out, len, "tls");
+	else if ((size_t)snprintf(out, len, "%.*s/tls",
+	    (int)(slash - cfg->database), cfg->database) >= len)
+		fatalx("database %s: path too long for its tls directory",
+		    cfg->database);
+}
+
+/* The gateway's name in its certificates: its host name, if it is one. */
+static void
+tls_gateway_name(char *out, size_t len)
+{
+	char why[128], *dot;
+
+	if (gethostname(out, len) == -1)
+		out[0] = '\0';
+	out[len - 1] = '\0';
+	if ((dot = strchr(out, '.')) != NULL)
+		*dot = '\0';
+	if (tlsid_name_check(out, why, sizeof(why)) == -1)
+		usbgw_strlcpy(out, "usbgw", len);
+}
+
+/*
+ * With tls-listen (or tls-dir) configured: open the store (its CA and
+ * certificate made on the first start), and make the server context
+ * that every TLS listener uses.  Any error stops the start, naming the
+ * file and what was expected (a key readable by others, a certificate
+ * that does not match its key, ...).
+ */
+static void
+tls_start(const struct config *cfg)
+{
+	struct tlsid_store_opts o;
+	struct tlsid_store *st;
+	SSL_CTX *ctx;
+	char dir[CONFIG_PATH_MAX], name[TLSID_NAME_MAX + 1], err[512];
+
+	if (cfg->ntls_listen == 0 && cfg->tls_dir[0] == '\0')
+		return;
+	tls_dir_path(cfg, dir, sizeof(dir));
+	if (mkdir(dir, 0700) == -1 && errno != EEXIST)
+		fatal("tls-dir %s", dir);
+	tls_gateway_name(name, sizeof(name));
+	memset(&o, 0, sizeof(o));
+	o.name = name;
+	o.renew_days = 30;
+	if ((st = tlsid_store_open(dir, &o, err, sizeof(err))) == NULL)
+		fatalx("TLS store: %s", err);
+	ctx = tlsid_ctx_server(st, 0, server_tls_checker(), NULL, err,
+	    sizeof(err));
+	if (ctx == NULL)
+		fatalx("TLS server context: %s", err);
+	log_info("TLS store %s: gateway certificate %.16s..., CA %.16s...",
+	    dir, tlsid_store_fpr(st), tlsid_store_ca_fpr(st));
+	if (cfg->ntls_listen > 0)	/* tls-dir alone: the store checked */
+		server_set_tls(ctx);
+	SSL_CTX_free(ctx);
+	tlsid_store_free(st);
+}
+
 /* A summary of audit rows held back from one address (hostlimit.h). */
 static void
 hostlimit_write(const char *key, const char *detail)
@@ -143,7 +221,8 @@ apply_settings(struct config *cfg)
 	gw->attach_wait_ms = cfg->attach_pending_wait_ms;
 	gw->relay_stall_ms = cfg->relay_stall_ms;
 	gw->show_pending = cfg->show_pending != 0;
-	gw->host_names = cfg->host_names != 0;
+	/* names in --to: verified by DNS, or by a TLS host's certificate */
+	gw->host_names = cfg->host_names != 0 || server_tls_enabled();
 	gw->max_sessions = cfg->max_sessions;
 	gw->max_sessions_per_host = cfg->max_sessions_per_host;
 	gw->max_devices_per_exporter = cfg->max_devices_per_exporter;
@@ -342,6 +421,8 @@ main(int argc, char *argv[])
 	if (foreground)
 		cfg->log_stderr = 1;
 	log_init("usbgwd", cfg->log_stderr, cfg->log_level);
+	/* before daemon(), like the lock: a bad key file stops the start */
+	tls_start(cfg);
 
 	signal(SIGPIPE, SIG_IGN);
 	/*
@@ -392,6 +473,12 @@ main(int argc, char *argv[])
 			    la[i].host : "*", la[i].port);
 	if (nla == 0)
 		log_info("local mode: no USB/IP listener (no listen configured)");
+	for (i = 0; i < cfg->ntls_listen; i++) {
+		la = &cfg->tls_listen[i];
+		if (server_listen_tls(la->host, la->port) == -1)
+			fatalx("cannot listen (TLS) on %s:%s", la->host[0] !=
+			    '\0' ? la->host : "*", la->port);
+	}
 	write_portfile();
 	write_pidfile(cfg->pidfile);
 

@@ -2,7 +2,7 @@
  * usbgw-attach: the vhci host's side of the gateway (issue 15 item 3, its
  * transport-independent core; protocol.md 1.10).
  *
- *   usbgw-attach [-v] [-t SECONDS] GATEWAY[:PORT] BUSID
+ *   usbgw-attach [-v] [-t SECONDS] [-T -c DIR] [-R ROOT] GATEWAY[:PORT] BUSID
  *
  * Imports BUSID from the gateway (OP_REQ_IMPORT on a connection of its
  * own), then hands the kernel's vhci_hcd one end of a socketpair instead
@@ -42,7 +42,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <getopt.h>
+
 #include "log.h"
+#include "tlsclient.h"
+#include "tlsid.h"
 #include "usbip.h"
 #include "util.h"
 #include "vhci.h"
@@ -61,6 +65,7 @@ struct pipebuf {
 };
 
 static volatile sig_atomic_t stop;
+static SSL *tls;		/* -T: the gateway connection's TLS */
 
 static void
 on_signal(int sig)
@@ -72,8 +77,8 @@ on_signal(int sig)
 static void __attribute__((noreturn))
 usage(void)
 {
-	fprintf(stderr, "usage: usbgw-attach [-v] [-t seconds] "
-	    "gateway[:port] busid\n");
+	fprintf(stderr, "usage: usbgw-attach [-v] [-t seconds] [-T -c dir] "
+	    "[-R root] gateway[:port] busid\n");
 	exit(EXIT_USAGE);
 }
 
@@ -230,6 +235,78 @@ write_full(int fd, const uint8_t *buf, size_t n)
 	return 0;
 }
 
+/* The op phase's I/O: TLS (-T) or plain. */
+static int
+io_write(int fd, const uint8_t *buf, size_t n, char *err, size_t errsz)
+{
+	char why[256];
+
+	if (tls != NULL) {
+		if (tlsclient_write(tls, fd, buf, n, CONNECT_TIMEOUT_S * 1000,
+		    why, sizeof(why)) == -1) {
+			snprintf(err, errsz, "sending the import: %s", why);
+			return -1;
+		}
+		return 0;
+	}
+	if (write_full(fd, buf, n) == -1) {
+		snprintf(err, errsz, "sending the import: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+io_read(int fd, uint8_t *buf, size_t n, time_t deadline, char *err,
+    size_t errsz)
+{
+	char why[256];
+	time_t now = time(NULL);
+
+	if (tls != NULL) {
+		if (now >= deadline || tlsclient_read(tls, fd, buf, n,
+		    (int)(deadline - now) * 1000, why, sizeof(why)) == -1) {
+			snprintf(err, errsz, "reading the import reply: %s",
+			    now >= deadline ? "timed out" : why);
+			return -1;
+		}
+		return 0;
+	}
+	if (read_full(fd, buf, n, deadline) == -1) {
+		snprintf(err, errsz, "reading the import reply: %s",
+		    strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The host's TLS context from dir (-c): its key, certificate and the
+ * gateway's CA.  NULL with the reason (naming the file) in err.
+ */
+static SSL_CTX *
+tls_context(const char *dir, char *err, size_t errsz)
+{
+	struct tlsid_client *cl;
+	SSL_CTX *ctx;
+	char name[TLSID_NAME_MAX + 1], why[128], *dot;
+
+	/* the name goes into a CSR only; the certificate's is what counts */
+	if (gethostname(name, sizeof(name)) == -1)
+		name[0] = '\0';
+	name[sizeof(name) - 1] = '\0';
+	if ((dot = strchr(name, '.')) != NULL)
+		*dot = '\0';
+	if (tlsid_name_check(name, why, sizeof(why)) == -1)
+		usbgw_strlcpy(name, "host", sizeof(name));
+	if ((cl = tlsid_client_key(dir, name, TLSID_ROLE_HOST, err,
+	    errsz)) == NULL)
+		return NULL;
+	ctx = tlsid_ctx_client(cl, 0, NULL, NULL, err, errsz);
+	tlsid_client_free(cl);
+	return ctx;
+}
+
 /*
  * OP_REQ_IMPORT / OP_REP_IMPORT.  Returns 0 with *dev filled, or the
  * status (> 0) the gateway answered, or -1 on a broken reply (err).
@@ -245,23 +322,15 @@ import(int fd, const char *busid, struct usbip_dev *dev, char *err,
 	int		 r;
 
 	usbip_import_req_encode(req, busid);
-	if (write_full(fd, req, sizeof(req)) == -1) {
-		snprintf(err, errsz, "sending the import: %s", strerror(errno));
+	if (io_write(fd, req, sizeof(req), err, errsz) == -1)
 		return -1;
-	}
-	if (read_full(fd, rep, USBIP_OP_HDR_LEN, deadline) == -1) {
-		snprintf(err, errsz, "reading the import reply: %s",
-		    strerror(errno));
+	if (io_read(fd, rep, USBIP_OP_HDR_LEN, deadline, err, errsz) == -1)
 		return -1;
-	}
 	r = usbip_op_decode(rep, USBIP_OP_HDR_LEN, USBIP_FROM_SERVER, &op, &why);
 	if (r == USBIP_NEED_MORE) {
-		if (read_full(fd, rep + USBIP_OP_HDR_LEN,
-		    sizeof(rep) - USBIP_OP_HDR_LEN, deadline) == -1) {
-			snprintf(err, errsz, "reading the import reply: %s",
-			    strerror(errno));
+		if (io_read(fd, rep + USBIP_OP_HDR_LEN,
+		    sizeof(rep) - USBIP_OP_HDR_LEN, deadline, err, errsz) == -1)
 			return -1;
-		}
 		r = usbip_op_decode(rep, sizeof(rep), USBIP_FROM_SERVER, &op,
 		    &why);
 	}
@@ -391,17 +460,35 @@ relay(int gw, int kern)
 int
 main(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "tls", no_argument, NULL, 'T' },
+		{ NULL, 0, NULL, 0 }
+	};
 	struct vhci	*v;
+	struct vhci_params vp;
 	struct usbip_dev dev;
+	SSL_CTX		*ctx = NULL;
+	const char	*tls_dir = NULL, *root = NULL;
+	char		 plat[1024], bus[1024];
 	struct sigaction sa;
 	char		 err[512];
 	const char	*why;
 	unsigned int	 port;
 	int		 ch, gw, sv[2], r, timeout_s = CONNECT_TIMEOUT_S;
-	int		 verbose = 0;
+	int		 verbose = 0, use_tls = 0;
 
-	while ((ch = getopt(argc, argv, "t:v")) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:R:t:Tv", longopts, NULL)) !=
+	    -1) {
 		switch (ch) {
+		case 'c':
+			tls_dir = optarg;
+			break;
+		case 'R':
+			root = optarg;
+			break;
+		case 'T':
+			use_tls = 1;
+			break;
 		case 't': {
 			const char *e = NULL;
 			long long t;
@@ -430,7 +517,18 @@ main(int argc, char **argv)
 		    "characters\n", argv[1], USBIP_BUSID_SIZE - 1);
 		return EXIT_USAGE;
 	}
+	if (use_tls != (tls_dir != NULL)) {
+		fprintf(stderr, "usbgw-attach: %s\n", use_tls ? "-T needs -c "
+		    "DIR (the host's key, certificate and gateway-ca.pem)" :
+		    "-c DIR is for -T");
+		return EXIT_USAGE;
+	}
 	log_init("usbgw-attach", 1, verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	/* the identity first: a bad file is a usage error, before vhci */
+	if (use_tls && (ctx = tls_context(tls_dir, err, sizeof(err))) == NULL) {
+		log_warnx("%s", err);
+		return EXIT_USAGE;
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -439,14 +537,38 @@ main(int argc, char **argv)
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
 
-	if ((v = vhci_open(NULL)) == NULL) {
+	memset(&vp, 0, sizeof(vp));
+	vp.eagain_tries = -1;
+	if (root != NULL) {
+		/* -R: another sysfs root (tests: tests/tools/vhci-kernel) */
+		snprintf(plat, sizeof(plat), "%s/sys/devices/platform", root);
+		snprintf(bus, sizeof(bus), "%s/sys/bus/usb", root);
+		vp.platform_dir = plat;
+		vp.usb_bus_dir = bus;
+	}
+	if ((v = vhci_open(&vp)) == NULL) {
 		log_warnx("vhci_hcd: %s (modprobe vhci-hcd)", strerror(errno));
+		SSL_CTX_free(ctx);
 		return EXIT_VHCI;
 	}
 	if ((gw = dial(argv[0], timeout_s, err, sizeof(err))) == -1) {
 		log_warnx("%s", err);
+		SSL_CTX_free(ctx);
 		vhci_free(v);
 		return EXIT_NET;
+	}
+	if (ctx != NULL) {
+		tls = tlsclient_connect(ctx, gw, timeout_s * 1000, err,
+		    sizeof(err));
+		SSL_CTX_free(ctx);
+		if (tls == NULL) {
+			log_warnx("%s: TLS: %s", argv[0], err);
+			close(gw);
+			vhci_free(v);
+			return EXIT_NET;
+		}
+		log_debug("%s: TLS 1.3 with %s", argv[0],
+		    SSL_get_cipher_name(tls));
 	}
 	r = import(gw, argv[1], &dev, err, sizeof(err));
 	if (r != 0) {
@@ -455,12 +577,14 @@ main(int argc, char **argv)
 			    "(status %d)", argv[0], argv[1], r);
 		else
 			log_warnx("%s: %s", argv[0], err);
+		SSL_free(tls);
 		close(gw);
 		vhci_free(v);
 		return r > 0 ? EXIT_REFUSED : EXIT_NET;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1) {
 		log_warn("socketpair");
+		SSL_free(tls);
 		close(gw);
 		vhci_free(v);
 		return EXIT_VHCI;
@@ -471,6 +595,7 @@ main(int argc, char **argv)
 		    dev.speed, strerror(errno));
 		close(sv[0]);
 		close(sv[1]);
+		SSL_free(tls);
 		close(gw);
 		vhci_free(v);
 		return EXIT_VHCI;
@@ -480,7 +605,13 @@ main(int argc, char **argv)
 	log_info("%s from %s on vhci port %u (%04x:%04x, speed %u)", argv[1],
 	    argv[0], port, dev.idVendor, dev.idProduct, dev.speed);
 
-	why = relay(gw, sv[1]);
+	if (tls != NULL) {
+		why = tlsclient_relay(tls, gw, sv[1], &stop, err, sizeof(err));
+		if (err[0] != '\0')
+			log_warnx("%s: TLS: %s", argv[0], err);
+		SSL_free(tls);
+	} else
+		why = relay(gw, sv[1]);
 	log_info("%s: %s; detaching vhci port %u", argv[1], why, port);
 	close(gw);
 	close(sv[1]);

@@ -38,6 +38,8 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "tlsclient.h"
+#include "tlsid.h"
 #include "usbip.h"
 #include "util.h"
 
@@ -143,6 +145,8 @@ enum tc_close {
 
 struct tc {
 	int		 fd;
+	bool		 tls;		/* fd is a tlsclient_pipe end */
+	pthread_t	 tls_thread;
 	char		 peer[300];
 	struct tc_buf	 in;
 	struct tc_buf	 out;
@@ -393,6 +397,8 @@ tc_free(struct tc *tc)
 		return;
 	if (tc->fd != -1)
 		close(tc->fd);
+	if (tc->tls)		/* it ends at the close */
+		pthread_join(tc->tls_thread, NULL);
 	buf_free(&tc->in);
 	buf_free(&tc->out);
 	free(tc->slots);
@@ -461,6 +467,76 @@ bind_source(int fd, int family)
 	r = bind(fd, res->ai_addr, res->ai_addrlen) == 0 ? 0 : errno;
 	freeaddrinfo(res);
 	return r;
+}
+
+/* --tls-dir, --tls-nocert, --tls-any-server: USB/IP in TLS. */
+static const char *tc_tls_dir;
+static bool tc_tls_nocert, tc_tls_any_server;
+
+/*
+ * TLS on the connected fd: the handshake here, then the bytes go through
+ * a socketpair relayed by a thread (tlsclient_pipe), so everything else
+ * reads and writes plain USB/IP as on a TCP connection.
+ */
+static int
+tc_tls_wrap(struct tc *tc, int fd, int timeout_ms)
+{
+	struct tlsid_client *cl = NULL;
+	SSL_CTX *ctx;
+	SSL *ssl;
+	char err[512];
+	int pfd;
+
+	if (tc_tls_nocert) {
+		ctx = SSL_CTX_new(TLS_client_method());
+		if (ctx != NULL) {
+			SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+			SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+		}
+		snprintf(err, sizeof(err), "TLS: no context");
+	} else {
+		char kp[1024];
+		enum tlsid_role role = TLSID_ROLE_HOST;
+
+		/* an agent's directory (tests: refused at a tls-listen) */
+		snprintf(kp, sizeof(kp), "%s/host.key", tc_tls_dir);
+		if (access(kp, F_OK) == -1) {
+			snprintf(kp, sizeof(kp), "%s/agent.key", tc_tls_dir);
+			if (access(kp, F_OK) == 0)
+				role = TLSID_ROLE_AGENT;
+		}
+		cl = tlsid_client_key(tc_tls_dir, "usbip-tc", role, err,
+		    sizeof(err));
+		ctx = cl == NULL ? NULL : tlsid_ctx_client(cl, 0, NULL, NULL,
+		    err, sizeof(err));
+		if (ctx != NULL && tc_tls_any_server)
+			SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+	}
+	if (ctx == NULL) {
+		errmsg("%s", err);
+		tlsid_client_free(cl);
+		close(fd);
+		return TC_EXIT_USAGE;
+	}
+	ssl = tlsclient_connect(ctx, fd, timeout_ms, err, sizeof(err));
+	SSL_CTX_free(ctx);
+	tlsid_client_free(cl);
+	if (ssl == NULL) {
+		errmsg("%s: TLS: %s", tc->peer, err);
+		close(fd);
+		return TC_EXIT_CONN;
+	}
+	if ((pfd = tlsclient_pipe(ssl, fd, "usbip-tc", &tc->tls_thread)) ==
+	    -1) {
+		errmsg("TLS relay: %s", strerror(errno));
+		SSL_free(ssl);
+		close(fd);
+		return TC_EXIT_CONN;
+	}
+	(void)fcntl(pfd, F_SETFL, fcntl(pfd, F_GETFL) | O_NONBLOCK);
+	tc->fd = pfd;
+	tc->tls = true;
+	return TC_EXIT_OK;
 }
 
 /* Non-blocking connect with a deadline; TCP_NODELAY like usbip does. */
@@ -542,6 +618,8 @@ tc_connect(struct tc *tc, const char *hostport, int timeout_ms)
 	}
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == -1)
 		errmsg("TCP_NODELAY: %s", strerror(errno));
+	if (tc_tls_dir != NULL || tc_tls_nocert)
+		return tc_tls_wrap(tc, fd, timeout_ms);
 	tc->fd = fd;
 	return TC_EXIT_OK;
 }
@@ -3391,11 +3469,15 @@ enum {
 	OPT_VERBOSE,
 	OPT_HELP,
 	OPT_SOURCE,
+	OPT_TLS_DIR,
+	OPT_TLS_NOCERT,
+	OPT_TLS_ANY_SERVER,
 	OPT_LAST
 };
 #define O(x)		(1ull << ((x) - OPT_JSON))
 #define O_COMMON	(O(OPT_TIMEOUT) | O(OPT_VERBOSE) | O(OPT_HELP) | \
-			 O(OPT_SOURCE))
+			 O(OPT_SOURCE) | O(OPT_TLS_DIR) | O(OPT_TLS_NOCERT) | \
+			 O(OPT_TLS_ANY_SERVER))
 #define O_DISC		(O(OPT_EXPECT_DISCONNECT) | O(OPT_WITHIN) | \
 			 O(OPT_READY_FILE))
 #define O_EPS		(O(OPT_EP_IN) | O(OPT_EP_OUT))
@@ -3428,6 +3510,9 @@ static const struct option longopts[] = {
 	{ "skip",		required_argument,	NULL, OPT_SKIP },
 	{ "poll",		required_argument,	NULL, OPT_POLL },
 	{ "source",		required_argument,	NULL, OPT_SOURCE },
+	{ "tls-dir",		required_argument,	NULL, OPT_TLS_DIR },
+	{ "tls-nocert",		no_argument,		NULL, OPT_TLS_NOCERT },
+	{ "tls-any-server",	no_argument,		NULL, OPT_TLS_ANY_SERVER },
 	{ "timeout",		required_argument,	NULL, OPT_TIMEOUT },
 	{ "verbose",		no_argument,		NULL, OPT_VERBOSE },
 	{ "help",		no_argument,		NULL, OPT_HELP },
@@ -3492,6 +3577,10 @@ usage(FILE *f)
 	    "  -t, --timeout MS      per-reply timeout (default %d)\n"
 	    "  -v, --verbose         trace every URB PDU on stderr\n"
 	    "  --source ADDR         connect from this local address\n"
+	    "  --tls-dir DIR         USB/IP in TLS with DIR's host.key, host.pem\n"
+	    "                        and gateway-ca.pem (a gateway's tls-listen)\n"
+	    "  --tls-nocert          TLS without a client certificate (tests)\n"
+	    "  --tls-any-server      do not check the gateway's certificate\n"
 	    "  --expect-disconnect   the peer is expected to close: print\n"
 	    "                        DISCONNECT with the time since SIGUSR1\n"
 	    "                        (the marker); exit 0 only if it closed\n"
@@ -3582,6 +3671,15 @@ parse_opts(const struct tc_cmd *cmd, int argc, char **argv, struct tc_opts *o)
 			exit(0);
 		case OPT_SOURCE:
 			tc_source = optarg;
+			break;
+		case OPT_TLS_DIR:
+			tc_tls_dir = optarg;
+			break;
+		case OPT_TLS_NOCERT:
+			tc_tls_nocert = true;
+			break;
+		case OPT_TLS_ANY_SERVER:
+			tc_tls_any_server = true;
 			break;
 		case OPT_VERBOSE:
 			o->verbose++;

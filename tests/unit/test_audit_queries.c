@@ -198,7 +198,7 @@ scenario(void)
 	    NULL, "ticket 42");
 	db_access_request_decide(db, q1, "granted", "alice", a1, T0 + 30);
 	t1 = db_attachment_begin(db, A, db_presence_current(db, A), a1, 0,
-	    "proxy", "vdi01", "10.1.0.1", T0 + 40);
+	    "proxy", "vdi01", "10.1.0.1", "tcp", NULL, T0 + 40);
 	state(T0 + 40, A, "tc17-1-1", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi01", NULL);
 
@@ -228,7 +228,7 @@ scenario(void)
 	state(T0 + 160, D, "tc18-2-2", DEV_PENDING, DEV_AUTHORIZED, 0, &bob,
 	    NULL, "printing");
 	t2 = db_attachment_begin(db, D, pD, 0, 0, "proxy", "vdi03", "10.1.0.3",
-	    T0 + 170);
+	    "tcp", NULL, T0 + 170);
 	state(T0 + 170, D, "tc18-2-2", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi03", NULL);
 	c.bytes_to_device = 500;
@@ -292,7 +292,7 @@ scenario(void)
 
 	/* The flash disk is in use again, on vdi02. */
 	t3 = db_attachment_begin(db, A, db_presence_current(db, A), a1, 0,
-	    "proxy", "vdi02", "10.1.0.2", now - 3600);
+	    "proxy", "vdi02", "10.1.0.2", "tls", "vdi02", now - 3600);
 	state(now - 3600, A, "tc17-1-1", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi02", NULL);
 	c.bytes_to_device = 4096;

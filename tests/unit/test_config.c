@@ -90,6 +90,49 @@ test_listen_addrs(void)
 	config_free(c);
 }
 
+/* tls-listen (repeatable, apart from listen) and tls-dir. */
+static void
+test_tls_keys(void)
+{
+	static const char good[] = "listen = 127.0.0.1:3240\n"
+	    "tls-listen = 127.0.0.1:3241\ntls-listen = [::1]:3242\n"
+	    "tls-dir = /var/lib/usbgw/tls\n";
+	static const char bad[] = "tls-listen = 127.0.0.1:99999\n"
+	    "tls-dir = /a\ntls-dir = /b\n";
+	struct config *c;
+	char *errs = NULL, *dump;
+
+	c = config_new();
+	is_int(c->ntls_listen, 0, "no TLS listener by default");
+	is_str(c->tls_dir, "", "tls-dir: derived from the database");
+	dump = config_dump(c);
+	ok(strstr(dump, "# tls-dir = DATABASE's directory/tls (default)\n") !=
+	    NULL, "config_dump says where the default tls-dir is");
+	free(dump);
+	ok(config_parse_buf(c, "t.conf", good, strlen(good), &errs) == 0,
+	    "two tls-listen lines and a tls-dir");
+	is_int(c->nlisten, 1, "listen stays one plain address");
+	is_int(c->ntls_listen, 2, "tls-listen is repeatable");
+	is_str(c->tls_listen[1].host, "::1", "... IPv6 host");
+	is_str(c->tls_listen[1].port, "3242", "... its port");
+	is_str(c->tls_dir, "/var/lib/usbgw/tls", "tls-dir");
+	dump = config_dump(c);
+	ok(strstr(dump, "tls-listen = 127.0.0.1:3241\ntls-listen = [::1]:3242\n")
+	    != NULL, "config_dump writes both back");
+	free(dump);
+	config_free(c);
+
+	c = config_new();
+	ok(config_parse_buf(c, "t.conf", bad, strlen(bad), &errs) == -1,
+	    "a bad tls-listen and a second tls-dir are refused");
+	ok(errs != NULL && strstr(errs, "t.conf:1: tls-listen: ") != NULL,
+	    "... the address, by line");
+	ok(errs != NULL && strstr(errs, "t.conf:3: tls-dir: already set at "
+	    "line 2") != NULL, "... the second tls-dir, by line");
+	free(errs);
+	config_free(c);
+}
+
 static void
 test_defaults(void)
 {
@@ -578,6 +621,7 @@ main(void)
 {
 	test_defaults();
 	test_listen_addrs();
+	test_tls_keys();
 	test_full();
 	test_errors();
 	test_set_and_load();

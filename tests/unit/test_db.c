@@ -174,11 +174,11 @@ test_fresh(void)
 	size_t		 i;
 	char		 sql[256];
 
-	is_int(db_schema_version(), 6, "schema.sql defines version 6");
+	is_int(db_schema_version(), 7, "schema.sql defines version 7");
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	if (!ok(db != NULL, "open a new database"))
 		diag("%s", err);
-	is_int(db_version(db), 6, "migrated to the newest version");
+	is_int(db_version(db), 7, "migrated to the newest version");
 	is_str(qs(db, "PRAGMA journal_mode"), "wal", "WAL");
 	is_int(q1(db, "PRAGMA foreign_keys"), 1, "foreign keys on");
 	for (i = 0; i < nitems(objects); i++) {
@@ -192,13 +192,13 @@ test_fresh(void)
 	db_close(db);
 
 	db = db_open(path("fresh.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 6, "reopen: nothing to migrate");
+	ok(db != NULL && db_version(db) == 7, "reopen: nothing to migrate");
 	ok(raw(db, "PRAGMA user_version = 99") == NULL, "pretend a newer schema");
 	db_close(db);
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	ok(db == NULL, "a newer database is refused");
 	is_str(err, "database schema version 99 is newer than this program's "
-	    "(6)", "with a clear message");
+	    "(7)", "with a clear message");
 	db_close(db);
 
 	db = db_open("/nonexistent-dir/x.db", err, sizeof(err));
@@ -269,7 +269,7 @@ test_migrate_fixture(void)
 		diag("%s", err);
 	if (db == NULL)
 		return;
-	is_int(db_version(db), 6, "migrated 1 -> 6");
+	is_int(db_version(db), 7, "migrated 1 -> 7");
 	is_str(qs(db, "SELECT group_concat(id || '@' || position, ',') FROM "
 	    "(SELECT * FROM rules ORDER BY position)"), "1@1,2@2",
 	    "migration 3: the operator tier moved after the admin rules");
@@ -328,7 +328,7 @@ test_migrate_built(void)
 	    "access requests in version 1");
 	db_close(db);
 	db = db_open(path("built.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 6, "reopen migrates to 6");
+	ok(db != NULL && db_version(db) == 7, "reopen migrates to 7");
 	is_int(q1(db, "SELECT count(*) FROM interfaces WHERE device_id = 1"), 2,
 	    "data kept");
 	is_int(q1(db, "SELECT count(*) FROM access_requests WHERE "
@@ -683,10 +683,13 @@ test_helpers(void)
 
 	/* Attachments. */
 	t = db_attachment_begin(db, d2, p1, a2, 0, "proxy", "vdi01",
-	    "10.1.0.1", 2000);
+	    "10.1.0.1", "tls", "vdi01", 2000);
 	ok(t > 0, "attachment");
+	is_str(qs(db, "SELECT transport || ' ' || host_cert FROM attachments "
+	    "WHERE ended_at IS NULL"), "tls vdi01",
+	    "its transport and certificate name");
 	ok(db_attachment_begin(db, d2, p1, a2, 0, "proxy", "vdi02", "10.1.0.2",
-	    2001) == -1, "one open attachment per device");
+	    "tcp", NULL, 2001) == -1, "one open attachment per device");
 	c.bytes_to_device = 1000;
 	c.bytes_from_device = 2000;
 	c.urbs_to_device = 10;
@@ -699,7 +702,9 @@ test_helpers(void)
 	    "v_attachment_traffic"), "1000 9223372036854775807 20 60 revoked",
 	    "traffic (counters saturate at INT64_MAX)");
 	ok(db_attachment_begin(db, d2, p1, 0, 0, "carrier-pigeon", NULL, NULL,
-	    2100) == -1, "bad mode refused");
+	    "tcp", NULL, 2100) == -1, "bad mode refused");
+	ok(db_attachment_begin(db, d2, p1, 0, 0, "proxy", NULL, NULL,
+	    "carrier-pigeon", NULL, 2100) == -1, "bad transport refused");
 
 	/* Access requests. */
 	t = db_access_request_add(db, d3, "tc17-1-2", "vdi01", "10.1.0.1",
