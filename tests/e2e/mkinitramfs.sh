@@ -36,7 +36,8 @@ modules="configfs usb_common usbcore udc_core dummy_hcd libcomposite
 
 # Programs from the build folder, with where they go in the guest.
 project_progs="usbgwd:/usr/sbin usbgw:/usr/bin usbgw-sim:/usr/bin usbip-tc:/usr/bin
-	e2e-json:/usr/bin e2e-bulk:/usr/bin usbgw-agent:/usr/sbin usbgw-attach:/usr/sbin"
+	e2e-json:/usr/bin e2e-bulk:/usr/bin usbgw-agent:/usr/sbin usbgw-attach:/usr/sbin
+	tlsid-issue:/usr/bin"
 # The agent's request and ISO scenarios (71-agent-requests, 72-agent-iso):
 # usbfs-torture, the ECM gadget function (a data interface with alternate
 # settings 0 and 1), xhci for QEMU's usb-audio (run.t's E2E_AUDIO=1).
