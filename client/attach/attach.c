@@ -44,6 +44,7 @@
 
 #include <getopt.h>
 
+#include "config.h"
 #include "log.h"
 #include "tlsclient.h"
 #include "tlsid.h"
@@ -82,59 +83,28 @@ usage(void)
 	exit(EXIT_USAGE);
 }
 
-/* "host", "host:port", "[v6]:port" -> host and port (default dport). */
-static int
-split_hostport(const char *s, char *host, size_t hsz, char *port, size_t psz,
-    const char *dport)
-{
-	const char	*c, *h = s;
-	size_t		 hl;
-
-	if (*s == '[') {
-		if ((c = strchr(s, ']')) == NULL || (c[1] != '\0' && c[1] != ':'))
-			return -1;
-		h = s + 1;
-		hl = (size_t)(c - h);
-		c = c[1] == ':' ? c + 1 : NULL;
-	} else if ((c = strchr(s, ':')) != NULL && strchr(c + 1, ':') == NULL) {
-		hl = (size_t)(c - s);
-	} else {
-		hl = strlen(s);
-		c = NULL;
-	}
-	if (hl == 0 || hl >= hsz)
-		return -1;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	if (c != NULL) {
-		long long	 v;
-		const char	*e;
-
-		if (parse_num(c + 1, 1, 65535, &v, &e) == -1)
-			return -1;
-		snprintf(port, psz, "%lld", v);
-	} else
-		snprintf(port, psz, "%s", dport);
-	return 0;
-}
-
 /* Connect with a deadline; -1 with a message in err. */
 static int
 dial(const char *hostport, int timeout_s, char *err, size_t errsz)
 {
-	char		 host[256], port[16];
+	struct config_addr a;
 	struct addrinfo	 hints, *res, *ai;
+	const char	*why;
 	int		 fd = -1, r, one = 1;
 
-	if (split_hostport(hostport, host, sizeof(host), port, sizeof(port),
-	    "3240") == -1) {
-		snprintf(err, errsz, "%s: expected host[:port] (port 1 to "
-		    "65535)", hostport);
+	if (config_parse_addr(hostport, "3240", &a, &why) == -1) {
+		snprintf(err, errsz, "%s: expected host[:port] (%s)", hostport,
+		    why);
+		return -1;
+	}
+	if (a.host[0] == '\0') {
+		snprintf(err, errsz, "%s: expected host[:port] (no host)",
+		    hostport);
 		return -1;
 	}
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
-	if ((r = getaddrinfo(host, port, &hints, &res)) != 0) {
+	if ((r = getaddrinfo(a.host, a.port, &hints, &res)) != 0) {
 		snprintf(err, errsz, "%s: %s", hostport, gai_strerror(r));
 		return -1;
 	}

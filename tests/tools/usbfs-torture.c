@@ -970,6 +970,25 @@ unplug_wait(int n)
 	return nfail != 0;
 }
 
+/* Submit u as an ISO URB of n packets of pkt bytes on ep (ASAP). */
+static int
+iso_submit(struct usbdevfs_urb *u, uint8_t ep, int n, unsigned int pkt)
+{
+	for (int p = 0; p < n; p++) {
+		u->iso_frame_desc[p].length = pkt;
+		u->iso_frame_desc[p].actual_length = 0;
+		u->iso_frame_desc[p].status = 0;
+	}
+	u->type = USBDEVFS_URB_TYPE_ISO;
+	u->endpoint = ep;
+	u->flags = USBDEVFS_URB_ISO_ASAP;
+	u->buffer_length = (int)(n * pkt);
+	u->number_of_packets = n;
+	u->status = 0;
+	u->usercontext = (void *)1;
+	return submit(u);
+}
+
 /*
  * ISO mode: ms packets of 48 kHz 16-bit stereo (192 bytes each, one per
  * 1 ms frame: QEMU's usb-audio) on the first interface whose alternate
@@ -1026,17 +1045,11 @@ iso_play(long ms)
 				for (int f = 0; f < 96; f++)
 					smp[p * 96 + f] = (int16_t)(1000 +
 					    ((queued * 48 + f / 2) % 2000));
-				u[k]->iso_frame_desc[p].length = UT_ISO_PKT;
 				n++;
 				queued++;
 			}
-			u[k]->type = USBDEVFS_URB_TYPE_ISO;
-			u[k]->endpoint = ifs[as].iso_out[1];
-			u[k]->flags = USBDEVFS_URB_ISO_ASAP;
-			u[k]->buffer_length = n * UT_ISO_PKT;
-			u[k]->number_of_packets = n;
-			u[k]->usercontext = (void *)1;
-			if (submit(u[k]) == -1) {
+			if (iso_submit(u[k], ifs[as].iso_out[1], n,
+			    UT_ISO_PKT) == -1) {
 				printf("not ok - %s: submit: %s\n", what,
 				    strerror(errno));
 				return 1;
@@ -1083,17 +1096,7 @@ iso_unlink(struct usbdevfs_urb **u, uint8_t ep, unsigned int mps)
 	int			 again = 0;
 
 	for (k = 0; k < UT_ISO_URBS; k++) {
-		memset(u[k]->iso_frame_desc, 0,
-		    UT_ISO_PKTS * sizeof(struct usbdevfs_iso_packet_desc));
-		for (int p = 0; p < UT_ISO_PKTS; p++)
-			u[k]->iso_frame_desc[p].length = mps;
-		u[k]->type = USBDEVFS_URB_TYPE_ISO;
-		u[k]->endpoint = ep;
-		u[k]->flags = USBDEVFS_URB_ISO_ASAP;
-		u[k]->buffer_length = (int)(UT_ISO_PKTS * mps);
-		u[k]->number_of_packets = UT_ISO_PKTS;
-		u[k]->status = 0;
-		if (submit(u[k]) == -1) {
+		if (iso_submit(u[k], ep, UT_ISO_PKTS, mps) == -1) {
 			result(0, "ISO IN unlink", "submit: %s",
 			    strerror(errno));
 			return;
@@ -1112,12 +1115,8 @@ iso_unlink(struct usbdevfs_urb **u, uint8_t ep, unsigned int mps)
 			other++;
 	}
 	/* the stream goes on: one more URB, every packet status 0 */
-	u[0]->status = 0;
-	memset(u[0]->iso_frame_desc, 0,
-	    UT_ISO_PKTS * sizeof(struct usbdevfs_iso_packet_desc));
-	for (int p = 0; p < UT_ISO_PKTS; p++)
-		u[0]->iso_frame_desc[p].length = mps;
-	if (back == UT_ISO_URBS && submit(u[0]) == 0 &&
+	if (back == UT_ISO_URBS &&
+	    iso_submit(u[0], ep, UT_ISO_PKTS, mps) == 0 &&
 	    (r = reap(timeout_ms)) != NULL && r->status == 0) {
 		again = 1;
 		for (int p = 0; p < r->number_of_packets; p++)
@@ -1183,20 +1182,10 @@ iso_capture(long ms)
 
 			if (u[k]->usercontext != NULL)
 				continue;	/* in flight */
-			for (int p = 0; p < UT_ISO_PKTS && queued < ms; p++) {
-				u[k]->iso_frame_desc[p].length = mps;
-				u[k]->iso_frame_desc[p].actual_length = 0;
-				u[k]->iso_frame_desc[p].status = 0;
-				n++;
-				queued++;
-			}
-			u[k]->type = USBDEVFS_URB_TYPE_ISO;
-			u[k]->endpoint = ifs[as].iso_in[1];
-			u[k]->flags = USBDEVFS_URB_ISO_ASAP;
-			u[k]->buffer_length = (int)(n * mps);
-			u[k]->number_of_packets = n;
-			u[k]->usercontext = (void *)1;
-			if (submit(u[k]) == -1) {
+			n = ms - queued < UT_ISO_PKTS ? (int)(ms - queued) :
+			    UT_ISO_PKTS;
+			queued += n;
+			if (iso_submit(u[k], ifs[as].iso_in[1], n, mps) == -1) {
 				printf("not ok - %s: submit: %s\n", what,
 				    strerror(errno));
 				return 1;

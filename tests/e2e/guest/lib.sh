@@ -166,6 +166,20 @@ gadget_loopback() {
 }
 
 gadget_bind()   { echo "$2" > "/sys/kernel/config/usb_gadget/$1/UDC"; }
+
+# free_udc: a dummy_udc no gadget uses (scenarios 71, 73).
+free_udc() {
+	local u g used
+	for u in /sys/class/udc/*; do
+		u=${u##*/}
+		used=0
+		for g in /sys/kernel/config/usb_gadget/*/UDC; do
+			[ "$(cat "$g" 2>/dev/null)" = "$u" ] && used=1
+		done
+		[ $used = 0 ] && { echo "$u"; return 0; }
+	done
+	return 1
+}
 gadget_unbind() { echo "" > "/sys/kernel/config/usb_gadget/$1/UDC"; }
 
 # usb_dev_is BUSID VID PID: the device at BUSID has that vendor:product.

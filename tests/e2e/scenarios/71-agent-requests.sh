@@ -22,19 +22,6 @@ for p in usbgw-agent usbfs-torture; do
 	fi
 done
 
-# A UDC no gadget uses.
-free_udc() {
-	local u g used
-	for u in /sys/class/udc/*; do
-		u=${u##*/}
-		used=0
-		for g in /sys/kernel/config/usb_gadget/*/UDC; do
-			[ "$(cat "$g" 2>/dev/null)" = "$u" ] && used=1
-		done
-		[ $used = 0 ] && { echo "$u"; return 0; }
-	done
-	return 1
-}
 udc=$(free_udc)
 if [ -z "$udc" ]; then
 	skip "agent requests: usbfs-torture through the agent" "no free dummy_udc"

@@ -29,18 +29,6 @@ if [ -n "$why" ]; then
 	skip "agent UAC2: 3 s captured through the agent and the gateway" "$why"
 	return 0
 fi
-free_udc() {
-	local u g used
-	for u in /sys/class/udc/*; do
-		u=${u##*/}
-		used=0
-		for g in /sys/kernel/config/usb_gadget/*/UDC; do
-			[ "$(cat "$g" 2>/dev/null)" = "$u" ] && used=1
-		done
-		[ $used = 0 ] && { echo "$u"; return 0; }
-	done
-	return 1
-}
 udc=$(free_udc)
 if [ -z "$udc" ]; then
 	not_ok "agent UAC2: a free dummy_udc for the audio gadget"
