@@ -50,6 +50,9 @@ NOSETUP=0000000000000000
 # refused NAME BUSID HEX WHY: the URB ends the session with a malformed row.
 refused() {
 	local n0 seq
+	# the previous import (devid, or the last case) ended: the gateway
+	# claims the device again before it can be imported (pending-wait 0)
+	gw_wait_state gw "$2" authorized 15
 	n0=$(gw_audit_count gw malformed)
 	run "$TC" raw "$GWA" "$2" --hex "$3" --wait 2000 --expect-close
 	is "$RC" 0 "$1: the gateway closes the session"
