@@ -372,6 +372,40 @@ UPDATE attachments SET transport = 'local' WHERE mode = 'local';
 
 PRAGMA user_version = 7;
 
+-- @migration 8
+
+-- Enrolled agents and vhci hosts (issue 15, protocol.md 1.10.8): one row
+-- per pairing, and so per certificate.  state: 'pending' (waiting for the
+-- operator; no certificate yet), 'active' (issued; the TLS check admits
+-- its fingerprint until not_after), 'revoked' (by an operator: refused,
+-- its connections cut), 'replaced' (a renewal or an approved
+-- re-enrollment of the name issued a newer one), 'rejected' (the
+-- operator said no), 'lapsed' (never approved: expired, the client left,
+-- or the gateway restarted).  A name is unique among active rows.
+CREATE TABLE agents (
+	id		INTEGER PRIMARY KEY,
+	name		TEXT NOT NULL,
+	role		TEXT NOT NULL CHECK (role IN ('agent', 'host')),
+	state		TEXT NOT NULL CHECK (state IN ('pending', 'active',
+			    'revoked', 'replaced', 'rejected', 'lapsed')),
+	fingerprint	TEXT UNIQUE,	-- SHA-256 of the certificate (hex)
+	serial		TEXT,
+	key_fingerprint	TEXT NOT NULL,	-- SHA-256 of the public key (hex)
+	not_after	INTEGER,
+	address		TEXT,		-- where the pairing came from
+	created_at	INTEGER NOT NULL,
+	approved_at	INTEGER,
+	approved_by	TEXT,
+	ended_at	INTEGER,
+	end_reason	TEXT,
+	renewed_from	INTEGER REFERENCES agents(id)
+);
+CREATE UNIQUE INDEX agents_active_name ON agents(name)
+    WHERE state = 'active';
+CREATE INDEX agents_state ON agents(state, name);
+
+PRAGMA user_version = 8;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;
@@ -383,6 +417,7 @@ DROP VIEW IF EXISTS v_access_requests;
 DROP VIEW IF EXISTS v_attachment_traffic;
 DROP VIEW IF EXISTS v_identity_changes;
 DROP VIEW IF EXISTS v_audit;
+DROP VIEW IF EXISTS v_agents;
 
 -- Every device identity, readable.
 CREATE VIEW v_devices AS
@@ -533,3 +568,17 @@ SELECT
 	exporter, object, old_state, new_state, actor, actor_uid, actor_name,
 	rule_id, host, reason, detail
 FROM audit_log;
+
+-- Enrolled agents and hosts with their effective state ('expired' for an
+-- active certificate past its notAfter).
+CREATE VIEW v_agents AS
+SELECT
+	id, name, role,
+	CASE WHEN state = 'active' AND not_after IS NOT NULL AND
+	    not_after <= CAST(strftime('%s', 'now') AS INTEGER)
+	    THEN 'expired' ELSE state END AS state,
+	fingerprint, serial, datetime(not_after, 'unixepoch') AS not_after,
+	address, datetime(created_at, 'unixepoch') AS created,
+	datetime(approved_at, 'unixepoch') AS approved, approved_by,
+	datetime(ended_at, 'unixepoch') AS ended, end_reason
+FROM agents;

@@ -44,6 +44,10 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_audit_prune_entry,
 	&cmd_attach_entry,
 	&cmd_detach_entry,
+	&cmd_agent_list_entry,
+	&cmd_agent_approve_entry,
+	&cmd_agent_reject_entry,
+	&cmd_agent_revoke_entry,
 };
 
 static const struct cmd_opt common_opts[] = {

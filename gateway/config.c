@@ -97,6 +97,14 @@ static const struct key keys[] = {
 	{ "listen",		K_LISTEN,	0, 0, 0 },
 	{ "tls-listen",		K_TLSLISTEN,	0, 0, 0 },
 	{ "tls-dir",		K_PATH,		F(tls_dir), 0, 0 },
+	{ "tls-cert-days",	K_UINT,		F(tls_cert_days), 1, 3650 },
+	{ "tls-renew-days",	K_UINT,		F(tls_renew_days), 1, 3650 },
+	{ "tls-renew-check",	K_DURATION,	F(tls_renew_check_ms), 100, MS_DAY },
+	{ "pairing-timeout",	K_DURATION,	F(pairing_timeout_ms), MS_S,
+	    3600 * MS_S },
+	{ "max-pairings",	K_UINT,		F(max_pairings), 1, 64 },
+	{ "max-pairings-per-minute", K_UINT,	F(max_pairings_per_minute), 1,
+	    1000 },
 	{ "poll-interval",	K_DURATION,	F(poll_interval_ms), 100, 3600 * MS_S },
 	{ "probe-timeout",	K_DURATION,	F(probe_timeout_ms), 100, 300 * MS_S },
 	{ "attach-pending-wait", K_DURATION,	F(attach_pending_wait_ms),
@@ -216,6 +224,12 @@ config_new(void)
 	c->show_pending = 0;
 	c->max_sessions = 256;
 	c->max_sessions_per_host = 16;
+	c->tls_cert_days = 365;
+	c->tls_renew_days = 30;
+	c->tls_renew_check_ms = 3600 * MS_S;
+	c->pairing_timeout_ms = 300 * MS_S;
+	c->max_pairings = 4;
+	c->max_pairings_per_minute = 10;
 	c->max_devices_per_exporter = 64;
 	c->max_new_devices_per_minute = 64;
 	c->max_probes = 64;
@@ -991,7 +1005,8 @@ parse_hook(struct config *c, struct parse *p, int line, char *rest)
 			perr(p, line, "hook: expected an event name (pending, "
 			    "access-request, approve, deny, revoke, "
 			    "identity-change, gone, attach, detach, probed, "
-			    "exporter-up, exporter-down, policy, identity-anomaly or all), "
+			    "exporter-up, exporter-down, policy, identity-anomaly, "
+			    "pairing, pairing-end or all), "
 			    "got \"%s\"", t);
 			bad = 1;
 		}

@@ -115,6 +115,13 @@ struct config {
 	struct config_addr	tls_listen[CONFIG_MAX_LISTEN];
 	size_t		ntls_listen;
 	char		tls_dir[CONFIG_PATH_MAX];	/* "": DATABASE dir/tls */
+	/* Enrollment (enroll.c, protocol.md 1.10.8). */
+	unsigned	tls_cert_days;		/* issued agent/host certificates */
+	unsigned	tls_renew_days;		/* renew within this many days */
+	unsigned	tls_renew_check_ms;	/* gateway.pem checked this often */
+	unsigned	pairing_timeout_ms;	/* a pending pairing lapses */
+	unsigned	max_pairings;		/* at once, in all */
+	unsigned	max_pairings_per_minute;	/* new pairing sessions */
 	struct config_exporter	exporters[CONFIG_MAX_EXPORTERS];
 	size_t		nexporters;
 	unsigned	poll_interval_ms;

@@ -71,8 +71,22 @@ enum stmt_id {
 	S_SET_GET,
 	S_SET_PUT,
 	S_USER_VERSION,
+	S_AG_PENDING,
+	S_AG_ACTIVATE,
+	S_AG_RENEWED,
+	S_AG_END,
+	S_AG_LAPSE,
+	S_AG_BY_FPR,
+	S_AG_LIST,
+	S_AG_ACTIVE_NAME,
 	S_NSTMTS
 };
+
+#define AGCOLS "SELECT id, name, role, state, IFNULL(fingerprint, ''), " \
+	"IFNULL(serial, ''), key_fingerprint, IFNULL(not_after, 0), " \
+	"IFNULL(address, ''), created_at, IFNULL(approved_at, 0), " \
+	"IFNULL(approved_by, ''), IFNULL(ended_at, 0), " \
+	"IFNULL(end_reason, '') FROM agents "
 
 static const char *const stmt_sql[S_NSTMTS] = {
 	[S_EXP_UPSERT] =
@@ -253,6 +267,28 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "updated_at = excluded.updated_at",
 	[S_USER_VERSION] =
 	    "PRAGMA user_version",
+	[S_AG_PENDING] =
+	    "INSERT INTO agents (name, role, state, key_fingerprint, address, "
+	    "created_at) VALUES (?1, ?2, 'pending', ?3, ?4, ?5) RETURNING id",
+	[S_AG_ACTIVATE] =
+	    "UPDATE agents SET state = 'active', fingerprint = ?2, serial = ?3, "
+	    "not_after = ?4, approved_by = ?5, approved_at = ?6 "
+	    "WHERE id = ?1 AND state = 'pending'",
+	[S_AG_RENEWED] =
+	    "INSERT INTO agents (name, role, state, fingerprint, serial, "
+	    "key_fingerprint, not_after, address, created_at, approved_at, "
+	    "approved_by, renewed_from) VALUES (?1, ?2, 'active', ?3, ?4, ?5, "
+	    "?6, ?7, ?8, ?8, 'renewal', ?9) RETURNING id",
+	[S_AG_END] =
+	    "UPDATE agents SET state = ?2, end_reason = ?3, ended_at = ?4 "
+	    "WHERE id = ?1 AND state IN ('pending', 'active')",
+	[S_AG_LAPSE] =
+	    "UPDATE agents SET state = 'lapsed', end_reason = ?1, ended_at = ?2 "
+	    "WHERE state = 'pending'",
+	[S_AG_BY_FPR] = AGCOLS "WHERE fingerprint = ?1",
+	[S_AG_LIST] = AGCOLS "ORDER BY name, id",
+	[S_AG_ACTIVE_NAME] = AGCOLS "WHERE name = ?1 AND state = 'active' "
+	    "ORDER BY id",
 };
 
 struct db {
@@ -1797,4 +1833,162 @@ db_setting_set(struct db *db, const char *key, const char *value, int64_t now)
 	bind_text(st, 2, value);
 	sqlite3_bind_int64(st, 3, now);
 	return step_done(db, st, "setting set") == -1 ? -1 : 0;
+}
+
+/* --- agents ----------------------------------------------------------- */
+
+int64_t
+db_agent_pending(struct db *db, const char *name, const char *role,
+    const char *key_fpr, const char *address, int64_t now)
+{
+	sqlite3_stmt *st = stmt(db, S_AG_PENDING);
+	int64_t id;
+
+	if (st == NULL)
+		return -1;
+	bind_text(st, 1, name);
+	bind_text(st, 2, role);
+	bind_text(st, 3, key_fpr);
+	bind_text(st, 4, address);
+	sqlite3_bind_int64(st, 5, now);
+	if (step_int(db, st, &id, "agent pending") != 1)
+		return -1;
+	return id;
+}
+
+int
+db_agent_activate(struct db *db, int64_t id, const char *fpr,
+    const char *serial, int64_t not_after, const char *by, int64_t now)
+{
+	sqlite3_stmt *st = stmt(db, S_AG_ACTIVATE);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, fpr);
+	bind_text(st, 3, serial);
+	sqlite3_bind_int64(st, 4, not_after);
+	bind_text(st, 5, by);
+	sqlite3_bind_int64(st, 6, now);
+	return step_done(db, st, "agent activate");
+}
+
+int
+db_agent_end(struct db *db, int64_t id, const char *state, const char *reason,
+    int64_t now)
+{
+	sqlite3_stmt *st = stmt(db, S_AG_END);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, state);
+	bind_text(st, 3, reason);
+	sqlite3_bind_int64(st, 4, now);
+	return step_done(db, st, "agent end");
+}
+
+int64_t
+db_agent_renewed(struct db *db, const struct db_agent *old, const char *fpr,
+    const char *serial, int64_t not_after, int64_t now)
+{
+	sqlite3_stmt *st;
+	int64_t id = -1;
+	int nested;
+
+	if (tx_begin(db, &nested) == -1)
+		return -1;
+	if (db_agent_end(db, old->id, "replaced", "renewed", now) != 1)
+		goto out;
+	if ((st = stmt(db, S_AG_RENEWED)) == NULL)
+		goto out;
+	bind_text(st, 1, old->name);
+	bind_text(st, 2, old->role);
+	bind_text(st, 3, fpr);
+	bind_text(st, 4, serial);
+	bind_text(st, 5, old->key_fpr);
+	sqlite3_bind_int64(st, 6, not_after);
+	bind_text(st, 7, old->address[0] ? old->address : NULL);
+	sqlite3_bind_int64(st, 8, now);
+	sqlite3_bind_int64(st, 9, old->id);
+	if (step_int(db, st, &id, "agent renewed") != 1)
+		id = -1;
+out:
+	if (tx_end(db, nested, id > 0) == -1)
+		return -1;
+	return id;
+}
+
+int
+db_agent_lapse_pending(struct db *db, const char *reason, int64_t now)
+{
+	sqlite3_stmt *st = stmt(db, S_AG_LAPSE);
+
+	if (st == NULL)
+		return -1;
+	bind_text(st, 1, reason);
+	sqlite3_bind_int64(st, 2, now);
+	return step_done(db, st, "agents lapse");
+}
+
+static void
+agent_row(sqlite3_stmt *st, struct db_agent *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->id = sqlite3_column_int64(st, 0);
+	col_text(st, 1, a->name, sizeof(a->name));
+	col_text(st, 2, a->role, sizeof(a->role));
+	col_text(st, 3, a->state, sizeof(a->state));
+	col_text(st, 4, a->fpr, sizeof(a->fpr));
+	col_text(st, 5, a->serial, sizeof(a->serial));
+	col_text(st, 6, a->key_fpr, sizeof(a->key_fpr));
+	a->not_after = sqlite3_column_int64(st, 7);
+	col_text(st, 8, a->address, sizeof(a->address));
+	a->created_at = sqlite3_column_int64(st, 9);
+	a->approved_at = sqlite3_column_int64(st, 10);
+	col_text(st, 11, a->approved_by, sizeof(a->approved_by));
+	a->ended_at = sqlite3_column_int64(st, 12);
+	col_text(st, 13, a->end_reason, sizeof(a->end_reason));
+}
+
+int
+db_agent_by_fpr(struct db *db, const char *fpr, struct db_agent *a)
+{
+	sqlite3_stmt *st = stmt(db, S_AG_BY_FPR);
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	bind_text(st, 1, fpr);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		agent_row(st, a);
+	sqlite3_reset(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : db_fail(db, "agent by fingerprint");
+}
+
+int
+db_agent_foreach(struct db *db, const char *active_name,
+    int (*cb)(void *, const struct db_agent *), void *arg)
+{
+	sqlite3_stmt *st = stmt(db, active_name != NULL ? S_AG_ACTIVE_NAME :
+	    S_AG_LIST);
+	struct db_agent a;
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	if (active_name != NULL)
+		bind_text(st, 1, active_name);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		agent_row(st, &a);
+		if (cb(arg, &a) != 0) {
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(db, "agents");
 }

@@ -310,4 +310,50 @@ int		 db_setting_get(struct db *, const char *key, char *value,
 int		 db_setting_set(struct db *, const char *key, const char *value,
 		    int64_t now);
 
+/* --- agents: enrolled agents and vhci hosts (protocol.md 1.10.8) ----- */
+
+struct db_agent {
+	int64_t		id;
+	char		name[64];
+	char		role[8];		/* agent, host */
+	char		state[10];		/* schema.sql: agents.state */
+	char		fpr[65];		/* "" while pending */
+	char		serial[41];
+	char		key_fpr[65];
+	int64_t		not_after;		/* 0 while pending */
+	char		address[64];
+	int64_t		created_at;
+	int64_t		approved_at;
+	char		approved_by[64];
+	int64_t		ended_at;
+	char		end_reason[128];
+};
+
+/* A pending row.  Its id, or -1. */
+int64_t		 db_agent_pending(struct db *, const char *name,
+		    const char *role, const char *key_fpr, const char *address,
+		    int64_t now);
+/* pending -> active with its certificate.  1, 0 (not pending), -1. */
+int		 db_agent_activate(struct db *, int64_t id, const char *fpr,
+		    const char *serial, int64_t not_after, const char *by,
+		    int64_t now);
+/* A renewal: a new active row (its id, or -1), the old one replaced. */
+int64_t		 db_agent_renewed(struct db *, const struct db_agent *old,
+		    const char *fpr, const char *serial, int64_t not_after,
+		    int64_t now);
+/* Row id ends in state (revoked, replaced, rejected, lapsed) if it is
+ * in from (NULL: pending or active).  1, 0, or -1. */
+int		 db_agent_end(struct db *, int64_t id, const char *state,
+		    const char *reason, int64_t now);
+/* Every pending row -> lapsed (a start: their sessions are gone). */
+int		 db_agent_lapse_pending(struct db *, const char *reason,
+		    int64_t now);
+/* The row of a certificate.  1, 0 (none) or -1. */
+int		 db_agent_by_fpr(struct db *, const char *fpr,
+		    struct db_agent *);
+/* Each row, by name then id; active only for the name given (non-NULL
+ * name).  cb returns non-zero to stop.  0 or -1. */
+int		 db_agent_foreach(struct db *, const char *active_name,
+		    int (*cb)(void *, const struct db_agent *), void *arg);
+
 #endif

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "control.h"
 #include "ctlproto.h"
+#include "enroll.h"
 #include "gw.h"
 #include "hooks.h"
 #include "jsontext.h"
@@ -365,11 +366,13 @@ gw_ctl_table(size_t *n)
 	static size_t ntable;
 
 	if (table == NULL) {
-		ntable = nitems(gw_ctl_cmds) + gwpolicy_ncmds;
+		ntable = nitems(gw_ctl_cmds) + gwpolicy_ncmds + enroll_ncmds;
 		table = xcalloc(ntable, sizeof(*table));
 		memcpy(table, gw_ctl_cmds, sizeof(gw_ctl_cmds));
 		memcpy(table + nitems(gw_ctl_cmds), gwpolicy_cmds,
 		    gwpolicy_ncmds * sizeof(*table));
+		memcpy(table + nitems(gw_ctl_cmds) + gwpolicy_ncmds,
+		    enroll_cmds, enroll_ncmds * sizeof(*table));
 	}
 	*n = ntable;
 	return table;

@@ -37,6 +37,7 @@ static const char *const event_names[HOOK_NEVENTS] = {
 	"pending", "access-request", "approve", "deny", "revoke",
 	"identity-change", "gone", "attach", "detach", "probed",
 	"exporter-up", "exporter-down", "policy", "identity-anomaly",
+	"pairing", "pairing-end",
 };
 
 enum run_state {

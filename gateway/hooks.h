@@ -47,6 +47,8 @@ enum hook_event {
 	HOOK_EV_EXPORTER_DOWN,
 	HOOK_EV_POLICY,		/* the rule set changed */
 	HOOK_EV_ANOMALY,	/* an exporter's claim differs from the probe */
+	HOOK_EV_PAIRING,	/* an agent or host waits for its code's approval */
+	HOOK_EV_PAIRING_END,	/* ... approved, rejected or lapsed */
 	HOOK_NEVENTS
 };
 #define HOOK_EV_ALL	((1u << HOOK_NEVENTS) - 1)

@@ -28,6 +28,8 @@
 #include "agentgw.h"
 #include "agentproto.h"
 #include "config.h"
+#include "enroll.h"
+#include "enrollproto.h"
 #include "gw.h"
 #include "hostname.h"
 #include "log.h"
@@ -544,6 +546,18 @@ ds_read(struct bufferevent *bev, void *arg)
 		dsession_close(ds, msg);
 		return;
 	}
+	if (ds->tls && enroll_is_msg(p, len)) {
+		/* a renewal over the certificate's own session (enroll.c) */
+		struct bufferevent *rbev = ds->bev;
+
+		if (len < 4)
+			return;		/* the magic's other bytes first */
+		ds->bev = NULL;
+		ds->quiet = true;
+		dsession_close(ds, "an enrollment message, handed over");
+		enroll_renew_accept(rbev, &ds->cert, ds->host);
+		return;
+	}
 	if (agp_is_hello(p, len, true) && ds->tls) {
 		/* agents over TLS come with enrollment (issue 15 item 2) */
 		dsession_close(ds, "an agent's hello on a TLS listener");
@@ -738,12 +752,20 @@ server_tls_failed(const char *why, int audit, void *arg)
  * proof); the address is kept for address limits and the records.
  */
 static void
-server_tls_ready(int fd, const struct tlsid_peer *peer, void *arg)
+server_tls_ready(int fd, const struct tlsid_peer *peer,
+    const struct tlsshim_pairing *pairing, void *arg)
 {
 	struct tls_pending *tp = arg;
 	struct dsession *ds;
 	uint64_t spent_ms = (now_usec() - tp->accepted) / 1000;
 	unsigned left_ms;
+
+	if (peer->pairing) {
+		/* a placeholder: the enrollment exchange only (enroll.c) */
+		enroll_pairing_accept(fd, peer, pairing, tp->host);
+		tls_pending_free(tp);
+		return;
+	}
 
 	/* one op-phase deadline from accept: the handshake spent some */
 	left_ms = spent_ms >= GW_OP_TIMEOUT_MS ? 1 :
@@ -805,12 +827,15 @@ server_tls_check(const struct tlsid_peer *peer, void *arg, char *why,
     size_t whylen)
 {
 	(void)arg;
-	if (peer->role == TLSID_ROLE_HOST)
-		return 0;
-	snprintf(why, whylen, "certificate CN=%s is a%s %s's: this listener "
-	    "is for vhci hosts", peer->name,
-	    peer->role == TLSID_ROLE_AGENT ? "n" : "", tlsid_role_name(peer->role));
-	return -1;
+	if (peer->role != TLSID_ROLE_HOST) {
+		snprintf(why, whylen, "certificate CN=%s is a%s %s's: this "
+		    "listener is for vhci hosts", peer->name,
+		    peer->role == TLSID_ROLE_AGENT ? "n" : "",
+		    tlsid_role_name(peer->role));
+		return -1;
+	}
+	/* enrolled, active, unexpired: the agents table (enroll.c) */
+	return enroll_check(peer, why, whylen);
 }
 
 void

@@ -1739,3 +1739,109 @@ tlsid_expires_within(const X509 *cert, long seconds)
 
 	return X509_cmp_time(X509_get0_notAfter(cert), &t) <= 0;
 }
+
+/* --- enrollment helpers --------------------------------------------- */
+
+/* SHA-256 over a public key's SubjectPublicKeyInfo DER, as hex. */
+static int
+key_fpr(EVP_PKEY *pub, char out[TLSID_FPR_HEX + 1])
+{
+	unsigned char *der = NULL, md[32];
+	unsigned int mdlen = 0;
+	int n, rc = -1;
+
+	out[0] = '\0';
+	if (pub == NULL || (n = i2d_PUBKEY(pub, &der)) <= 0)
+		goto out;
+	if (EVP_Digest(der, (size_t)n, md, &mdlen, EVP_sha256(), NULL) == 1 &&
+	    mdlen == 32) {
+		hex(md, 32, out);
+		rc = 0;
+	}
+out:
+	OPENSSL_free(der);
+	ERR_clear_error();
+	return rc;
+}
+
+int
+tlsid_csr_key_fpr(const char *csr_pem, size_t len,
+    char out[TLSID_FPR_HEX + 1], char *err, size_t errlen)
+{
+	X509_REQ *req;
+	int rc;
+
+	out[0] = '\0';
+	if ((req = csr_parse(csr_pem, len, err, errlen)) == NULL)
+		return -1;
+	if ((rc = key_fpr(X509_REQ_get0_pubkey(req), out)) == -1)
+		seterr(err, errlen, "CSR: no usable public key");
+	X509_REQ_free(req);
+	return rc;
+}
+
+int
+tlsid_peer_key_fpr(SSL *ssl, char out[TLSID_FPR_HEX + 1])
+{
+	X509 *cert = SSL_get0_peer_certificate(ssl);
+
+	out[0] = '\0';
+	if (cert == NULL)
+		return -1;
+	return key_fpr(X509_get0_pubkey(cert), out);
+}
+
+int
+tlsid_cert_info(const char *pem, size_t len, struct tlsid_peer *p)
+{
+	X509 *x = cert_from_pem(pem, len);
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	if (x == NULL)
+		return -1;
+	rc = peer_of(x, p);
+	X509_free(x);
+	return rc;
+}
+
+int
+tlsid_session_ca_check(SSL *ssl, const char *ca_pem, size_t len, char *err,
+    size_t errlen)
+{
+	STACK_OF(X509) *chain = SSL_get_peer_cert_chain(ssl);
+	X509 *ca = cert_from_pem(ca_pem, len), *leaf, *x;
+	unsigned char a[32], b[32];
+	int i, found = 0, rc = -1;
+
+	if (ca == NULL) {
+		seterr(err, errlen, "the gateway's CA: expected a certificate "
+		    "in PEM");
+		return -1;
+	}
+	leaf = SSL_get0_peer_certificate(ssl);
+	if (chain == NULL || leaf == NULL || fpr_raw(ca, a) == -1) {
+		seterr(err, errlen, "the session has no server certificate");
+		goto out;
+	}
+	for (i = 0; i < sk_X509_num(chain); i++) {
+		x = sk_X509_value(chain, i);
+		if (fpr_raw(x, b) == 0 && CRYPTO_memcmp(a, b, 32) == 0)
+			found = 1;
+	}
+	if (!found) {
+		seterr(err, errlen, "the CA sent is not the one in the "
+		    "session's certificate chain");
+		goto out;
+	}
+	if (X509_verify(leaf, X509_get0_pubkey(ca)) != 1) {
+		seterr(err, errlen, "the session's server certificate is not "
+		    "signed by the CA sent");
+		goto out;
+	}
+	rc = 0;
+out:
+	ERR_clear_error();
+	X509_free(ca);
+	return rc;
+}

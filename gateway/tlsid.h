@@ -238,4 +238,26 @@ int		 tlsid_expires_within(const X509 *cert, long seconds);
 /* The fingerprint of a certificate.  0, or -1. */
 int		 tlsid_fpr(const X509 *cert, char out[TLSID_FPR_HEX + 1]);
 
+/* --- enrollment (protocol.md 1.10.8) --------------------------------- */
+
+/*
+ * SHA-256 over the public key (SubjectPublicKeyInfo DER), 64 hex digits:
+ * of a CSR (checked as tlsid_issue parses it), or of the peer's
+ * certificate in a finished handshake (the pairing placeholder's key).
+ * 0, or -1 (err says why for the CSR).
+ */
+int		 tlsid_csr_key_fpr(const char *csr_pem, size_t len,
+		    char out[TLSID_FPR_HEX + 1], char *err, size_t errlen);
+int		 tlsid_peer_key_fpr(SSL *, char out[TLSID_FPR_HEX + 1]);
+/* Name, role, fingerprint, serial and notAfter of a PEM certificate. */
+int		 tlsid_cert_info(const char *pem, size_t len,
+		    struct tlsid_peer *);
+/*
+ * The enrolling client's check of the CA the gateway returned: it must
+ * be a certificate of the chain the server showed in this session, and
+ * the server's certificate must be signed by it.  0, or -1 with err.
+ */
+int		 tlsid_session_ca_check(SSL *, const char *ca_pem, size_t len,
+		    char *err, size_t errlen);
+
 #endif

@@ -46,6 +46,7 @@ struct tlsshim {
 	tlsshim_fail_fn		 fail;
 	void			*arg;
 	bool			 ending;	/* a side ended: delivering the rest */
+	char			 fpr[TLSID_FPR_HEX + 1];	/* the peer's */
 };
 
 static LIST_HEAD(, tlsshim) pumps = LIST_HEAD_INITIALIZER(pumps);
@@ -184,15 +185,23 @@ sh_pump(evutil_socket_t fd, short what, void *arg)
 static void
 sh_established(struct tlsshim *sh)
 {
+	struct tlsshim_pairing pair;
 	struct tlsid_peer peer;
 	int sv[2];
 
 	event_del(sh->deadline);
-	if (tlsid_peer(sh->ssl, &peer) == -1 || peer.pairing) {
-		/* cannot happen with a non-pairing context: fail closed */
+	if (tlsid_peer(sh->ssl, &peer) == -1) {
+		/* cannot happen: the context requires a certificate */
 		sh_fail(sh, "no verified client certificate", 1);
 		return;
 	}
+	memset(&pair, 0, sizeof(pair));
+	if (peer.pairing && (tlsid_pair_code(sh->ssl, pair.code) == -1 ||
+	    tlsid_peer_key_fpr(sh->ssl, pair.key_fpr) == -1)) {
+		sh_fail(sh, "pairing: no code from the session", 1);
+		return;
+	}
+	memcpy(sh->fpr, peer.fpr, sizeof(sh->fpr));
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 	    sv) == -1) {
 		log_warn("tls: socketpair");
@@ -212,7 +221,7 @@ sh_established(struct tlsshim *sh)
 	sh->state = SH_PUMP;
 	LIST_INSERT_HEAD(&pumps, sh, entry);
 	npumps++;
-	sh->ready(sv[1], &peer, sh->arg);
+	sh->ready(sv[1], &peer, peer.pairing ? &pair : NULL, sh->arg);
 	sh->arg = NULL;
 	/* the first pass: arms both events (data may already be held) */
 	sh->ioflags = -1;
@@ -314,6 +323,22 @@ unsigned
 tlsshim_npumps(void)
 {
 	return npumps;
+}
+
+unsigned
+tlsshim_cut(const char *fpr)
+{
+	struct tlsshim *sh, *next;
+	unsigned n = 0;
+
+	for (sh = LIST_FIRST(&pumps); sh != NULL; sh = next) {
+		next = LIST_NEXT(sh, entry);
+		if (strcmp(sh->fpr, fpr) == 0) {
+			tlsshim_free(sh);
+			n++;
+		}
+	}
+	return n;
 }
 
 void

@@ -44,10 +44,18 @@
 
 struct tlsshim;
 
+/* A pairing session's (TLSID_PAIRING contexts; protocol.md 1.10.4). */
+struct tlsshim_pairing {
+	char		 code[TLSID_CODE_LEN + 1];	/* the session's code */
+	char		 key_fpr[TLSID_FPR_HEX + 1];	/* the placeholder's key */
+};
+
 /* The handshake succeeded: fd is the caller's end of the socketpair
- * (non-blocking, close-on-exec); peer is the verified certificate's. */
+ * (non-blocking, close-on-exec); peer is the verified certificate's, or
+ * the placeholder's when peer->pairing, and then pairing is set (else
+ * NULL). */
 typedef void	(*tlsshim_ready_fn)(int fd, const struct tlsid_peer *,
-		    void *arg);
+		    const struct tlsshim_pairing *, void *arg);
 /* It did not: why is for the log line and the audit row; audit is 0 when
  * the peer sent nothing at all (closed at once: a port probe). */
 typedef void	(*tlsshim_fail_fn)(const char *why, int audit, void *arg);
@@ -64,6 +72,12 @@ struct tlsshim	*tlsshim_accept(struct event_base *, SSL_CTX *ctx,
 void		 tlsshim_free(struct tlsshim *);
 /* Pumps running (handshakes are their callers'). */
 unsigned	 tlsshim_npumps(void);
+/*
+ * Close every pump whose peer showed the certificate with this
+ * fingerprint (a revoke): the TLS connection ends at once, the session's
+ * end sees EOF.  The number closed.
+ */
+unsigned	 tlsshim_cut(const char *fpr);
 /* Close every pump (at exit). */
 void		 tlsshim_shutdown(void);
 

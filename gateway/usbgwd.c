@@ -23,6 +23,7 @@
 #include "hooks.h"
 #include "log.h"
 #include "tlsid.h"
+#include "enroll.h"
 #include "util.h"
 
 #define USBGWD_VERSION	"0.1"
@@ -174,11 +175,21 @@ tls_gateway_name(char *out, size_t len)
  * file and what was expected (a key readable by others, a certificate
  * that does not match its key, ...).
  */
+static struct tlsid_store *tls_store;	/* kept for issuing and renewal */
+static struct event *tls_renew_ev;
+
+/* The server context from the store; a pairing-capable one (1.10.8). */
+static SSL_CTX *
+tls_context(char *err, size_t errlen)
+{
+	return tlsid_ctx_server(tls_store, TLSID_PAIRING, server_tls_checker(),
+	    NULL, err, errlen);
+}
+
 static void
 tls_start(const struct config *cfg)
 {
 	struct tlsid_store_opts o;
-	struct tlsid_store *st;
 	SSL_CTX *ctx;
 	char dir[CONFIG_PATH_MAX], name[TLSID_NAME_MAX + 1], err[512];
 
@@ -190,19 +201,73 @@ tls_start(const struct config *cfg)
 	tls_gateway_name(name, sizeof(name));
 	memset(&o, 0, sizeof(o));
 	o.name = name;
-	o.renew_days = 30;
-	if ((st = tlsid_store_open(dir, &o, err, sizeof(err))) == NULL)
+	o.renew_days = (int)cfg->tls_renew_days;
+	if ((tls_store = tlsid_store_open(dir, &o, err, sizeof(err))) == NULL)
 		fatalx("TLS store: %s", err);
-	ctx = tlsid_ctx_server(st, 0, server_tls_checker(), NULL, err,
-	    sizeof(err));
-	if (ctx == NULL)
+	if ((ctx = tls_context(err, sizeof(err))) == NULL)
 		fatalx("TLS server context: %s", err);
 	log_info("TLS store %s: gateway certificate %.16s..., CA %.16s...",
-	    dir, tlsid_store_fpr(st), tlsid_store_ca_fpr(st));
+	    dir, tlsid_store_fpr(tls_store), tlsid_store_ca_fpr(tls_store));
 	if (cfg->ntls_listen > 0)	/* tls-dir alone: the store checked */
 		server_set_tls(ctx);
 	SSL_CTX_free(ctx);
-	tlsid_store_free(st);
+}
+
+/*
+ * gateway.pem on a timer (not only at start): when it expires within
+ * tls-renew-days it is issued anew for the same key, and new
+ * connections get a context with it; connections already made go on
+ * with the one they have (each SSL holds its context).
+ */
+static void
+tls_renew_check(evutil_socket_t fd, short what, void *arg)
+{
+	const struct config *cfg = gw->cfg;
+	struct timeval tv = { cfg->tls_renew_check_ms / 1000,
+	    (cfg->tls_renew_check_ms % 1000) * 1000 };
+	char err[512], old[TLSID_FPR_HEX + 1], detail[256];
+	SSL_CTX *ctx;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	evtimer_add(tls_renew_ev, &tv);
+	if (!tlsid_expires_within(tlsid_store_cert(tls_store),
+	    (long)cfg->tls_renew_days * 86400))
+		return;
+	usbgw_strlcpy(old, tlsid_store_fpr(tls_store), sizeof(old));
+	if (tlsid_store_renew(tls_store, time(NULL), TLSID_SERVER_DAYS, err,
+	    sizeof(err)) == -1 || (ctx = tls_context(err, sizeof(err))) ==
+	    NULL) {
+		log_warnx("TLS: gateway certificate not renewed: %s", err);
+		return;
+	}
+	if (server_tls_enabled())
+		server_set_tls(ctx);
+	SSL_CTX_free(ctx);
+	snprintf(detail, sizeof(detail), "gateway.pem %.16s... renewed as "
+	    "%.16s... for %d days", old, tlsid_store_fpr(tls_store),
+	    TLSID_SERVER_DAYS);
+	store_audit("gateway-certificate-renewed", NULL, "gateway.pem", detail);
+	log_info("TLS: %s", detail);
+}
+
+static void
+tls_enroll_start(struct event_base *base, const struct config *cfg)
+{
+	struct enroll_conf ec;
+
+	memset(&ec, 0, sizeof(ec));
+	ec.cert_days = (int)cfg->tls_cert_days;
+	ec.renew_days = (int)cfg->tls_renew_days;
+	ec.pairing_timeout_ms = cfg->pairing_timeout_ms;
+	ec.max_pairings = cfg->max_pairings;
+	ec.max_per_minute = cfg->max_pairings_per_minute;
+	enroll_init(base, tls_store, &ec);
+	if (tls_store != NULL) {
+		tls_renew_ev = evtimer_new(base, tls_renew_check, NULL);
+		tls_renew_check(-1, 0, NULL);
+	}
 }
 
 /* A summary of audit rows held back from one address (hostlimit.h). */
@@ -454,6 +519,7 @@ main(int argc, char *argv[])
 	hooks_init(base, cfg);
 	server_init();
 	agentgw_init();
+	tls_enroll_start(base, cfg);
 	ctl_table = gw_ctl_table(&nctl);
 	control_set_summary(hostlimit_write);
 	control_set_commit(store_flush);
@@ -497,6 +563,7 @@ main(int argc, char *argv[])
 	hostlimit_shutdown();		/* summaries still held back */
 	store_audit("daemon-stop", NULL, "usbgwd", "clean shutdown");
 	local_shutdown();
+	enroll_shutdown();
 	server_shutdown();
 	gw_shutdown();
 	agentgw_shutdown();
@@ -506,6 +573,9 @@ main(int argc, char *argv[])
 	/* let deferred frees and closes run */
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	store_close();
+	if (tls_renew_ev != NULL)
+		event_free(tls_renew_ev);
+	tlsid_store_free(tls_store);
 	for (i = 0; i < nitems(sigs); i++)
 		event_free(gw->sigev[i]);
 	/* cfg was freed by a SIGHUP reload: gw->cfg is the one in force */

@@ -45,6 +45,7 @@
 #include <getopt.h>
 
 #include "config.h"
+#include "enrollc.h"
 #include "log.h"
 #include "tlsclient.h"
 #include "tlsid.h"
@@ -79,8 +80,130 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: usbgw-attach [-v] [-t seconds] [-T -c dir] "
-	    "[-R root] gateway[:port] busid\n");
+	    "[-R root] gateway[:port] busid\n"
+	    "       usbgw-attach enroll -c dir [--name name] [-t seconds] "
+	    "gateway[:port]\n"
+	    "       usbgw-attach renew -c dir [--days n | --force] "
+	    "gateway[:port]\n");
 	exit(EXIT_USAGE);
+}
+
+/*
+ * usbgw-attach enroll|renew (protocol.md 1.10.8): the host's key and
+ * certificate in -c DIR (host.key 0600, host.pem, gateway-ca.pem).
+ * Exit 0 paired (renewed, or not due), 1 refused, 2 usage, 4 network.
+ */
+static int
+enroll_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "days", required_argument, NULL, 'd' },
+		{ "force", no_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct enrollc_opts o;
+	struct sigaction sa;
+	char name[TLSID_NAME_MAX + 1];
+	const char *e = NULL;
+	long long v;
+	int ch, renew = strcmp(argv[0], "renew") == 0;
+
+	memset(&o, 0, sizeof(o));
+	o.role = TLSID_ROLE_HOST;
+	o.wait_s = ENROLLC_WAIT_S;
+	o.connect_s = CONNECT_TIMEOUT_S;
+	o.renew_days = ENROLLC_RENEW_DAYS;
+	o.stop = &stop;
+	o.out = stdout;
+	enrollc_default_name(name, sizeof(name), "host");
+	o.name = name;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "c:d:fn:t:", longopts, NULL)) !=
+	    -1) {
+		switch (ch) {
+		case 'c':
+			o.dir = optarg;
+			break;
+		case 'd':
+			if (parse_num(optarg, 0, 3650, &v, &e) == -1) {
+				fprintf(stderr, "usbgw-attach: --days %s: %s "
+				    "(expected 0 to 3650)\n", optarg, e);
+				return EXIT_USAGE;
+			}
+			o.renew_days = (int)v;
+			break;
+		case 'f':
+			o.renew_days = -1;
+			break;
+		case 'n':
+			o.name = optarg;
+			break;
+		case 't':
+			if (parse_num(optarg, 1, 3600, &v, &e) == -1) {
+				fprintf(stderr, "usbgw-attach: -t %s: %s "
+				    "(expected 1 to 3600 seconds)\n", optarg, e);
+				return EXIT_USAGE;
+			}
+			o.wait_s = (int)v;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc - 1 || o.dir == NULL)
+		usage();
+	o.gateway = argv[optind];
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	return renew ? enrollc_renew(&o) : enrollc_enroll(&o);
+}
+
+/*
+ * Before an import over TLS: a certificate that expires within
+ * ENROLLC_RENEW_DAYS is renewed first (same key, its own session); a
+ * failure is only logged (the certificate in hand is still tried).
+ */
+static void
+autorenew(const char *dir, const char *gateway)
+{
+	struct enrollc_opts o;
+	char name[TLSID_NAME_MAX + 1], pem[1024];
+
+	struct tlsid_client *cl;
+	int due;
+
+	snprintf(pem, sizeof(pem), "%s/host.pem", dir);
+	if (access(pem, F_OK) == -1)
+		return;		/* not enrolled: tls_context says so */
+	enrollc_default_name(name, sizeof(name), "host");
+	if ((cl = tlsid_client_key(dir, name, TLSID_ROLE_HOST, pem,
+	    sizeof(pem))) == NULL)
+		return;		/* tls_context says why */
+	due = tlsid_client_enrolled(cl) && tlsid_expires_within(
+	    tlsid_client_cert(cl), (long)ENROLLC_RENEW_DAYS * 86400);
+	tlsid_client_free(cl);
+	if (!due)
+		return;
+	log_info("%s: the host certificate expires within %d days: renewing",
+	    gateway, ENROLLC_RENEW_DAYS);
+	memset(&o, 0, sizeof(o));
+	o.name = name;
+	o.dir = dir;
+	o.gateway = gateway;
+	o.role = TLSID_ROLE_HOST;
+	o.connect_s = CONNECT_TIMEOUT_S;
+	o.renew_days = ENROLLC_RENEW_DAYS;
+	o.stop = &stop;
+	o.out = stderr;
+	if (enrollc_renew(&o) != ENROLLC_OK)
+		log_warnx("%s: renewal failed; trying the certificate held",
+		    gateway);
 }
 
 /* Connect with a deadline; -1 with a message in err. */
@@ -447,6 +570,9 @@ main(int argc, char **argv)
 	int		 ch, gw, sv[2], r, timeout_s = CONNECT_TIMEOUT_S;
 	int		 verbose = 0, use_tls = 0;
 
+	if (argc >= 2 && (strcmp(argv[1], "enroll") == 0 ||
+	    strcmp(argv[1], "renew") == 0))
+		return enroll_main(argc - 1, argv + 1);
 	while ((ch = getopt_long(argc, argv, "c:R:t:Tv", longopts, NULL)) !=
 	    -1) {
 		switch (ch) {
@@ -494,6 +620,9 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	log_init("usbgw-attach", 1, verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	/* due for renewal: renew first, then the identity */
+	if (use_tls)
+		autorenew(tls_dir, argv[0]);
 	/* the identity first: a bad file is a usage error, before vhci */
 	if (use_tls && (ctx = tls_context(tls_dir, err, sizeof(err))) == NULL) {
 		log_warnx("%s", err);
