@@ -623,6 +623,31 @@ exec_section(struct db *db, const char *start, const char *end)
 	return 0;
 }
 
+/* Drop every view (migrate() makes them again). */
+static int
+drop_views(struct db *db)
+{
+	sqlite3_stmt *st;
+	char *names[64], *sql;
+	size_t n = 0, i;
+	int rc = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT name FROM sqlite_master WHERE "
+	    "type = 'view'", -1, &st, NULL) != SQLITE_OK)
+		return db_fail(db, "list views");
+	while (sqlite3_step(st) == SQLITE_ROW && n < nitems(names))
+		names[n++] = xstrdup((const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	for (i = 0; i < n; i++) {
+		sql = sqlite3_mprintf("DROP VIEW IF EXISTS \"%w\"", names[i]);
+		if (rc == 0 && (sql == NULL || exec(db, sql) == -1))
+			rc = -1;
+		sqlite3_free(sql);
+		free(names[i]);
+	}
+	return rc;
+}
+
 static int
 migrate(struct db *db, int target, char *err, size_t errlen)
 {
@@ -636,6 +661,15 @@ migrate(struct db *db, int target, char *err, size_t errlen)
 	if (cur > db_schema_version()) {
 		snprintf(err, errlen, "database schema version %d is newer than "
 		    "this program's (%d)", cur, db_schema_version());
+		return -1;
+	}
+	/*
+	 * The views go first and come back after the migrations: a view of
+	 * a table a later migration adds (v_agents, 8) would break an
+	 * earlier migration's ALTER TABLE, which checks every view.
+	 */
+	if (cur < target && drop_views(db) == -1) {
+		snprintf(err, errlen, "dropping the views: %s", db->err);
 		return -1;
 	}
 	for (n = cur + 1; n <= target; n++) {
