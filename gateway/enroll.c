@@ -237,19 +237,23 @@ enroll_pairing_accept(int fd, const struct tlsid_peer *peer,
 	struct pairing *p, *q;
 	const char *why = NULL;
 	time_t now = now_t();
+	unsigned nopen = 0;
 
 	if (now - E.window >= 60) {
 		E.window = now;
 		E.nwindow = 0;
 	}
-	TAILQ_FOREACH(q, &E.list, entry)
-		if (!q->renew && q->state != PR_CLOSING &&
-		    strcmp(q->host, host) == 0)
+	TAILQ_FOREACH(q, &E.list, entry) {
+		if (q->renew || q->state == PR_CLOSING)
+			continue;
+		nopen++;
+		if (strcmp(q->host, host) == 0)
 			why = "a pairing from this address is in progress "
 			    "(one per address)";
-	if (E.npairing >= E.c.max_pairings)
+	}
+	if (why == NULL && nopen >= E.c.max_pairings)
 		why = "too many pairings in progress (max-pairings)";
-	else if (E.nwindow >= E.c.max_per_minute)
+	else if (why == NULL && E.nwindow >= E.c.max_per_minute)
 		why = "too many pairing sessions this minute "
 		    "(max-pairings-per-minute)";
 	if ((p = pr_new(fd, NULL, peer, host, false)) == NULL)
