@@ -7,8 +7,10 @@
  * shown with what, where and who; the operator answers approve once,
  * approve permanently, deny or skip.  An entry another operator resolves
  * meanwhile (approve, deny, gone, revoke events) leaves the queue with a
- * note.  Answers go over the same connection; events that arrive while an
- * answer is in flight are queued by client.c.
+ * note.  A pairing (an agent or vhci host enrolling) is shown with its
+ * name, address and code, answered approve, reject or skip.  Answers go
+ * over the same connection; events that arrive while an answer is in
+ * flight are queued by client.c.
  */
 #include <errno.h>
 #include <poll.h>
@@ -107,14 +109,39 @@ struct prompt {
 	int		 stdin_eof;
 };
 
+/* 1 for a pairing's events (pairing, pairing-end). */
 static int
-queue_find(struct prompt *p, const char *busid)
+is_pairing(const json_t *msg)
+{
+	return strncmp(jstr(msg, "event"), "pairing", 7) == 0;
+}
+
+/*
+ * What a question is about: a device's busid, or "pairing:ID" for a
+ * pairing (the agents row's id), into buf.
+ */
+static const char *
+qkey(const json_t *msg, char *buf, size_t len)
+{
+	const json_t *d = json_object_get(msg, "data");
+
+	if (is_pairing(msg))
+		snprintf(buf, len, "pairing:%lld", (long long)
+		    json_integer_value(json_object_get(d, "id")));
+	else
+		usbgw_strlcpy(buf, jstr(d, "busid"), len);
+	return buf;
+}
+
+static int
+queue_find(struct prompt *p, const char *key)
 {
 	json_t *m;
 	size_t i;
+	char k[64];
 
 	json_array_foreach(p->queue, i, m)
-		if (strcmp(jstr(json_object_get(m, "data"), "busid"), busid) == 0)
+		if (strcmp(qkey(m, k, sizeof(k)), key) == 0)
 			return (int)i;
 	return -1;
 }
@@ -125,7 +152,8 @@ prompt_event(struct prompt *p, json_t *msg, const char *current)
 {
 	const char *type = jstr(msg, "event");
 	const json_t *d = json_object_get(msg, "data");
-	const char *busid = jstr(d, "busid");
+	char key[64];
+	const char *busid = qkey(msg, key, sizeof(key));
 	char actor[128];
 	int i, resolved = 0;
 
@@ -134,7 +162,25 @@ prompt_event(struct prompt *p, json_t *msg, const char *current)
 		return 0;
 	}
 	i = queue_find(p, busid);
-	if (strcmp(type, "identity-change") == 0 ||
+	if (strcmp(type, "pairing") == 0) {
+		if (i < 0 && json_array_size(p->queue) < PROMPT_MAX_QUEUE)
+			json_array_append(p->queue, msg);
+	} else if (strcmp(type, "pairing-end") == 0) {
+		if (i >= 0 || (current != NULL && strcmp(current, busid) == 0)) {
+			printf("\n(pairing of ");
+			print_safe(stdout, jstr(d, "name"));
+			printf(": %s", jstr(d, "outcome"));
+			if (*jstr(d, "actor") != '\0') {
+				printf(" by ");
+				print_safe(stdout, jstr(d, "actor"));
+			}
+			printf(" meanwhile)\n");
+			resolved = current != NULL &&
+			    strcmp(current, busid) == 0;
+		}
+		if (i >= 0)
+			json_array_remove(p->queue, (size_t)i);
+	} else if (strcmp(type, "identity-change") == 0 ||
 	    strcmp(type, "identity-anomaly") == 0) {
 		/*
 		 * Another device now stands at this busid, or its exporter
@@ -180,6 +226,52 @@ prompt_event(struct prompt *p, json_t *msg, const char *current)
 	}
 	json_decref(msg);
 	return resolved;
+}
+
+static void
+show_pairing(const json_t *msg)
+{
+	const json_t *d = json_object_get(msg, "data");
+
+	printf("\nPairing request (enrollment):\n  name        ");
+	print_safe(stdout, jstr(d, "name"));
+	printf(" (%s)\n  from        ", jstr(d, "role"));
+	print_safe(stdout, jstr(d, "address"));
+	printf("\n  code        ");
+	print_safe(stdout, jstr(d, "code"));
+	printf("\nApprove only if the client shows the same code.\n"
+	    "[a]pprove, [r]eject, [s]kip, [q]uit? ");
+	fflush(stdout);
+}
+
+/* agent.approve or agent.reject for the pairing the question showed. */
+static int
+answer_pairing(struct prompt *p, const json_t *d, char c)
+{
+	json_t *res = NULL, *args;
+	char msg[512];
+	int st;
+
+	args = json_pack("{s:s, s:s, s:I}", "code", jstr(d, "code"), "name",
+	    jstr(d, "name"), "id", json_integer_value(json_object_get(d, "id")));
+	st = client_call_quiet(p->cl, c == 'a' ? "agent.approve" :
+	    "agent.reject", args, &res, msg, sizeof(msg));
+	if (st == EXIT_OK) {
+		printf("%s ", c == 'a' ? "approved" : "rejected");
+		print_safe(stdout, jstr(d, "name"));
+		if (c == 'a') {
+			printf(": certificate ");
+			print_safe(stdout, jstr(res, "fingerprint"));
+		}
+		printf("\n");
+	} else {
+		printf("could not %s the pairing: ", c == 'a' ? "approve" :
+		    "reject");
+		print_safe(stdout, msg);
+		printf("\n");
+	}
+	json_decref(res);
+	return st == EXIT_UNREACHABLE ? st : EXIT_OK;
 }
 
 static void
@@ -340,7 +432,7 @@ prompt_loop(struct client *cl)
 	memset(&p, 0, sizeof(p));
 	p.cl = cl;
 	p.queue = json_array();
-	printf("waiting for pending devices and access requests "
+	printf("waiting for pending devices, access requests and pairings "
 	    "(q or Ctrl-D to quit)\n");
 	fflush(stdout);
 	for (;;) {
@@ -363,8 +455,44 @@ prompt_loop(struct client *cl)
 		}
 		q = json_incref(json_array_get(p.queue, 0));
 		json_array_remove(p.queue, 0);
-		usbgw_strlcpy(busid, jstr(json_object_get(q, "data"), "busid"),
-		    sizeof(busid));
+		qkey(q, busid, sizeof(busid));
+		if (is_pairing(q)) {
+			show_pairing(q);
+			for (;;) {
+				r = wait_line(&p, busid);
+				if (r != 1)
+					break;
+				if (strcmp(p.line, "a") == 0 ||
+				    strcmp(p.line, "r") == 0) {
+					char c = p.line[0];
+
+					consume_line(&p);
+					r = answer_pairing(&p, json_object_get(q,
+					    "data"), c);
+					break;
+				}
+				if (strcmp(p.line, "s") == 0 ||
+				    strcmp(p.line, "q") == 0) {
+					r = p.line[0] == 'q' ? -1 : EXIT_OK;
+					consume_line(&p);
+					if (r == EXIT_OK)
+						printf("skipped\n");
+					break;
+				}
+				consume_line(&p);
+				printf("please answer a, r, s or q: ");
+				fflush(stdout);
+			}
+			json_decref(q);
+			fflush(stdout);
+			if (r == -1)
+				break;
+			if (r > 1) {
+				st = r;
+				break;
+			}
+			continue;
+		}
 		/* the answer names the identity shown: its device id */
 		snprintf(hash, sizeof(hash), "%lld", (long long)
 		    json_integer_value(json_object_get(json_object_get(q,
@@ -432,7 +560,7 @@ cmd_watch_exec(struct cmd_ctx *ctx)
 	else if (prompt)
 		json_object_set_new(args, "events", events_arg("pending,"
 		    "access-request,approve,deny,revoke,gone,identity-change,"
-		    "identity-anomaly"));
+		    "identity-anomaly,pairing,pairing-end"));
 	if ((st = client_call(ctx->cl, "watch", args, &res)) != EXIT_OK)
 		return st;
 	json_decref(res);

@@ -33,6 +33,7 @@ struct parse {
 	int		 lineno;
 	/* where single keys were set */
 	int		 name_line, audit_line, state_line, maxconn_line;
+	int		 tlsdir_line;
 	int		 listen_line, none_line;
 };
 
@@ -114,6 +115,7 @@ aconf_new(void)
 	c->keep = keep_list_new();
 	c->noreset = keep_list_new();
 	usbgw_strlcpy(c->state_file, ACONF_DEFAULT_STATE, sizeof(c->state_file));
+	usbgw_strlcpy(c->tls_dir, ACONF_DEFAULT_TLS_DIR, sizeof(c->tls_dir));
 	c->max_connections = 64;
 	return c;
 }
@@ -485,6 +487,8 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 		parse_path(p, key, &rest, c->audit_log, &p->audit_line, false);
 	else if (strcmp(key, "state-file") == 0)
 		parse_path(p, key, &rest, c->state_file, &p->state_line, true);
+	else if (strcmp(key, "tls-dir") == 0)
+		parse_path(p, key, &rest, c->tls_dir, &p->tlsdir_line, false);
 	else if (strcmp(key, "gateway") == 0) {
 		if ((v = one_value(p, key, &rest, "HOST[:PORT]")) == NULL)
 			return;
@@ -518,7 +522,7 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 	} else
 		perr(p, key, "unknown key '%s': expected name, listen, "
 		    "allow-from, keep-local, export, no-reset, audit-log, "
-		    "state-file, gateway or max-connections",
+		    "state-file, tls-dir, gateway or max-connections",
 		    shown(key, sb, sizeof(sb)));
 }
 

@@ -8,6 +8,7 @@
  *	export RULE			no-reset RULE
  *	audit-log FILE			state-file FILE | none
  *	gateway HOST[:PORT]		max-connections N
+ *	tls-dir DIR
  *
  * Every error is "FILE:LINE:COLUMN: message" (COLUMN counts characters,
  * 1-based) and every error of a file is reported at once, at most
@@ -27,6 +28,7 @@
 
 #define ACONF_DEFAULT_PATH	"/etc/usbgw/usbgw-agent.conf"
 #define ACONF_DEFAULT_STATE	"/run/usbgw-agent/held"
+#define ACONF_DEFAULT_TLS_DIR	"/var/lib/usbgw-agent/tls"
 #define ACONF_DEFAULT_PORT	"3240"
 #define ACONF_MAX_FILE		(256 * 1024)	/* bytes in a config file */
 #define ACONF_MAX_LINE		4096
@@ -56,6 +58,7 @@ struct aconf {
 
 	char		 audit_log[ACONF_PATH_MAX];	/* "": log only */
 	char		 state_file[ACONF_PATH_MAX];	/* "": none */
+	char		 tls_dir[ACONF_PATH_MAX];	/* agent.key, agent.pem */
 	struct config_addr gateways[ACONF_MAX_GATEWAYS];  /* dial-out */
 	size_t		 ngateways;
 	unsigned	 max_connections;

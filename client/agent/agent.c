@@ -15,6 +15,7 @@
 
 #include "aconf.h"
 #include "ctlconn.h"
+#include "enrollc.h"
 #include "export.h"
 #include "guard.h"
 #include "keep.h"
@@ -43,6 +44,10 @@ usage(int code)
 	    "usage: usbgw-agent -f [-nv] [-c FILE] [-l ADDRESS:PORT]... "
 	    "[-a ADDRESS_OR_CIDR]...\n"
 	    "       usbgw-agent --reattach [STATEFILE]\n"
+	    "       usbgw-agent enroll [-c FILE] [--name NAME] [-t SECONDS] "
+	    "GATEWAY[:PORT]\n"
+	    "       usbgw-agent renew [-c FILE] [--days N | --force] "
+	    "GATEWAY[:PORT]\n"
 	    "  -f            stay in the foreground, log to stderr\n"
 	    "  -c FILE       configuration file (default %s)\n"
 	    "  -l ADDR:PORT  USB/IP listen address, may repeat (default *:%s)\n"
@@ -249,6 +254,108 @@ reattach(const char *state_file)
 	return 0;
 }
 
+static volatile sig_atomic_t enroll_stop;
+
+static void
+enroll_signal(int sig)
+{
+	(void)sig;
+	enroll_stop = 1;
+}
+
+/*
+ * usbgw-agent enroll|renew (protocol.md 1.10.8): the agent's key and
+ * certificate in the configuration's tls-dir (agent.key 0600, agent.pem,
+ * gateway-ca.pem); the name asked for is --name, else the file's name,
+ * else the host name.  Exit 0 paired (renewed, not due), 1 refused, 2
+ * usage, 4 network.
+ */
+static int
+enroll_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "days", required_argument, NULL, 'd' },
+		{ "force", no_argument, NULL, 'F' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct enrollc_opts o;
+	struct sigaction sa;
+	char name[TLSID_NAME_MAX + 1], *errs = NULL;
+	const char *e = NULL;
+	long long v;
+	int ch, rc, renew = strcmp(argv[0], "renew") == 0;
+
+	memset(&o, 0, sizeof(o));
+	o.role = TLSID_ROLE_AGENT;
+	o.wait_s = ENROLLC_WAIT_S;
+	o.connect_s = ENROLLC_CONNECT_S;
+	o.renew_days = ENROLLC_RENEW_DAYS;
+	o.stop = &enroll_stop;
+	o.out = stdout;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "c:d:Fn:t:", longopts, NULL)) !=
+	    -1) {
+		switch (ch) {
+		case 'c':
+			agent.conf_path = optarg;
+			agent.conf_must_exist = true;
+			break;
+		case 'd':
+			if (parse_num(optarg, 0, 3650, &v, &e) == -1) {
+				fprintf(stderr, "usbgw-agent: --days %s: %s "
+				    "(expected 0 to 3650)\n", optarg, e);
+				return 2;
+			}
+			o.renew_days = (int)v;
+			break;
+		case 'F':
+			o.renew_days = -1;
+			break;
+		case 'n':
+			o.name = optarg;
+			break;
+		case 't':
+			if (parse_num(optarg, 1, 3600, &v, &e) == -1) {
+				fprintf(stderr, "usbgw-agent: -t %s: %s "
+				    "(expected 1 to 3600 seconds)\n", optarg, e);
+				return 2;
+			}
+			o.wait_s = (int)v;
+			break;
+		default:
+			usage(2);
+		}
+	}
+	if (optind != argc - 1)
+		usage(2);
+	o.gateway = argv[optind];
+	if (agent.conf_path == NULL)
+		agent.conf_path = ACONF_DEFAULT_PATH;
+	if ((agent.conf = load_conf(&errs)) == NULL) {
+		fprintf(stderr, "%s", errs);
+		free(errs);
+		return 2;
+	}
+	if (o.name == NULL && agent.conf->name[0] != '\0')
+		o.name = agent.conf->name;
+	if (o.name == NULL) {
+		enrollc_default_name(name, sizeof(name), "agent");
+		o.name = name;
+	}
+	o.dir = agent.conf->tls_dir;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = enroll_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	rc = renew ? enrollc_renew(&o) : enrollc_enroll(&o);
+	aconf_free(agent.conf);
+	return rc;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -268,6 +375,9 @@ main(int argc, char *argv[])
 	int ch;
 
 	log_init("usbgw-agent", 1, LOG_LVL_INFO);
+	if (argc >= 2 && (strcmp(argv[1], "enroll") == 0 ||
+	    strcmp(argv[1], "renew") == 0))
+		return enroll_main(argc - 1, argv + 1);
 	while ((ch = getopt_long(argc, argv, "a:c:fhl:nvV", longopts,
 	    NULL)) != -1) {
 		switch (ch) {
