@@ -64,22 +64,44 @@ read_msg(SSL *ssl, int fd, uint8_t *buf, int from_client,
 	return r;
 }
 
-int
-main(int argc, char **argv)
+/* Everything run() makes, freed by main after it (not atexit: OpenSSL's
+ * own atexit cleanup, registered later, would run first). */
+static struct tlsid_store *st;
+static struct tlsid_client *mc;
+static char *csr, *cert, *ca;
+static uint8_t *buf, *out;
+static SSL_CTX *sctx, *cctx;
+static SSL *cs, *gs;
+
+static void
+cleanup(void)
+{
+	SSL_free(cs);
+	SSL_free(gs);
+	SSL_CTX_free(sctx);
+	SSL_CTX_free(cctx);
+	tlsid_client_free(mc);
+	tlsid_store_free(st);
+	free(csr);
+	free(cert);
+	free(ca);
+	free(buf);
+	free(out);
+}
+
+static int
+run(int argc, char **argv)
 {
 	struct sockaddr_in sin;
-	struct tlsid_store *st;
-	struct tlsid_client *mc;
 	struct enroll_msg m;
 	const char *f[ENROLL_F_MAX] = { NULL };
 	char err[512], code[TLSID_CODE_LEN + 1], name[TLSID_NAME_MAX + 2],
-	    role[16], *csr = NULL, *cert, *ca;
-	uint8_t *buf = xcalloc(1, ENROLL_MSG_MAX), *out = xcalloc(1,
-	    ENROLL_MSG_MAX);
-	SSL_CTX *sctx, *cctx;
-	SSL *cs, *gs;
+	    role[16];
 	int ch, fwd = 0, lfd, cfd, gfd, one = 1;
 	long n;
+
+	buf = xcalloc(1, ENROLL_MSG_MAX);
+	out = xcalloc(1, ENROLL_MSG_MAX);
 
 	while ((ch = getopt(argc, argv, "f")) != -1) {
 		if (ch != 'f') {
@@ -175,6 +197,8 @@ main(int argc, char **argv)
 		    sizeof(err)) == -1)
 			fprintf(stderr, "enroll-mitm: to the client: %s\n", err);
 		if (m.type == ENROLL_T_ISSUED) {
+			free(cert);
+			free(ca);
 			cert = xcalloc(1, m.flen[ENROLL_F_CERT] + 1);
 			ca = xcalloc(1, m.flen[ENROLL_F_CA] + 1);
 			enroll_field(&m, ENROLL_F_CERT, cert,
@@ -191,4 +215,13 @@ main(int argc, char **argv)
 	}
 	sleep(1);	/* let the client read it */
 	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	int rc = run(argc, argv);
+
+	cleanup();
+	return rc;
 }
