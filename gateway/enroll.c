@@ -50,6 +50,12 @@ struct pairing {
 	enum tlsid_role		 role;
 	char			*csr;
 	time_t			 expires;
+	/*
+	 * Refused at accept (a bound): said after the request is read, so
+	 * the client reads the reason (a close with its request unread
+	 * would reset the connection and lose the answer).
+	 */
+	char			 refuse[128];
 };
 
 static struct {
@@ -167,7 +173,8 @@ pr_timeout(evutil_socket_t fd, short what, void *arg)
 	switch (p->state) {
 	case PR_READING:
 		log_info("enroll: %s: no request in time", p->host);
-		pr_refuse(p, "no enrollment request in time");
+		pr_refuse(p, p->refuse[0] != '\0' ? p->refuse :
+		    "no enrollment request in time");
 		break;
 	case PR_PENDING:
 		snprintf(why, sizeof(why), "expired: not approved within %u s",
@@ -244,7 +251,7 @@ enroll_pairing_accept(int fd, const struct tlsid_peer *peer,
 		E.nwindow = 0;
 	}
 	TAILQ_FOREACH(q, &E.list, entry) {
-		if (q->renew || q->state == PR_CLOSING)
+		if (q->renew || q->state == PR_CLOSING || q->refuse[0] != '\0')
 			continue;
 		nopen++;
 		if (strcmp(q->host, host) == 0)
@@ -267,7 +274,7 @@ enroll_pairing_accept(int fd, const struct tlsid_peer *peer,
 		    "refused: %s", peer->name, host, why);
 		store_audit("pairing-refused", NULL, peer->name, detail);
 		log_info("enroll: %s", detail);
-		pr_refuse(p, why);
+		usbgw_strlcpy(p->refuse, why, sizeof(p->refuse));
 		return;
 	}
 	E.nwindow++;
@@ -496,7 +503,9 @@ pr_read(struct bufferevent *bev, void *arg)
 		pr_refuse(p, detail);
 		return;
 	}
-	if (p->renew && m.type == ENROLL_T_RENEW)
+	if (p->refuse[0] != '\0')
+		pr_refuse(p, p->refuse);	/* audited at accept */
+	else if (p->renew && m.type == ENROLL_T_RENEW)
 		pr_renew(p, &m);
 	else if (!p->renew && m.type == ENROLL_T_ENROLL)
 		pr_enroll(p, &m);
