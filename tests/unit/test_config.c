@@ -435,7 +435,8 @@ test_errors(void)
 	bad("hook pending,plugged /bin/true\n", "t.conf:1: hook: expected an "
 	    "event name (pending, access-request, approve, deny, revoke, "
 	    "identity-change, gone, attach, detach, probed, exporter-up, "
-	    "exporter-down, policy, identity-anomaly or all), got \"plugged\"\n");
+	    "exporter-down, policy, identity-anomaly, pairing, pairing-end or "
+	    "all), got \"plugged\"\n");
 	bad("hook , /bin/true\n", "t.conf:1: hook: expected at least one "
 	    "event\n");
 	bad("database = a\x01\n", "t.conf:1: expected text, got control "
