@@ -29,8 +29,13 @@ struct client {
 	json_int_t	 next_id;
 	json_t		*events;	/* array: queued event messages */
 	int		 eof;
+	int		 timeout_ms;	/* for a response */
+	int		 greeting;	/* the first call: is it usbgwd? */
 	json_t		*early_error;	/* id-less error (refused at connect) */
 };
+
+static int call(struct client *, const char *, json_t *, json_t **,
+    struct jtext *, int, char *, size_t, int);
 
 int
 exit_for_error(enum ctl_err e)
@@ -49,6 +54,8 @@ exit_for_error(enum ctl_err e)
 		return EXIT_INTERNAL;
 	}
 }
+
+static int client_greet(struct client *);
 
 struct client *
 client_open(const char *path, int *status)
@@ -90,8 +97,54 @@ client_open(const char *path, int *status)
 	usbgw_strlcpy(cl->path, path, sizeof(cl->path));
 	cl->next_id = 1;
 	cl->events = json_array();
-	*status = EXIT_OK;
+	/*
+	 * A socket that accepts but is not usbgwd's (another program's, or
+	 * a daemon stopped with SIGSTOP: the kernel still accepts into the
+	 * backlog) would otherwise be found out only after the 30 s a
+	 * command may take.  The built-in hello is answered from the loop
+	 * at once, so it gets a short deadline of its own.
+	 */
+	cl->timeout_ms = CLIENT_HELLO_MS;
+	cl->greeting = 1;
+	if ((*status = client_greet(cl)) != EXIT_OK) {
+		client_close(cl);
+		return NULL;
+	}
+	cl->greeting = 0;
+	cl->timeout_ms = CLIENT_TIMEOUT_MS;
 	return cl;
+}
+
+static int
+client_greet(struct client *cl)
+{
+	json_t *me = NULL;
+	char msg[512] = "";
+	int st;
+
+	st = call(cl, "hello", NULL, &me, NULL, 0, msg, sizeof(msg), 1);
+	json_decref(me);
+	switch (st) {
+	case EXIT_OK:
+		break;
+	case -1:	/* no answer in time */
+		fprintf(stderr, "usbgw: %s: no answer in %d s: not usbgwd's "
+		    "control socket, or usbgwd is stopped or hung\n",
+		    cl->path, CLIENT_HELLO_MS / 1000);
+		st = EXIT_UNREACHABLE;
+		break;
+	case EXIT_INTERNAL:
+		fprintf(stderr, "usbgw: %s does not speak usbgwd's control "
+		    "protocol: is it usbgwd's socket?\n", cl->path);
+		st = EXIT_UNREACHABLE;
+		break;
+	default:	/* refused at connect, or the daemon went away */
+		fprintf(stderr, "usbgw: ");
+		print_safe(stderr, msg);
+		fprintf(stderr, "\n");
+		break;
+	}
+	return st;
 }
 
 void
@@ -157,6 +210,8 @@ read_frame(struct client *cl, int timeout_ms, size_t *used)
 		if (cl->len >= CTL_FRAME_HDR) {
 			flen = get_be32(cl->buf);
 			if (flen == 0 || flen > CTL_MAX_RESPONSE) {
+				if (cl->greeting)	/* client_greet says */
+					return EXIT_INTERNAL;
 				fprintf(stderr, "usbgw: bad message from the "
 				    "daemon: frame length %u outside 1..%d\n",
 				    flen, CTL_MAX_RESPONSE);
@@ -248,8 +303,9 @@ read_msg(struct client *cl, int timeout_ms, json_t **msg)
 	case CTL_DEC_BADJSON:
 	case CTL_DEC_TOOBIG:
 	case CTL_DEC_SHORT:
-		fprintf(stderr, "usbgw: bad message from the daemon: %s\n",
-		    err);
+		if (!cl->greeting)	/* else client_greet says */
+			fprintf(stderr, "usbgw: bad message from the daemon: "
+			    "%s\n", err);
 		rv = EXIT_INTERNAL;
 		break;
 	}
@@ -423,7 +479,7 @@ call(struct client *cl, const char *cmd, json_t *args, json_t **result,
 	free(frame);
 
 	for (;;) {
-		rv = read_frame(cl, CLIENT_TIMEOUT_MS, &used);
+		rv = read_frame(cl, cl->timeout_ms, &used);
 		if (rv == 0 && text != NULL) {
 			rv = frame_result_text(cl->buf + CTL_FRAME_HDR,
 			    used - CTL_FRAME_HDR, id, indent, text, err,
@@ -443,9 +499,11 @@ call(struct client *cl, const char *cmd, json_t *args, json_t **result,
 		}
 		if (rv == 0)
 			rv = read_msg(cl, 0, &msg);
+		if (rv == -1 && cl->greeting)
+			return -1;
 		if (rv == -1) {
 			snprintf(emsg, emsglen, "no answer from the daemon in "
-			    "%d s", CLIENT_TIMEOUT_MS / 1000);
+			    "%d s", cl->timeout_ms / 1000);
 			if (!quiet)
 				fprintf(stderr, "usbgw: %s\n", emsg);
 			return EXIT_UNREACHABLE;

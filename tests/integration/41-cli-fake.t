@@ -97,6 +97,44 @@ like "$ERR" '(expected a time like|no such date|past)' "time error explained"
 run "$USBGW" -s "$T/nothing.sock" list
 is "$RC" 4 "no daemon: exit 4"
 like "$ERR" 'cannot connect to .*nothing.sock' "unreachable explained"
+# A socket that accepts but is not usbgwd's, and a stopped daemon (the
+# kernel still accepts into its backlog): reported in about 3 s (the
+# hello's deadline), not after the 30 s a command may take.
+python3 - "$T/silent.sock" "$T/http.sock" <<'PY' &
+import socket, sys, os, time
+ls = []
+for p in sys.argv[1:3]:
+    s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(8); ls.append(s)
+held = []
+import select
+end = time.time() + 60
+while time.time() < end:
+    r, _, _ = select.select(ls, [], [], 1)
+    for s in r:
+        c, _ = s.accept(); held.append(c)
+        if s is ls[1]:
+            c.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+PY
+pyp=$!
+wait_for -t 5 test -S "$T/http.sock"
+t0=$(date +%s%N)
+run "$USBGW" -s "$T/silent.sock" list
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+is "$RC" 4 "a silent socket: exit 4"
+like "$ERR" 'silent.sock: no answer in 3 s: not usbgwd.s control socket, or usbgwd is stopped' \
+    "... explained"
+num_cmp "$ms" -lt 10000 "... within 10 s, not 30 ($ms ms)"
+run "$USBGW" -s "$T/http.sock" list
+is "$RC" 4 "another protocol on the socket: exit 4"
+like "$ERR" 'http.sock does not speak usbgwd.s control protocol' "... explained"
+kill -STOP "$FPID"
+t0=$(date +%s%N)
+run "$USBGW" -s "$SOCK" list
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+kill -CONT "$FPID"
+is "$RC" 4 "a stopped daemon: exit 4 ($ms ms)"
+num_cmp "$ms" -lt 10000 "... within 10 s, not 30"
+kill "$pyp" 2>/dev/null
 USBGW_SOCKET=$SOCK run "$USBGW" list
 is "$RC" 0 "USBGW_SOCKET is used"
 USBGW_SOCKET=$T/nothing.sock run "$USBGW" -s "$SOCK" list
