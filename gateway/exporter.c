@@ -163,6 +163,34 @@ gw_device_find(const char *busid, int *nmatch)
 	return n == 1 ? found : NULL;
 }
 
+/*
+ * The live devices whose busid starts with busid, "a, b, c" into buf (at
+ * most 8 named, then "and N more"): what an ambiguous busid could mean.
+ */
+void
+gw_device_candidates(const char *busid, char *buf, size_t sz)
+{
+	struct exporter *exp;
+	struct device *dev;
+	size_t len = strlen(busid), off = 0;
+	int n = 0;
+
+	if (sz == 0)
+		return;
+	buf[0] = '\0';
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead || len == 0 ||
+			    strncmp(dev->busid, busid, len) != 0)
+				continue;
+			if (++n <= 8 && off < sz)
+				off += (size_t)snprintf(buf + off, sz - off,
+				    "%s%s", n > 1 ? ", " : "", dev->busid);
+		}
+	if (n > 8 && off < sz)
+		snprintf(buf + off, sz - off, " and %d more", n - 8);
+}
+
 struct exporter *
 exporter_find(const char *name)
 {

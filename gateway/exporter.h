@@ -117,6 +117,7 @@ void		 exporter_free(struct exporter *);
 struct exporter	*exporter_find(const char *name);
 const char	*exp_state_name(enum exp_state);
 struct device	*gw_device_find(const char *busid, int *nmatch);
+void		 gw_device_candidates(const char *, char *, size_t);
 bool		 gw_exporter_name_valid(const char *);
 double		 gw_urb_rate(void);
 void		 gw_exporter_event(struct exporter *, const char *why);

@@ -453,10 +453,12 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 {
 	const char *device = NULL;
 	json_int_t since = 0, limit = 100;
+	struct device *dev;
 	sqlite3_stmt *st;
 	enum ctl_err e;
 	json_t *a;
-	char like[64];
+	char cand[512];
+	int n, known;
 
 	if ((e = ctl_arg_int(args, "since", 0, 0, INT64_MAX, &since, err,
 	    errlen)) != CTL_OK ||
@@ -465,16 +467,50 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 	    (e = ctl_arg_str(args, "device", 0, &device, err, errlen)) != CTL_OK)
 		return e;
 	store_flush();
-	snprintf(like, sizeof(like), "%.40s%%", device ? device : "");
+	/*
+	 * The device: exactly the busid given if the log has rows for it (a
+	 * device gone long ago included), else a live device's busid as
+	 * show resolves it (a unique prefix; an ambiguous one lists the
+	 * candidates).  Never a prefix match on the log: tc17:1-1 is not
+	 * tc17:1-10.
+	 */
+	if (device != NULL) {
+		if (device[0] == '\0')
+			ERR(CTL_E_USAGE, "device: an empty busid: expected a "
+			    "busid such as tc17:1-1");
+		if (sqlite3_prepare_v2(db_sqlite(store_db()),
+		    "SELECT 1 FROM audit_log WHERE busid = ?1 LIMIT 1", -1,
+		    &st, NULL) != SQLITE_OK)
+			ERR(CTL_E_INTERNAL, "database: %s",
+			    db_errmsg(store_db()));
+		sqlite3_bind_text(st, 1, device, -1, SQLITE_TRANSIENT);
+		known = sqlite3_step(st) == SQLITE_ROW;
+		sqlite3_finalize(st);
+		if (!known) {
+			dev = gw_device_find(device, &n);
+			if (dev == NULL && n > 1) {
+				gw_device_candidates(device, cand,
+				    sizeof(cand));
+				ERR(CTL_E_AMBIGUOUS, "busid %s matches %d "
+				    "devices: %s (give more of the busid)",
+				    device, n, cand);
+			}
+			if (dev == NULL)
+				ERR(CTL_E_NOTFOUND, "no device and no audit "
+				    "row has busid %s", device);
+			device = dev->busid;
+		}
+	}
 	if (sqlite3_prepare_v2(db_sqlite(store_db()),
 	    "SELECT " STORE_AUDIT_COLUMNS " FROM (SELECT * FROM audit_log "
 	    "WHERE ts >= ?1 AND "
-	    "(?2 = 0 OR busid LIKE ?3 ESCAPE '\\') ORDER BY seq DESC LIMIT ?4) "
+	    "(?2 = 0 OR busid = ?3) ORDER BY seq DESC LIMIT ?4) "
 	    "ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
 	sqlite3_bind_int64(st, 1, since);
 	sqlite3_bind_int(st, 2, device != NULL);
-	sqlite3_bind_text(st, 3, like, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, device != NULL ? device : "", -1,
+	    SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 4, limit);
 	a = json_array();
 	while (sqlite3_step(st) == SQLITE_ROW)
