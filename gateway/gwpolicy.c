@@ -219,8 +219,9 @@ static enum ctl_err
 h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
     size_t errlen)
 {
-	json_int_t id, pos;
+	json_int_t id, pos, want, nadmin, nall;
 	enum ctl_err e;
+	const char *why = NULL;
 	char detail[64];
 	int r;
 
@@ -229,23 +230,47 @@ h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
 	    (e = ctl_arg_int(args, "position", 1, 1, POLICY_MAX_RULES, &pos,
 	    err, errlen)) != CTL_OK)
 		return e;
-	/* a rule moves within its tier */
-	if (policy_find(admin_tier(), id) >= 0 &&
-	    pos > (json_int_t)policy_count(admin_tier()))
-		pos = (json_int_t)policy_count(admin_tier());
-	else if (policy_find(op_tier(), id) >= 0 &&
-	    pos <= (json_int_t)policy_count(admin_tier()))
-		pos = (json_int_t)policy_count(admin_tier()) + 1;
+	/*
+	 * A rule moves within its tier, and not past the end: where it
+	 * really went, and why not where asked, is in the reply (the CLI
+	 * says so) and the audit row.
+	 */
+	want = pos;
+	nadmin = (json_int_t)policy_count(admin_tier());
+	nall = nadmin + (json_int_t)policy_count(op_tier());
+	if (policy_find(admin_tier(), id) >= 0) {
+		if (pos > nadmin) {
+			pos = nadmin;
+			why = nadmin == nall ? "past the end: moved last" :
+			    "an admin rule stays among the admin rules: "
+			    "moved to their end";
+		}
+	} else if (policy_find(op_tier(), id) >= 0) {
+		if (pos <= nadmin) {
+			pos = nadmin + 1;
+			why = "an operator rule stays after the admin rules: "
+			    "moved to the first place after them";
+		} else if (pos > nall) {
+			pos = nall;
+			why = "past the end: moved last";
+		}
+	}
 	r = db_rule_move(store_db(), id, (long)pos);
 	if (r == -1)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
 	if (r == 0)
 		ERR(CTL_E_NOTFOUND, "no rule with id %lld", (long long)id);
-	snprintf(detail, sizeof(detail), "rule %lld to %lld", (long long)id,
-	    (long long)pos);
+	if (why != NULL)
+		snprintf(detail, sizeof(detail), "rule %lld to %lld (asked "
+		    "%lld)", (long long)id, (long long)pos, (long long)want);
+	else
+		snprintf(detail, sizeof(detail), "rule %lld to %lld",
+		    (long long)id, (long long)pos);
 	store_audit("policy-move", who, "rules", detail);
 	policy_changed(who, "move", id);
-	*res = json_object();
+	*res = json_pack("{s:I, s:I}", "position", pos, "rules", nall);
+	if (why != NULL)
+		json_object_set_new(*res, "note", json_string(why));
 	return CTL_OK;
 }
 
