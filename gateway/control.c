@@ -495,9 +495,23 @@ builtin_watch(struct ctl_conn *c, json_t *args, json_t **result, char *err,
 		json_array_foreach(evs, i, v) {
 			if (!json_is_string(v) ||
 			    (ev = hook_event_parse(json_string_value(v))) < 0) {
+				size_t off;
+
 				json_decref(names);
-				snprintf(err, errlen, "argument events: unknown "
-				    "event at index %zu", i);
+				if (json_is_string(v))
+					off = (size_t)snprintf(err, errlen,
+					    "no event is called \"%.40s\": "
+					    "expected one of ",
+					    json_string_value(v));
+				else
+					off = (size_t)snprintf(err, errlen,
+					    "events: entry %zu is not an event "
+					    "name: expected one of ", i + 1);
+				for (ev = 0; ev < HOOK_NEVENTS && off < errlen;
+				    ev++)
+					off += (size_t)snprintf(err + off,
+					    errlen - off, "%s%s", ev ? ", " : "",
+					    hook_event_name(ev));
 				return CTL_E_USAGE;
 			}
 			mask |= 1u << ev;
@@ -1465,9 +1479,11 @@ ctl_args_approve(json_t *args, const char **busid, struct approve_opts *opts,
 	}
 	if (to != NULL) {
 		if (strlen(to) >= sizeof(opts->to_host) || !printable(to) ||
-		    strchr(to, ' ') != NULL) {
-			snprintf(err, errlen, "argument to: expected a host name "
-			    "or address");
+		    strchr(to, ' ') != NULL || to[0] == '\0') {
+			snprintf(err, errlen, "the host to approve for (to): "
+			    "expected a host name or address of 1 to %zu "
+			    "printable characters without spaces",
+			    sizeof(opts->to_host) - 1);
 			return CTL_E_USAGE;
 		}
 		usbgw_strlcpy(opts->to_host, to, sizeof(opts->to_host));

@@ -344,6 +344,17 @@ run "${U[@]}" attach fk:1-2
 is "$RC" 1 "attach refused in proxy mode: exit 1"
 like "$ERR" 'mode = local' "attach refusal explained"
 
+# ---- messages a person reads (issue 18 item 5) ----------------------------
+run "${U[@]}" watch -e pending,nosuch
+is "$RC" 2 "watch -e with an unknown event: exit 2"
+like "$ERR" 'no event is called "nosuch": expected one of pending, access-request, approve, .*identity-anomaly' \
+    "... names the event and lists the known ones"
+unlike "$ERR" 'index' "... without an array index"
+run "${U[@]}" approve fk:1-1 --to 'a b'
+is "$RC" 2 "approve --to 'a b': exit 2"
+like "$ERR" 'the host to approve for \(to\): expected a host name or address of 1 to [0-9]+ printable characters without spaces' \
+    "... says which value and what is expected"
+
 # ---- watch -------------------------------------------------------------------
 start_bg watch "$USBGW" -s "$SOCK" watch --json
 start_bg watchh "$USBGW" -s "$SOCK" watch
