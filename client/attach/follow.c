@@ -371,7 +371,7 @@ sub_open(struct fgw *g)
 	g->up_since = att_mono_ms();
 	if (att_connect(&g->sub, g->addr, g->ctx, g->timeout_s, err,
 	    sizeof(err)) == -1) {
-		log_warnx("%s: follow: %s", g->addr, err);
+		log_warnx("follow: %s", err);
 		goto fail;
 	}
 	deadline = att_mono_ms() + g->timeout_s * 1000LL;
@@ -490,6 +490,7 @@ sub_message(struct fgw *g, const struct flp_msg *m)
 			    "count");
 		g->listing = false;
 		g->listed = true;
+		g->sub_tries = 0;	/* a working subscription */
 		TAILQ_FOREACH(a, &g->atts, entry)
 			a->authorized = a->in_list;
 		log_info("%s: follow: %u device%s authorized for this host",
