@@ -28,6 +28,8 @@
 #include "agentgw.h"
 #include "agentproto.h"
 #include "config.h"
+#include "follow.h"
+#include "followproto.h"
 #include "gw.h"
 #include "hostname.h"
 #include "log.h"
@@ -96,6 +98,7 @@ ds_state_name(enum ds_state st)
 	case DS_OP:		return "op";
 	case DS_WAIT_APPROVAL:	return "attach-pending";
 	case DS_RELAY:		return "relay";
+	case DS_FOLLOW:		return "follow";
 	case DS_CLOSING:	return "closing";
 	}
 	return "?";
@@ -125,6 +128,7 @@ dsession_close(struct dsession *ds, const char *why)
 	if (ds->dead)
 		return;
 	ds->dead = true;
+	follow_end(ds);
 	if (ds->op_ev != NULL)
 		event_del(ds->op_ev);
 	hostname_cancel(ds->name_req);
@@ -165,8 +169,8 @@ ds_close_after_write(struct bufferevent *bev, void *arg)
 		dsession_close(ds, "reply sent");
 }
 
-static void
-ds_reply_and_close(struct dsession *ds, const void *buf, size_t len)
+void
+dsession_reply_and_close(struct dsession *ds, const void *buf, size_t len)
 {
 	bufferevent_write(ds->bev, buf, len);
 	bufferevent_setcb(ds->bev, NULL, ds_close_after_write, ds_event, ds);
@@ -246,7 +250,7 @@ ds_devlist(struct dsession *ds)
 	evbuffer_prepend(out, hdr, sizeof(hdr));
 	bufferevent_write_buffer(ds->bev, out);
 	evbuffer_free(out);
-	ds_reply_and_close(ds, NULL, 0);
+	dsession_reply_and_close(ds, NULL, 0);
 }
 
 static void
@@ -257,7 +261,7 @@ ds_import_refuse(struct dsession *ds, uint32_t status, const char *why)
 	(ds->quiet ? log_debug : log_info)("session %s: import refused (%s): "
 	    "%s", ds->peer, usbip_st_name(status), why);
 	usbip_op_hdr_encode(rep, OP_REP_IMPORT, status);
-	ds_reply_and_close(ds, rep, sizeof(rep));
+	dsession_reply_and_close(ds, rep, sizeof(rep));
 }
 
 static void
@@ -418,6 +422,7 @@ server_init(void)
 	};
 
 	device_observe(&obs);
+	follow_init();
 }
 
 /*
@@ -544,6 +549,11 @@ ds_read(struct bufferevent *bev, void *arg)
 		dsession_close(ds, msg);
 		return;
 	}
+	if (flp_is_hello(p, len)) {
+		/* usbgw-attach --follow (protocol.md 1.10.8) */
+		follow_hello(ds);
+		return;
+	}
 	if (agp_is_hello(p, len, true) && ds->tls) {
 		/* agents over TLS come with enrollment (issue 15 item 2) */
 		dsession_close(ds, "an agent's hello on a TLS listener");
@@ -603,7 +613,7 @@ requests_from(const char *hkey)
 
 	TAILQ_FOREACH(ds, &gw->sessions, entry)
 		if (!ds->dead && ds->state != DS_RELAY &&
-		    strcmp(ds->hkey, hkey) == 0)
+		    ds->state != DS_FOLLOW && strcmp(ds->hkey, hkey) == 0)
 			n++;
 	return n;
 }
