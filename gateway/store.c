@@ -670,9 +670,12 @@ store_approval_add(const struct device *dev, const struct approval *p,
 	ev.host = to[0] ? to : NULL;
 	ev.reason = message;
 	snprintf(detail, sizeof(detail), "scope %s", scope_text[row_scope]);
-	if (p->expires_at)
+	if (p->expires_at) {
+		char t[32];
+
 		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),
-		    ", expires %lld", (long long)p->expires_at);
+		    ", expires %s", usbgw_fmt_utc(t, sizeof(t), p->expires_at));
+	}
 	if (rule_id)
 		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),
 		    ", rule %lld", (long long)rule_id);

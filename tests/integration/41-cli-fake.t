@@ -202,7 +202,7 @@ is "$(printf '%s' "$OUT" | jpath serial)" ABC123 "show --json"
 # ---- approve / deny / revoke ---------------------------------------------
 run "${U[@]}" approve fk:1-1 --for 2h -m "ticket 42"
 is "$RC" 0 "approve --for 2h"
-likel "$OUT" '^approved fk:1-1 \(046d:c52b Logitech USB Receiver\) for 2h00m, until [0-9-]+ [0-9:]+; now authorized$' \
+likel "$OUT" '^approved fk:1-1 \(046d:c52b Logitech USB Receiver\) for 2h00m, until [0-9-]+ [0-9:]+ [A-Z]+; now authorized$' \
     "approve output"
 run "${U[@]}" approve fk:1-1
 is "$RC" 1 "approving an authorized device: refused, exit 1"

@@ -69,6 +69,26 @@ for c in show approve deny revoke; do
 	like "$ERR" 'matches 11 devices: tc17:1-1, tc17:1-2, ' "... candidates named"
 done
 
+# ---- times a person reads say their zone, never a raw epoch --------------
+run "${U[@]}" approve tc17:1-2 --for 1h -m timed
+is "$RC" 0 "approve tc17:1-2 --for 1h"
+TZ=UTC run "${U[@]}" show tc17:1-2
+like "$OUT" 'approved by [^ ]+ until 20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]Z' \
+    "show: the approval's reason gives its end in UTC, said so"
+unlike "$OUT" '[0-9]{10}' "... and no raw epoch anywhere in show"
+TZ=UTC run "${U[@]}" audit -d tc17:1-2 --json
+like "$OUT" '"detail": "scope for, expires 20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]+Z' \
+    "audit: the approval row's expiry in UTC, said so"
+unlike "$OUT" '(expires|until) [0-9]{9}' "... not a raw epoch"
+TZ=UTC run "${U[@]}" audit -d tc17:1-2
+like "$OUT" '
+20[0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9:]+ UTC ' \
+    "audit: each row's time names its zone (TZ=UTC)"
+TZ=Europe/Berlin run "${U[@]}" audit -d tc17:1-2
+like "$OUT" '
+20[0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9:]+ CES?T ' \
+    "audit: local time in another TZ names that zone"
+
 # ---- a gone device ------------------------------------------------------
 run "${U[@]}" exporter remove lone
 is "$RC" 0 "exporter remove lone"
