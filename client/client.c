@@ -98,13 +98,12 @@ client_open(const char *path, int *status)
 	cl->next_id = 1;
 	cl->events = json_array();
 	/*
-	 * A socket that accepts but is not usbgwd's (another program's, or
-	 * a daemon stopped with SIGSTOP: the kernel still accepts into the
-	 * backlog) would otherwise be found out only after the 30 s a
-	 * command may take.  The built-in hello is answered from the loop
-	 * at once, so it gets a short deadline of its own.
+	 * A socket that accepts but is not usbgwd's (another program's), or
+	 * a daemon stopped with SIGSTOP (the kernel still accepts into the
+	 * backlog), would otherwise be found out only after the 30 s a
+	 * command may take.  client_greet() asks the kernel who listens
+	 * (SO_PEERCRED: its pid) and says so at once.
 	 */
-	cl->timeout_ms = CLIENT_HELLO_MS;
 	cl->greeting = 1;
 	if ((*status = client_greet(cl)) != EXIT_OK) {
 		client_close(cl);
@@ -115,22 +114,78 @@ client_open(const char *path, int *status)
 	return cl;
 }
 
+/*
+ * The listening process, from /proc: its command name into comm ("" if
+ * not visible: another pid namespace) and its state letter (R, S, T for
+ * stopped, t for traced, ...), '?' if unknown.
+ */
+static char
+peer_proc(int fd, pid_t *pidp, char *comm, size_t commsz)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+	char path[64], buf[512], *p, *q;
+	FILE *f;
+	size_t n;
+
+	comm[0] = '\0';
+	*pidp = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == -1 ||
+	    uc.pid <= 0)
+		return '?';
+	*pidp = uc.pid;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)uc.pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold spaces and parentheses */
+	if ((p = strchr(buf, '(')) == NULL || (q = strrchr(buf, ')')) == NULL ||
+	    q < p || q[1] != ' ' || q[2] == '\0')
+		return '?';
+	*q = '\0';
+	usbgw_strlcpy(comm, p + 1, commsz);
+	return q[2];
+}
+
 static int
 client_greet(struct client *cl)
 {
 	json_t *me = NULL;
-	char msg[512] = "";
+	char msg[512] = "", comm[64];
+	pid_t pid;
+	char state;
 	int st;
 
+	state = peer_proc(cl->fd, &pid, comm, sizeof(comm));
+	if (state == 'T' || state == 't') {
+		fprintf(stderr, "usbgw: %s: %s (pid %ld) is stopped (%s): it "
+		    "cannot answer\n", cl->path, comm, (long)pid,
+		    state == 'T' ? "SIGSTOP?" : "a debugger?");
+		return EXIT_UNREACHABLE;
+	}
+	/*
+	 * usbgwd (or a process we cannot see) gets the usual 30 s: its
+	 * answer may wait for a slow user database (control-lookup-timeout).
+	 * Another program gets 3 s to prove it speaks the protocol.
+	 */
+	cl->timeout_ms = comm[0] == '\0' || strcmp(comm, "usbgwd") == 0 ?
+	    CLIENT_TIMEOUT_MS : CLIENT_HELLO_MS;
 	st = call(cl, "hello", NULL, &me, NULL, 0, msg, sizeof(msg), 1);
 	json_decref(me);
 	switch (st) {
 	case EXIT_OK:
 		break;
 	case -1:	/* no answer in time */
-		fprintf(stderr, "usbgw: %s: no answer in %d s: not usbgwd's "
-		    "control socket, or usbgwd is stopped or hung\n",
-		    cl->path, CLIENT_HELLO_MS / 1000);
+		if (comm[0] != '\0' && strcmp(comm, "usbgwd") != 0)
+			fprintf(stderr, "usbgw: %s: no answer in %d s: it "
+			    "belongs to %s (pid %ld), not usbgwd\n", cl->path,
+			    cl->timeout_ms / 1000, comm, (long)pid);
+		else
+			fprintf(stderr, "usbgw: %s: no answer in %d s: "
+			    "usbgwd is hung?\n", cl->path,
+			    cl->timeout_ms / 1000);
 		st = EXIT_UNREACHABLE;
 		break;
 	case EXIT_INTERNAL:
