@@ -198,7 +198,7 @@ test_fresh(void)
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	ok(db == NULL, "a newer database is refused");
 	is_str(err, "database schema version 99 is newer than this program's "
-	    "(7)", "with a clear message");
+	    "(9)", "with a clear message");
 	db_close(db);
 
 	db = db_open("/nonexistent-dir/x.db", err, sizeof(err));
