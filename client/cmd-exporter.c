@@ -1,4 +1,5 @@
 /* usbgw exporter list|add|remove: the hosts the gateway polls. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@ exporter_list_exec(struct cmd_ctx *ctx)
 	struct table *t;
 	json_t *res, *e;
 	char addr[300], seen[32];
-	const char *tls;
+	const char *tls_w;
 	size_t i;
 	int st;
 
@@ -23,23 +24,30 @@ exporter_list_exec(struct cmd_ctx *ctx)
 		printf("no exporters\n");
 		goto out;
 	}
-	t = table_new(7, "NAME", "ADDRESS", "TLS", "STATUS", "DEVICES",
-	    "LAST SEEN", "ERROR");
-	table_align_right(t, 4);
+	t = table_new(6, "NAME", "ADDRESS", "STATUS", "DEVICES", "LAST SEEN",
+	    "ERROR");
+	table_align_right(t, 3);
 	json_array_foreach(res, i, e) {
 		const char *h = jstr(e, "host");
+		bool agent = strcmp(jstr(e, "kind"), "agent") == 0;
+		bool tls;
 
+		/* TLS shown only where it is on: stock exporters read as before */
+		tls_w = jstr(e, "tls");
+		tls = *tls_w != '\0' && strcmp(tls_w, "off") != 0;
 		if (strcmp(jstr(e, "kind"), "agent-dialout") == 0)
-			snprintf(addr, sizeof(addr), "agent from %s", h);
+			snprintf(addr, sizeof(addr), "agent from %s%s%s%s", h,
+			    tls ? " (tls " : "", tls ? tls_w : "", tls ? ")" :
+			    "");
 		else
 			snprintf(addr, sizeof(addr), strchr(h, ':') != NULL ?
-			    "[%s]:%s%s" : "%s:%s%s", h, jfmt(e, "port"),
-			    strcmp(jstr(e, "kind"), "agent") == 0 ?
-			    " (agent)" : "");
-		tls = *jstr(e, "tls") != '\0' ? jstr(e, "tls") : "off";
+			    "[%s]:%s%s%s%s%s" : "%s:%s%s%s%s%s", h,
+			    jfmt(e, "port"), agent || tls ? " (" : "",
+			    agent ? "agent" : "", agent && tls ? ", " : "",
+			    tls ? "tls required)" : agent ? ")" : "");
 		fmt_time(seen, sizeof(seen),
 		    json_integer_value(json_object_get(e, "last_seen")));
-		table_add(t, jstr(e, "name"), addr, tls, *jstr(e, "status") != '\0' ?
+		table_add(t, jstr(e, "name"), addr, *jstr(e, "status") != '\0' ?
 		    jstr(e, "status") : jstr(e, "state"), jfmt(e, "devices"),
 		    seen, *jstr(e, "last_error") != '\0' ?
 		    jstr(e, "last_error") : jstr(e, "reason"));

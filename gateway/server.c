@@ -560,8 +560,12 @@ ds_read(struct bufferevent *bev, void *arg)
 		    ds->cert.role == TLSID_ROLE_AGENT ? "an agent cannot "
 		    "import or list devices" : "only an agent may announce "
 		    "devices");
-		if (ds_may_audit(ds, HL_TLS_REFUSED))
+		if (ds_may_audit(ds, HL_TLS_REFUSED)) {
+			log_info("session %s: TLS connection refused: %s",
+			    ds->peer, msg);
 			store_audit("tls-refused", NULL, ds->peer, msg);
+		}
+		ds->quiet = true;
 		dsession_close(ds, msg);
 		return;
 	}

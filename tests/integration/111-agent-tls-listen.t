@@ -63,7 +63,7 @@ check $? "tc20:1-1 claimed and probed over TLS: pending"
 gwctl gw exporter list --json
 is "$(printf '%s' "$OUT" | "$EJSON" get tls name=tc20)" required "exporter list --json: tls required"
 gwctl gw exporter list
-like "$OUT" 'tc20 +127\.0\.0\.1:[0-9]+ \(agent\) +required' "exporter list: a TLS column"
+like "$OUT" 'tc20 +127\.0\.0\.1:[0-9]+ \(agent, tls required\) ' "exporter list: says TLS required"
 gwctl gw approve tc20:1-1
 run "$TC" script "$GWA" tc20:1-1 --bytes 4M
 is "$RC" 0 "the URB script through the gateway to the TLS agent"
