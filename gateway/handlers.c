@@ -276,8 +276,9 @@ h_exporter_add(json_t *args, const struct actor *who, json_t **res,
 		    "address, got \"%.64s\"", host);
 	if (exporter_find(name) != NULL)
 		ERR(CTL_E_REFUSED, "exporter %s exists", name);
-	exp = gw_exporter_new(name, agent ? EXP_KIND_AGENT : EXP_KIND_USBIP,
-	    t, host, (uint16_t)port);
+	exp = agent ? exporter_new_agent(name, EXP_KIND_AGENT, host,
+	    (uint16_t)port) : exporter_new(name, host, (uint16_t)port);
+	exp->tls = (enum exp_tls)t;	/* before its first connection (a timer) */
 	store_exporter_save(exp, who);
 	*res = exporter_json(exp);
 	return CTL_OK;
