@@ -372,6 +372,29 @@ UPDATE attachments SET transport = 'local' WHERE mode = 'local';
 
 PRAGMA user_version = 7;
 
+-- @migration 8
+
+-- Reserved for enrollment's agents table (issue 15, branch i15-enroll):
+-- a placeholder so that migration 9 applies on this branch alone; the
+-- merge takes enroll's statements here.
+
+PRAGMA user_version = 8;
+
+-- @migration 9
+
+-- TLS towards an exporter (issue 15, protocol.md 1.10.8): 'off' plain
+-- USB/IP (stock usbipd), 'required' every connection TLS with an agent
+-- certificate naming the exporter, 'optional' (dial-out agents only)
+-- either.  The exporter leg of an attachment: up_transport 'tcp' or
+-- 'tls', up_cert the agent certificate's CN (NULL without TLS).
+ALTER TABLE exporters ADD COLUMN tls TEXT NOT NULL DEFAULT 'off'
+    CHECK (tls IN ('off', 'optional', 'required'));
+ALTER TABLE attachments ADD COLUMN up_transport TEXT NOT NULL DEFAULT 'tcp'
+    CHECK (up_transport IN ('tcp', 'tls'));
+ALTER TABLE attachments ADD COLUMN up_cert TEXT;
+
+PRAGMA user_version = 9;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

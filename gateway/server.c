@@ -41,7 +41,7 @@
 static void	ds_read(struct bufferevent *, void *);
 static void	ds_event(struct bufferevent *, short, void *);
 static void	server_accept_tls(evutil_socket_t, const struct sockaddr *,
-		    socklen_t, const char *, const char *);
+		    socklen_t, const char *, const char *, bool);
 
 static void
 ds_free(void *arg)
@@ -549,14 +549,34 @@ ds_read(struct bufferevent *bev, void *arg)
 		dsession_close(ds, msg);
 		return;
 	}
+	if (ds->tls && len > 0 && (agp_is_hello(p, len, true) ? ds->cert.role !=
+	    TLSID_ROLE_AGENT : ds->cert.role != TLSID_ROLE_HOST)) {
+		/*
+		 * The certificate's role decides what the connection may
+		 * be (protocol.md 1.10.9): an agent's certificate cannot
+		 * import or list devices, a vhci host's cannot announce
+		 * them.
+		 */
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "certificate CN=%s is a%s %s's: %s",
+		    ds->cert.name, ds->cert.role == TLSID_ROLE_AGENT ? "n" :
+		    "", tlsid_role_name(ds->cert.role),
+		    ds->cert.role == TLSID_ROLE_AGENT ? "an agent cannot "
+		    "import or list devices" : "only an agent may announce "
+		    "devices");
+		if (ds_may_audit(ds, HL_TLS_REFUSED)) {
+			log_info("session %s: TLS connection refused: %s",
+			    ds->peer, msg);
+			store_audit("tls-refused", NULL, ds->peer, msg);
+		}
+		ds->quiet = true;
+		dsession_close(ds, msg);
+		return;
+	}
 	if (flp_is_hello(p, len)) {
 		/* usbgw-attach --follow (protocol.md 1.10.8) */
 		follow_hello(ds);
-		return;
-	}
-	if (agp_is_hello(p, len, true) && ds->tls) {
-		/* agents over TLS come with enrollment (issue 15 item 2) */
-		dsession_close(ds, "an agent's hello on a TLS listener");
 		return;
 	}
 	if (agp_is_hello(p, len, true)) {
@@ -566,7 +586,8 @@ ds_read(struct bufferevent *bev, void *arg)
 		ds->bev = NULL;
 		ds->quiet = true;
 		dsession_close(ds, "an agent's connection, handed over");
-		agentgw_accept(abev, ds->host, &ds->addr);
+		agentgw_accept(abev, ds->host, &ds->addr, ds->tls ? &ds->cert :
+		    NULL);
 		return;
 	}
 	r = usbip_op_decode(p, len, USBIP_FROM_CLIENT, &op, &why);
@@ -650,6 +671,7 @@ static TAILQ_HEAD(, tls_pending) tls_pending =
 static unsigned ntls_pending;
 static SSL_CTX *tls_ctx;
 static int tls_marker;		/* a TLS listener's callback argument */
+static int tls_opt_marker;	/* a tls=optional listener's */
 
 /* May another connection from this address start now? */
 static bool
@@ -747,6 +769,8 @@ server_tls_failed(const char *why, int audit, void *arg)
  * the session, and no DNS look-up runs (a certificate is the stronger
  * proof); the address is kept for address limits and the records.
  */
+static void	ds_start_plain(struct dsession *);
+
 static void
 server_tls_ready(int fd, const struct tlsid_peer *peer, void *arg)
 {
@@ -763,6 +787,11 @@ server_tls_ready(int fd, const struct tlsid_peer *peer, void *arg)
 	tls_pending_free(tp);
 	if (ds == NULL)
 		return;
+	if (peer == NULL) {
+		/* an optional listener, and the first byte was not TLS's */
+		ds_start_plain(ds);
+		return;
+	}
 	ds->tls = true;
 	ds->cert = *peer;
 	usbgw_strlcpy(ds->host_name, peer->name, sizeof(ds->host_name));
@@ -776,10 +805,11 @@ server_tls_ready(int fd, const struct tlsid_peer *peer, void *arg)
 	    peer->fpr);
 }
 
-/* Accepted on a TLS listener: the first byte and the handshake first. */
+/* Accepted on a TLS listener: the first byte and the handshake first.
+ * optional: a first byte other than TLS's makes it a plain session. */
 static void
 server_accept_tls(evutil_socket_t fd, const struct sockaddr *sa,
-    socklen_t salen, const char *host, const char *hkey)
+    socklen_t salen, const char *host, const char *hkey, bool optional)
 {
 	struct tls_pending *tp;
 
@@ -797,8 +827,9 @@ server_accept_tls(evutil_socket_t fd, const struct sockaddr *sa,
 	gw_socket_tune(fd);
 	TAILQ_INSERT_TAIL(&tls_pending, tp, entry);
 	ntls_pending++;
-	tp->sh = tlsshim_accept(gw->base, tls_ctx, fd, GW_OP_TIMEOUT_MS,
-	    server_tls_ready, server_tls_failed, tp);
+	tp->sh = tlsshim_start(gw->base, tls_ctx, fd, optional ?
+	    TLSSHIM_OPTIONAL : 0, GW_OP_TIMEOUT_MS, server_tls_ready,
+	    server_tls_failed, tp);
 	if (tp->sh == NULL)
 		tls_pending_free(tp);
 	else
@@ -807,19 +838,21 @@ server_accept_tls(evutil_socket_t fd, const struct sockaddr *sa,
 
 /*
  * The check every client certificate passes at the handshake, after its
- * chain: vhci hosts only.  An agent's certificate is refused here (agents
- * over TLS come with enrollment, issue 15 item 2).
+ * chain: a vhci host or an agent (tlsid.c admits no other role).  What
+ * each may do is decided by its role afterwards: on a listener, by the
+ * first request (ds_read: an agent's hello, a host's op request); on the
+ * gateway's own connection to an exporter, by gw_connect_tls (an agent
+ * named as the exporter).
  */
 static int
 server_tls_check(const struct tlsid_peer *peer, void *arg, char *why,
     size_t whylen)
 {
 	(void)arg;
-	if (peer->role == TLSID_ROLE_HOST)
+	if (peer->role == TLSID_ROLE_HOST || peer->role == TLSID_ROLE_AGENT)
 		return 0;
-	snprintf(why, whylen, "certificate CN=%s is a%s %s's: this listener "
-	    "is for vhci hosts", peer->name,
-	    peer->role == TLSID_ROLE_AGENT ? "n" : "", tlsid_role_name(peer->role));
+	snprintf(why, whylen, "certificate CN=%s has the role %s: expected "
+	    "host or agent", peer->name, tlsid_role_name(peer->role));
 	return -1;
 }
 
@@ -858,18 +891,27 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 		evutil_closesocket(fd);
 		return;
 	}
-	if (arg == &tls_marker) {
-		server_accept_tls(fd, sa, (socklen_t)salen, host, hkey);
+	if (arg == &tls_marker || arg == &tls_opt_marker) {
+		server_accept_tls(fd, sa, (socklen_t)salen, host, hkey,
+		    arg == &tls_opt_marker);
 		return;
 	}
 	if ((ds = ds_new(fd, sa, (socklen_t)salen, host, hkey,
 	    GW_OP_TIMEOUT_MS)) == NULL)
 		return;
+	ds_start_plain(ds);
+}
+
+/* A plain session starts: reading, and its name looked up (FCrDNS). */
+static void
+ds_start_plain(struct dsession *ds)
+{
 	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
 	log_debug("session %s: connected", ds->peer);
 	/* its name, verified off the loop; requests wait for it (bounded) */
 	ds->name_req = hostname_lookup((struct sockaddr *)&ds->ss,
-	    (socklen_t)salen, ds_named, ds);
+	    ds->ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	    sizeof(struct sockaddr_in), ds_named, ds);
 	if (ds->name_req == NULL)
 		ds->named = true;	/* look-ups not running: no name */
 }
@@ -943,11 +985,13 @@ listen_on(const char *host, const char *port, void *arg)
 	return n > 0 ? 0 : -1;
 }
 
-/* Plain USB/IP (-l, listen). */
+/* Plain USB/IP (-l, listen); optional: TLS too, the first byte decides. */
 int
-server_listen(const char *host, const char *port)
+server_listen(const char *host, const char *port, bool optional)
 {
-	return listen_on(host, port, NULL);
+	if (optional && tls_ctx == NULL)
+		return -1;
+	return listen_on(host, port, optional ? &tls_opt_marker : NULL);
 }
 
 /* USB/IP in TLS (tls-listen); server_set_tls first. */

@@ -87,7 +87,7 @@ struct dsession {
 
 /* server.c */
 void		 server_init(void);
-int		 server_listen(const char *host, const char *port);
+int		 server_listen(const char *host, const char *port, bool optional);
 int		 server_listen_tls(const char *host, const char *port);
 void		 server_set_tls(SSL_CTX *);	/* a reference is taken */
 tlsid_check_fn	 server_tls_checker(void);	/* vhci hosts only */

@@ -174,6 +174,8 @@ tls_gateway_name(char *out, size_t len)
  * file and what was expected (a key readable by others, a certificate
  * that does not match its key, ...).
  */
+static SSL_CTX *tls_ctx_out;	/* for gw->tls_ctx, once gw exists */
+
 static void
 tls_start(const struct config *cfg)
 {
@@ -199,9 +201,10 @@ tls_start(const struct config *cfg)
 		fatalx("TLS server context: %s", err);
 	log_info("TLS store %s: gateway certificate %.16s..., CA %.16s...",
 	    dir, tlsid_store_fpr(st), tlsid_store_ca_fpr(st));
-	if (cfg->ntls_listen > 0)	/* tls-dir alone: the store checked */
+	if (cfg->ntls_listen > 0 || config_tls_optional(cfg))
 		server_set_tls(ctx);
-	SSL_CTX_free(ctx);
+	/* exporters with tls required connect with it (gw_connect_tls) */
+	tls_ctx_out = ctx;
 	tlsid_store_free(st);
 }
 
@@ -440,6 +443,8 @@ main(int argc, char *argv[])
 	if ((base = loop_base()) == NULL)
 		fatalx("event_base_new");
 	gw_init(base);
+	gw->tls_ctx = tls_ctx_out;	/* the reference moves to gw */
+	tls_ctx_out = NULL;
 	hostlimit_init(base, hostlimit_write, NULL);
 	apply_settings(cfg);
 	hostname_opts(cfg, &ho);
@@ -468,7 +473,8 @@ main(int argc, char *argv[])
 		fatalx("cannot start the control socket %s", cfg->control_socket);
 	nla = config_listen_addrs(cfg, &la);
 	for (i = 0; i < nla; i++)
-		if (server_listen(la[i].host, la[i].port) == -1)
+		if (server_listen(la[i].host, la[i].port,
+		    cfg->nlisten > 0 && cfg->listen_tls[i]) == -1)
 			fatalx("cannot listen on %s:%s", la[i].host[0] != '\0' ?
 			    la[i].host : "*", la[i].port);
 	if (nla == 0)

@@ -39,7 +39,7 @@ SLOW="45-policy-time 117-follow-bounds 80-scale-1k 70-relay-descriptors 63-relay
     48-control-lookup 10-sim-client 41-cli-fake 20-tshark 32-gateway-unplug
     31-gateway-revoke 30-gateway-claim 34-gateway-restart 35-gateway-malformed
     81-busy-gateway 82-busy-exporter 85-list-cache 84-probe-deadline
-    83-probe-queue 95-agent-evil 97-agent-hello-hog 98-agent-hostile-gateway
+    83-probe-queue 95-agent-evil 97-agent-hello-hog 98-agent-hostile-gateway 110-agent-tls-dialout
     89-agent-hostile-listen"
 integ() {
 	local n f

@@ -7,7 +7,8 @@
  *	allow-from ADDRESS_OR_CIDR...	keep-local RULE
  *	export RULE			no-reset RULE
  *	audit-log FILE			state-file FILE | none
- *	gateway HOST[:PORT]		max-connections N
+ *	gateway HOST[:PORT] [tls]	max-connections N
+ *	tls required | off		tls-dir DIR
  *
  * Every error is "FILE:LINE:COLUMN: message" (COLUMN counts characters,
  * 1-based) and every error of a file is reported at once, at most
@@ -27,6 +28,7 @@
 
 #define ACONF_DEFAULT_PATH	"/etc/usbgw/usbgw-agent.conf"
 #define ACONF_DEFAULT_STATE	"/run/usbgw-agent/held"
+#define ACONF_DEFAULT_TLS_DIR	"/var/lib/usbgw-agent/tls"
 #define ACONF_DEFAULT_PORT	"3240"
 #define ACONF_MAX_FILE		(256 * 1024)	/* bytes in a config file */
 #define ACONF_MAX_LINE		4096
@@ -57,7 +59,17 @@ struct aconf {
 	char		 audit_log[ACONF_PATH_MAX];	/* "": log only */
 	char		 state_file[ACONF_PATH_MAX];	/* "": none */
 	struct config_addr gateways[ACONF_MAX_GATEWAYS];  /* dial-out */
+	bool		 gateways_tls[ACONF_MAX_GATEWAYS];	/* "tls" */
 	size_t		 ngateways;
+	/*
+	 * TLS (protocol.md 1.10.8): tls_required makes every connection
+	 * TLS (the agent always TLS's client, even on connections the
+	 * gateway opened), plaintext refused; a "gateway ... tls" line
+	 * dials that gateway over TLS whatever tls says.  tls_dir holds
+	 * agent.key (0600), agent.pem and gateway-ca.pem.
+	 */
+	bool		 tls_required;
+	char		 tls_dir[ACONF_PATH_MAX];
 	unsigned	 max_connections;
 
 	/* Internal: the first -l replaces the file's listen lines. */
