@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <malloc.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,6 +346,65 @@ loop_base(void)
 	return base;
 }
 
+/*
+ * usbgwd -n: every user and group the configuration names exists on this
+ * system (a typo would otherwise only show as a refused operator later).
+ * Numeric ids are taken as they are.  The count of problems; each is
+ * printed with the file and the key.
+ */
+static int
+check_principals(const struct config *c)
+{
+	static const char *const keys[] = { NULL, "allow-read",
+	    "allow-approve", "allow-admin" };
+	char buf[16384];
+	struct passwd pw, *pr;
+	struct group gr, *gp;
+	const struct config_principal *p;
+	size_t i;
+	int cls, rv, bad = 0;
+
+	for (cls = PRIV_READ; cls <= PRIV_ADMIN; cls++)
+		for (i = 0; i < c->priv[cls].n; i++) {
+			p = &c->priv[cls].p[i];
+			if (p->is_numeric)
+				continue;
+			if (p->is_group) {
+				gp = NULL;
+				rv = getgrnam_r(p->name, &gr, buf, sizeof(buf),
+				    &gp);
+			} else {
+				pr = NULL;
+				rv = getpwnam_r(p->name, &pw, buf, sizeof(buf),
+				    &pr);
+				gp = pr != NULL ? &gr : NULL;
+			}
+			if (rv == 0 && gp != NULL)
+				continue;
+			fprintf(stderr, "usbgwd: %s: %s: %s \"%s%s\": %s\n",
+			    conf_path, keys[cls], p->is_group ? "group" :
+			    "user", p->is_group ? "@" : "", p->name, rv != 0 ?
+			    strerror(rv) : "does not exist on this system "
+			    "(expected an existing name, or a number)");
+			bad++;
+		}
+	if (c->control_group[0] != '\0' &&
+	    strspn(c->control_group, "0123456789") !=
+	    strlen(c->control_group)) {
+		gp = NULL;
+		rv = getgrnam_r(c->control_group, &gr, buf, sizeof(buf), &gp);
+		if (rv != 0 || gp == NULL) {
+			fprintf(stderr, "usbgwd: %s: control-group: group "
+			    "\"%s\": %s\n", conf_path, c->control_group,
+			    rv != 0 ? strerror(rv) : "does not exist on this "
+			    "system (expected an existing group, a gid, or "
+			    "none)");
+			bad++;
+		}
+	}
+	return bad;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -412,9 +473,12 @@ main(int argc, char *argv[])
 	if ((cfg = load_config()) == NULL)
 		return 2;
 	if (check_only) {
-		printf("configuration OK\n");
+		int bad = check_principals(cfg);
+
+		if (bad == 0)
+			printf("configuration OK\n");
 		config_free(cfg);
-		return 0;
+		return bad ? 2 : 0;
 	}
 	/* before daemon(): whoever started us sees the refusal */
 	if (store_lock(cfg->database, err, sizeof(err)) == -1) {
