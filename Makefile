@@ -4,7 +4,8 @@
 #   gateway/*.c            library modules (libusbgw.a), except the daemon's main
 #   gateway/usbgwd.c       usbgwd's main()
 #   client/*.c             the usbgw CLI (one command per cmd-*.c file)
-#   client/attach/attach.c usbgw-attach (the vhci host's side: socketpair relay)
+#   client/attach/*.c      usbgw-attach (the vhci host's side: socketpair relay,
+#                          follow mode; attach.c has its main)
 #   client/agent/*.c       usbgw-agent (agent.c: its main; the rest also in
 #                          libusbgw-agent.a, linked into tests/unit/test_agent_*)
 #   contrib/sim/*.c        usbgw-sim, the USB/IP device simulator
@@ -137,7 +138,7 @@ $(AGENT_LIB): $(AGENT_LIB_SRCS:%.c=$(B)/%.o)
 $(B)/usbgw-agent: $(B)/client/agent/agent.o $(AGENT_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/usbgw-attach: $(B)/client/attach/attach.o $(LIB)
+$(B)/usbgw-attach: $(patsubst %.c,$(B)/%.o,$(wildcard client/attach/*.c)) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/tests/test_agent_%: $(B)/tests/unit/test_agent_%.o $(AGENT_LIB) $(LIB)

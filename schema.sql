@@ -374,7 +374,7 @@ PRAGMA user_version = 7;
 
 -- @migration 8
 
--- Enrolled agents and vhci hosts (issue 15, protocol.md 1.10.8): one row
+-- Enrolled agents and vhci hosts (issue 15, protocol.md 1.10.10): one row
 -- per pairing, and so per certificate.  state: 'pending' (waiting for the
 -- operator; no certificate yet), 'active' (issued; the TLS check admits
 -- its fingerprint until not_after), 'revoked' (by an operator: refused,
@@ -405,6 +405,21 @@ CREATE UNIQUE INDEX agents_active_name ON agents(name)
 CREATE INDEX agents_state ON agents(state, name);
 
 PRAGMA user_version = 8;
+
+-- @migration 9
+
+-- TLS towards an exporter (issue 15, protocol.md 1.10.8): 'off' plain
+-- USB/IP (stock usbipd), 'required' every connection TLS with an agent
+-- certificate naming the exporter, 'optional' (dial-out agents only)
+-- either.  The exporter leg of an attachment: up_transport 'tcp' or
+-- 'tls', up_cert the agent certificate's CN (NULL without TLS).
+ALTER TABLE exporters ADD COLUMN tls TEXT NOT NULL DEFAULT 'off'
+    CHECK (tls IN ('off', 'optional', 'required'));
+ALTER TABLE attachments ADD COLUMN up_transport TEXT NOT NULL DEFAULT 'tcp'
+    CHECK (up_transport IN ('tcp', 'tls'));
+ALTER TABLE attachments ADD COLUMN up_cert TEXT;
+
+PRAGMA user_version = 9;
 
 -- @views
 

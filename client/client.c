@@ -29,8 +29,13 @@ struct client {
 	json_int_t	 next_id;
 	json_t		*events;	/* array: queued event messages */
 	int		 eof;
+	int		 timeout_ms;	/* for a response */
+	int		 greeting;	/* the first call: is it usbgwd? */
 	json_t		*early_error;	/* id-less error (refused at connect) */
 };
+
+static int call(struct client *, const char *, json_t *, json_t **,
+    struct jtext *, int, char *, size_t, int);
 
 int
 exit_for_error(enum ctl_err e)
@@ -49,6 +54,8 @@ exit_for_error(enum ctl_err e)
 		return EXIT_INTERNAL;
 	}
 }
+
+static int client_greet(struct client *);
 
 struct client *
 client_open(const char *path, int *status)
@@ -90,8 +97,109 @@ client_open(const char *path, int *status)
 	usbgw_strlcpy(cl->path, path, sizeof(cl->path));
 	cl->next_id = 1;
 	cl->events = json_array();
-	*status = EXIT_OK;
+	/*
+	 * A socket that accepts but is not usbgwd's (another program's), or
+	 * a daemon stopped with SIGSTOP (the kernel still accepts into the
+	 * backlog), would otherwise be found out only after the 30 s a
+	 * command may take.  client_greet() asks the kernel who listens
+	 * (SO_PEERCRED: its pid) and says so at once.
+	 */
+	cl->greeting = 1;
+	if ((*status = client_greet(cl)) != EXIT_OK) {
+		client_close(cl);
+		return NULL;
+	}
+	cl->greeting = 0;
+	cl->timeout_ms = CLIENT_TIMEOUT_MS;
 	return cl;
+}
+
+/*
+ * The listening process, from /proc: its command name into comm ("" if
+ * not visible: another pid namespace) and its state letter (R, S, T for
+ * stopped, t for traced, ...), '?' if unknown.
+ */
+static char
+peer_proc(int fd, pid_t *pidp, char *comm, size_t commsz)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+	char path[64], buf[512], *p, *q;
+	FILE *f;
+	size_t n;
+
+	comm[0] = '\0';
+	*pidp = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == -1 ||
+	    uc.pid <= 0)
+		return '?';
+	*pidp = uc.pid;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)uc.pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold spaces and parentheses */
+	if ((p = strchr(buf, '(')) == NULL || (q = strrchr(buf, ')')) == NULL ||
+	    q < p || q[1] != ' ' || q[2] == '\0')
+		return '?';
+	*q = '\0';
+	usbgw_strlcpy(comm, p + 1, commsz);
+	return q[2];
+}
+
+static int
+client_greet(struct client *cl)
+{
+	json_t *me = NULL;
+	char msg[512] = "", comm[64];
+	pid_t pid;
+	char state;
+	int st;
+
+	state = peer_proc(cl->fd, &pid, comm, sizeof(comm));
+	if (state == 'T' || state == 't') {
+		fprintf(stderr, "usbgw: %s: %s (pid %ld) is stopped (%s): it "
+		    "cannot answer\n", cl->path, comm, (long)pid,
+		    state == 'T' ? "SIGSTOP?" : "a debugger?");
+		return EXIT_UNREACHABLE;
+	}
+	/*
+	 * usbgwd (or a process we cannot see) gets the usual 30 s: its
+	 * answer may wait for a slow user database (control-lookup-timeout).
+	 * Another program gets 3 s to prove it speaks the protocol.
+	 */
+	cl->timeout_ms = comm[0] == '\0' || strcmp(comm, "usbgwd") == 0 ?
+	    CLIENT_TIMEOUT_MS : CLIENT_HELLO_MS;
+	st = call(cl, "hello", NULL, &me, NULL, 0, msg, sizeof(msg), 1);
+	json_decref(me);
+	switch (st) {
+	case EXIT_OK:
+		break;
+	case -1:	/* no answer in time */
+		if (comm[0] != '\0' && strcmp(comm, "usbgwd") != 0)
+			fprintf(stderr, "usbgw: %s: no answer in %d s: it "
+			    "belongs to %s (pid %ld), not usbgwd\n", cl->path,
+			    cl->timeout_ms / 1000, comm, (long)pid);
+		else
+			fprintf(stderr, "usbgw: %s: no answer in %d s: "
+			    "usbgwd is hung?\n", cl->path,
+			    cl->timeout_ms / 1000);
+		st = EXIT_UNREACHABLE;
+		break;
+	case EXIT_INTERNAL:
+		fprintf(stderr, "usbgw: %s does not speak usbgwd's control "
+		    "protocol: is it usbgwd's socket?\n", cl->path);
+		st = EXIT_UNREACHABLE;
+		break;
+	default:	/* refused at connect, or the daemon went away */
+		fprintf(stderr, "usbgw: ");
+		print_safe(stderr, msg);
+		fprintf(stderr, "\n");
+		break;
+	}
+	return st;
 }
 
 void
@@ -157,6 +265,8 @@ read_frame(struct client *cl, int timeout_ms, size_t *used)
 		if (cl->len >= CTL_FRAME_HDR) {
 			flen = get_be32(cl->buf);
 			if (flen == 0 || flen > CTL_MAX_RESPONSE) {
+				if (cl->greeting)	/* client_greet says */
+					return EXIT_INTERNAL;
 				fprintf(stderr, "usbgw: bad message from the "
 				    "daemon: frame length %u outside 1..%d\n",
 				    flen, CTL_MAX_RESPONSE);
@@ -248,8 +358,9 @@ read_msg(struct client *cl, int timeout_ms, json_t **msg)
 	case CTL_DEC_BADJSON:
 	case CTL_DEC_TOOBIG:
 	case CTL_DEC_SHORT:
-		fprintf(stderr, "usbgw: bad message from the daemon: %s\n",
-		    err);
+		if (!cl->greeting)	/* else client_greet says */
+			fprintf(stderr, "usbgw: bad message from the daemon: "
+			    "%s\n", err);
 		rv = EXIT_INTERNAL;
 		break;
 	}
@@ -423,7 +534,7 @@ call(struct client *cl, const char *cmd, json_t *args, json_t **result,
 	free(frame);
 
 	for (;;) {
-		rv = read_frame(cl, CLIENT_TIMEOUT_MS, &used);
+		rv = read_frame(cl, cl->timeout_ms, &used);
 		if (rv == 0 && text != NULL) {
 			rv = frame_result_text(cl->buf + CTL_FRAME_HDR,
 			    used - CTL_FRAME_HDR, id, indent, text, err,
@@ -443,9 +554,11 @@ call(struct client *cl, const char *cmd, json_t *args, json_t **result,
 		}
 		if (rv == 0)
 			rv = read_msg(cl, 0, &msg);
+		if (rv == -1 && cl->greeting)
+			return -1;
 		if (rv == -1) {
 			snprintf(emsg, emsglen, "no answer from the daemon in "
-			    "%d s", CLIENT_TIMEOUT_MS / 1000);
+			    "%d s", cl->timeout_ms / 1000);
 			if (!quiet)
 				fprintf(stderr, "usbgw: %s\n", emsg);
 			return EXIT_UNREACHABLE;

@@ -1,6 +1,6 @@
 /*
  * usbgw agent list|approve|reject|revoke: enrolled agents and vhci hosts
- * (protocol.md 1.10.8).  approve and reject name a pending pairing by the
+ * (protocol.md 1.10.10).  approve and reject name a pending pairing by the
  * 6-digit code both sides show (and --name when two share it); revoke
  * ends a name's certificate and cuts its connections.
  */

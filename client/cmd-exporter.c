@@ -1,4 +1,5 @@
 /* usbgw exporter list|add|remove: the hosts the gateway polls. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@ exporter_list_exec(struct cmd_ctx *ctx)
 	struct table *t;
 	json_t *res, *e;
 	char addr[300], seen[32];
+	const char *tls_w;
 	size_t i;
 	int st;
 
@@ -27,14 +29,22 @@ exporter_list_exec(struct cmd_ctx *ctx)
 	table_align_right(t, 3);
 	json_array_foreach(res, i, e) {
 		const char *h = jstr(e, "host");
+		bool agent = strcmp(jstr(e, "kind"), "agent") == 0;
+		bool tls;
 
+		/* TLS shown only where it is on: stock exporters read as before */
+		tls_w = jstr(e, "tls");
+		tls = *tls_w != '\0' && strcmp(tls_w, "off") != 0;
 		if (strcmp(jstr(e, "kind"), "agent-dialout") == 0)
-			snprintf(addr, sizeof(addr), "agent from %s", h);
+			snprintf(addr, sizeof(addr), "agent from %s%s%s%s", h,
+			    tls ? " (tls " : "", tls ? tls_w : "", tls ? ")" :
+			    "");
 		else
 			snprintf(addr, sizeof(addr), strchr(h, ':') != NULL ?
-			    "[%s]:%s%s" : "%s:%s%s", h, jfmt(e, "port"),
-			    strcmp(jstr(e, "kind"), "agent") == 0 ?
-			    " (agent)" : "");
+			    "[%s]:%s%s%s%s%s" : "%s:%s%s%s%s%s", h,
+			    jfmt(e, "port"), agent || tls ? " (" : "",
+			    agent ? "agent" : "", agent && tls ? ", " : "",
+			    tls ? "tls required)" : agent ? ")" : "");
 		fmt_time(seen, sizeof(seen),
 		    json_integer_value(json_object_get(e, "last_seen")));
 		table_add(t, jstr(e, "name"), addr, *jstr(e, "status") != '\0' ?
@@ -61,14 +71,17 @@ exporter_add_exec(struct cmd_ctx *ctx)
 	    a.host[0] == '\0')
 		return usage_error(ctx, "\"%s\": %s", ctx->argv[1],
 		    a.host[0] == '\0' && es == NULL ? "expected a host" : es);
-	st = cmd_call(ctx, "exporter.add", json_pack("{s:s, s:s, s:i, s:b}",
-	    "name", ctx->argv[0], "host", a.host, "port", atoi(a.port),
-	    "agent", arg_has(ctx, "agent")), &res);
+	st = cmd_call(ctx, "exporter.add", json_pack("{s:s, s:s, s:i, s:b, "
+	    "s:s}", "name", ctx->argv[0], "host", a.host, "port", atoi(a.port),
+	    "agent", arg_has(ctx, "agent"), "tls", arg_get(ctx, "tls") != NULL ?
+	    arg_get(ctx, "tls") : "off"), &res);
 	if (st == EXIT_OK && !ctx->json) {
 		printf("added %s ", arg_has(ctx, "agent") ? "agent" : "exporter");
 		print_safe(stdout, ctx->argv[0]);
-		printf(" at %s%s%s:%s\n", strchr(a.host, ':') ? "[" : "", a.host,
-		    strchr(a.host, ':') ? "]" : "", a.port);
+		printf(" at %s%s%s:%s%s\n", strchr(a.host, ':') ? "[" : "",
+		    a.host, strchr(a.host, ':') ? "]" : "", a.port,
+		    arg_get(ctx, "tls") != NULL && strcmp(arg_get(ctx, "tls"),
+		    "required") == 0 ? " (TLS required)" : "");
 	}
 	json_decref(res);
 	return st;
@@ -98,11 +111,14 @@ const struct cmd_entry cmd_exporter_list_entry = {
 static const struct cmd_opt add_opts[] = {
 	{ "agent", 0, NULL, "a usbgw-agent: keep a control connection to it "
 	    "(pushed hot-plug; polled every 60 s as a backstop)" },
+	{ "tls", 0, "required|off", "TLS on every connection to it, the "
+	    "peer an agent whose certificate names it (default off: plain "
+	    "USB/IP, stock usbipd)" },
 	{ NULL, 0, NULL, NULL }
 };
 
 const struct cmd_entry cmd_exporter_add_entry = {
-	"exporter add", "NAME HOST[:PORT] [--agent]",
+	"exporter add", "NAME HOST[:PORT] [--agent] [--tls required|off]",
 	"add an exporter (usbipd, or with --agent a usbgw-agent) for the "
 	"gateway to poll",
 	PRIV_ADMIN, 2, 2, add_opts, exporter_add_exec

@@ -156,8 +156,20 @@ policy_move_exec(struct cmd_ctx *ctx)
 		return EXIT_USAGE;
 	st = cmd_call(ctx, "policy.move", json_pack("{s:I, s:I}", "id",
 	    (json_int_t)id, "position", (json_int_t)pos), &res);
-	if (st == EXIT_OK && !ctx->json)
-		printf("moved rule %lld to position %lld\n", id, pos);
+	if (st == EXIT_OK && !ctx->json) {
+		json_t *p = json_object_get(res, "position");
+		const char *note = json_string_value(json_object_get(res,
+		    "note"));
+
+		if (json_is_integer(p) && json_integer_value(p) != pos)
+			printf("moved rule %lld to position %lld, not %lld "
+			    "(%lld rules; %s)\n", id,
+			    (long long)json_integer_value(p), pos,
+			    (long long)json_integer_value(json_object_get(res,
+			    "rules")), note != NULL ? note : "");
+		else
+			printf("moved rule %lld to position %lld\n", id, pos);
+	}
 	json_decref(res);
 	return st;
 }

@@ -282,7 +282,8 @@ fmt_time(char *buf, size_t len, json_int_t t)
 		usbgw_strlcpy(buf, "-", len);
 		return;
 	}
-	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+	/* local time, and the zone said (TZ decides: UTC, CET, ...) */
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S %Z", &tm);
 }
 
 /* Compact: 45s, 3m, 2h05m, 1d03h. */

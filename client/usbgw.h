@@ -27,6 +27,7 @@
 
 #define USBGW_DEFAULT_SOCKET	"/run/usbgw/control.sock"
 #define CLIENT_TIMEOUT_MS	30000	/* waiting for a response */
+#define CLIENT_HELLO_MS		3000	/* the first answer on a connection */
 #define CLIENT_MAX_QUEUED	1024	/* events held while a call is pending */
 #define CMD_MAX_OPTS		16
 

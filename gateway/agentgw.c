@@ -76,6 +76,8 @@ struct agentconn {
 	char			 host[256];
 	struct usbgw_addr	 addr;
 	char			 name[AGP_NAME_SIZE];	/* the agent's */
+	bool			 tls;		/* over TLS: cert verified */
+	struct tlsid_peer	 cert;		/* tls: the agent's certificate */
 	uint32_t		 seq_in, seq_out;
 	bool			 snapshot;
 	uint32_t		 snap_count, snap_n;
@@ -576,6 +578,36 @@ ac_refuse(struct agentconn *ac, uint16_t kind, const char *why)
 	ac_close(ac, why, false);
 }
 
+/*
+ * A dial-out agent's transport against its declaration (tls required,
+ * optional, off), and over TLS its certificate against the name the
+ * hello (CONTROL) or the token (DIALBACK) says: the name is bound to the
+ * certificate, so an agent certified as tc17 cannot be tc18.  true (why
+ * set) if refused.
+ */
+static bool
+ac_transport_refused(const struct agentconn *ac, const struct exporter *exp,
+    const char *what, char *why, size_t whylen)
+{
+	if (!ac->tls && exp->tls == EXP_TLS_REQUIRED) {
+		snprintf(why, whylen, "%s from agent %s in plaintext: its tls "
+		    "is required", what, exp->name);
+		return true;
+	}
+	if (ac->tls && exp->tls == EXP_TLS_OFF) {
+		snprintf(why, whylen, "%s from agent %s over TLS: it is "
+		    "declared tls=off", what, exp->name);
+		return true;
+	}
+	if (ac->tls && strcmp(ac->cert.name, exp->name) != 0) {
+		snprintf(why, whylen, "%s as agent %s with the certificate "
+		    "of %s: the name must be the certificate's", what,
+		    exp->name, ac->cert.name);
+		return true;
+	}
+	return false;
+}
+
 static struct exporter *
 dialout_find(const char *name)
 {
@@ -603,6 +635,8 @@ ac_dialin_control(struct agentconn *ac, const struct agp_hello *h)
 		    "outside %.64s", exp->name, exp->host);
 		return ac_refuse(ac, AGP_KIND_CONTROL, why);
 	}
+	if (ac_transport_refused(ac, exp, "CONTROL", why, sizeof(why)))
+		return ac_refuse(ac, AGP_KIND_CONTROL, why);
 	n = agp_control_rep_encode(rep, ST_OK, AC_GATEWAY_NAME, 0,
 	    AGENTGW_PING_S);
 	bufferevent_write(ac->bev, rep, n);
@@ -635,9 +669,11 @@ ac_dialin_dialback(struct agentconn *ac, const struct agp_hello *h)
 		upstream_dial_failed(up, -1, "dial-back refused");
 		return ac_refuse(ac, AGP_KIND_DIALBACK, why);
 	}
-	if (strcmp(t->busid, h->busid) != 0) {
-		snprintf(why, sizeof(why), "DIALBACK for agent %s: the token "
-		    "was issued for another busid", exp->name);
+	if (strcmp(t->busid, h->busid) != 0 ||
+	    ac_transport_refused(ac, exp, "DIALBACK", why, sizeof(why))) {
+		if (strcmp(t->busid, h->busid) != 0)
+			snprintf(why, sizeof(why), "DIALBACK for agent %s: the "
+			    "token was issued for another busid", exp->name);
 		up = t->up;
 		token_free(t);
 		upstream_dial_failed(up, -1, "dial-back refused");
@@ -735,6 +771,8 @@ ac_event(struct bufferevent *bev, short what, void *arg)
 	size_t n;
 
 	if (what & BEV_EVENT_CONNECTED) {
+		/* with tls required, gw_connect_tls checked the certificate */
+		ac->tls = ac->exp != NULL && ac->exp->tls == EXP_TLS_REQUIRED;
 		gw_socket_tune(bufferevent_getfd(bev));
 		gw_socket_keepalive(bufferevent_getfd(bev));
 		if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce))
@@ -744,7 +782,10 @@ ac_event(struct bufferevent *bev, short what, void *arg)
 		ac_set_state(ac, AC_HELLO, "CONTROL sent");
 		return;
 	}
-	if (what & BEV_EVENT_EOF)
+	if (gw_tls_error() != NULL && ac->exp != NULL) {
+		exporter_tls_refused(ac->exp, gw_tls_error());
+		ac_close(ac, gw_tls_error(), false);
+	} else if (what & BEV_EVENT_EOF)
 		ac_close(ac, ac->state == AC_UP ? "the agent closed the control "
 		    "connection" : "the agent closed the connection (not an "
 		    "agent, or it refused us)", false);
@@ -829,8 +870,10 @@ ac_connect(struct agentconn *ac)
 		return;
 	ac_set_state(ac, AC_CONNECTING, NULL);
 	ac_start_timers(ac);
-	if (gw_connect(exp->host, exp->port, &ac->bev, ac_read, ac_event,
-	    ac) == -1) {
+	if ((exp->tls == EXP_TLS_REQUIRED ? gw_connect_tls(exp->host,
+	    exp->port, exp->name, AC_HELLO_MS, &ac->bev, ac_read, ac_event,
+	    ac) : gw_connect(exp->host, exp->port, &ac->bev, ac_read,
+	    ac_event, ac)) == -1) {
 		ac->bev = NULL;
 		ac_close(ac, "cannot start a connection to the agent", false);
 		return;
@@ -960,7 +1003,7 @@ dialin_make_room(const char *host, const struct usbgw_addr *addr)
 
 void
 agentgw_accept(struct bufferevent *bev, const char *host,
-    const struct usbgw_addr *addr)
+    const struct usbgw_addr *addr, const struct tlsid_peer *cert)
 {
 	struct agentconn *ac;
 	int fd = bufferevent_getfd(bev);
@@ -973,12 +1016,20 @@ agentgw_accept(struct bufferevent *bev, const char *host,
 	ac->dialin = true;
 	ac->bev = bev;
 	ac->addr = *addr;
+	if (cert != NULL) {
+		ac->tls = true;
+		ac->cert = *cert;
+	}
 	usbgw_strlcpy(ac->host, host, sizeof(ac->host));
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
 		snprintf(port, sizeof(port), "%u", ntohs(ss.ss_family ==
 		    AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
 		    ((struct sockaddr_in *)&ss)->sin_port));
-	snprintf(ac->peer, sizeof(ac->peer), "%s:%s", host, port);
+	if (cert != NULL)
+		snprintf(ac->peer, sizeof(ac->peer), "%s (tls %s)", host,
+		    cert->name);
+	else
+		snprintf(ac->peer, sizeof(ac->peer), "%s:%s", host, port);
 	ac->state = AC_HELLO;
 	ndialin++;
 	ac_start_timers(ac);

@@ -13,6 +13,7 @@
 #include <event2/bufferevent.h>
 
 #include "identity.h"
+#include "tlsid.h"
 
 struct exporter;
 
@@ -34,10 +35,11 @@ void	agentgw_stop(struct exporter *);
 /*
  * A connection on the USB/IP listener whose first bytes are an
  * OP_REQ_USBGW (server.c): bev is taken over (what it already read is
- * the hello); host is the peer's address, parsed in addr.
+ * the hello); host is the peer's address, parsed in addr; cert the
+ * agent's verified certificate if it came over TLS (NULL: plaintext).
  */
 void	agentgw_accept(struct bufferevent *, const char *host,
-	    const struct usbgw_addr *addr);
+	    const struct usbgw_addr *addr, const struct tlsid_peer *cert);
 void	agentgw_shutdown(void);
 
 #endif

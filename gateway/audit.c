@@ -1032,17 +1032,7 @@ audit_checkpoint_seq(const struct audit *a)
 /* ------------------------------------------------------------------ */
 /* Pruning                                                              */
 
-/* Unix seconds as 2025-01-31T17:00:00Z (what usbgw's time parser reads). */
-static void
-fmt_utc(char *buf, size_t len, int64_t t)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	if (gmtime_r(&tt, &tm) == NULL ||
-	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, len, "@%" PRId64, t);
-}
+#define fmt_utc usbgw_fmt_utc
 
 /* A whole number of seconds as 90d, 12h, 30m or 45s. */
 static void

@@ -263,6 +263,18 @@ config_free(struct config *c)
 	free(c);
 }
 
+/* Does any listen line say tls=optional (a TLS context is needed)? */
+int
+config_tls_optional(const struct config *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nlisten; i++)
+		if (c->listen_tls[i])
+			return 1;
+	return 0;
+}
+
 size_t
 config_listen_addrs(const struct config *c, const struct config_addr **addrs)
 {
@@ -731,8 +743,25 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 			pl->n++;
 		}
 		return 0;
-	case K_LISTEN:
-		if (parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
+	case K_LISTEN: {
+		char lbuf[CONFIG_HOST_MAX + 32], *opt;
+		int ltls = 0;
+
+		/* "ADDRESS:PORT [tls=optional|off]" (protocol.md 1.10.9) */
+		usbgw_strlcpy(lbuf, v, sizeof(lbuf));
+		if ((opt = strpbrk(lbuf, " \t")) != NULL) {
+			*opt++ = '\0';
+			opt += strspn(opt, " \t");
+			if (strcmp(opt, "tls=optional") == 0)
+				ltls = 1;
+			else if (strcmp(opt, "tls=off") != 0) {
+				snprintf(err, errlen, "expected ADDRESS:PORT "
+				    "[tls=optional|off] (a TLS-only listener is "
+				    "tls-listen), got \"%s\"", shown);
+				return -1;
+			}
+		}
+		if (parse_addr(lbuf, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
 			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
 			return -1;
 		}
@@ -745,8 +774,10 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 			    "addresses", CONFIG_MAX_LISTEN);
 			return -1;
 		}
+		c->listen_tls[c->nlisten] = ltls;
 		c->listen[c->nlisten++] = a;
 		return 0;
+	}
 	case K_TLSLISTEN:
 		if (parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
 			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
@@ -841,7 +872,7 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 	struct config_addr a;
 	size_t i;
 
-	int kind = 0;
+	int kind = 0, tls = 0;
 
 	name = strtok_r(rest, " \t", &save);
 	addr = name != NULL ? strtok_r(NULL, " \t", &save) : NULL;
@@ -850,8 +881,24 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 		kind = 1;
 		extra = strtok_r(NULL, " \t", &save);
 	}
+	if (extra != NULL && strncmp(extra, "tls=", 4) == 0) {
+		if (strcmp(extra + 4, "required") == 0)
+			tls = 2;
+		else if (strcmp(extra + 4, "off") == 0)
+			tls = 0;
+		else {
+			perr(p, line, "exporter %s: expected tls=required or "
+			    "tls=off, got \"%s\" (optional is offered for "
+			    "dial-out agents only: the gateway would fall back "
+			    "to plaintext on a connection an attacker can make "
+			    "fail)", name != NULL ? name : "?", extra);
+			return;
+		}
+		extra = strtok_r(NULL, " \t", &save);
+	}
 	if (name == NULL || addr == NULL || extra != NULL) {
-		perr(p, line, "expected \"exporter NAME HOST[:PORT] [agent]\"");
+		perr(p, line, "expected \"exporter NAME HOST[:PORT] [agent] "
+		    "[tls=required|off]\"");
 		return;
 	}
 	if (!name_valid(name, 32) || strchr(name, '$') != NULL) {
@@ -883,6 +930,7 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 	usbgw_strlcpy(e->name, name, sizeof(e->name));
 	e->addr = a;
 	e->kind = kind;
+	e->tls = tls;
 	e->line = line;
 }
 
@@ -940,14 +988,28 @@ parse_agent(struct config *c, struct parse *p, int line, char *rest)
 	char *name, *from, *net, *extra, *save, canon[CONFIG_HOST_MAX];
 	const char *errstr = NULL;
 	size_t i;
+	int tls = 0;
 
 	name = strtok_r(rest, " \t", &save);
 	from = name != NULL ? strtok_r(NULL, " \t", &save) : NULL;
 	net = from != NULL ? strtok_r(NULL, " \t", &save) : NULL;
 	extra = net != NULL ? strtok_r(NULL, " \t", &save) : NULL;
+	if (extra != NULL && strncmp(extra, "tls=", 4) == 0) {
+		if (strcmp(extra + 4, "required") == 0)
+			tls = 2;
+		else if (strcmp(extra + 4, "optional") == 0)
+			tls = 1;
+		else if (strcmp(extra + 4, "off") != 0) {
+			perr(p, line, "agent %s: expected tls=required, "
+			    "tls=optional or tls=off, got \"%s\"", name, extra);
+			return;
+		}
+		extra = strtok_r(NULL, " \t", &save);
+	}
 	if (name == NULL || from == NULL || strcmp(from, "from") != 0 ||
 	    net == NULL || extra != NULL) {
-		perr(p, line, "expected \"agent NAME from ADDRESS[/PREFIX]\"");
+		perr(p, line, "expected \"agent NAME from ADDRESS[/PREFIX] "
+		    "[tls=required|optional|off]\"");
 		return;
 	}
 	if (!name_valid(name, 32) || strchr(name, '$') != NULL) {
@@ -975,6 +1037,7 @@ parse_agent(struct config *c, struct parse *p, int line, char *rest)
 	usbgw_strlcpy(e->addr.host, canon, sizeof(e->addr.host));
 	usbgw_strlcpy(e->addr.port, CONFIG_DEFAULT_PORT, sizeof(e->addr.port));
 	e->kind = 2;
+	e->tls = tls;
 	e->line = line;
 }
 
@@ -1285,7 +1348,8 @@ config_dump(const struct config *c)
 		case K_LISTEN:
 			for (j = 0; j < c->nlisten; j++) {
 				fmt_addr(buf, sizeof(buf), &c->listen[j]);
-				dump_add(&out, &len, "listen = %s\n", buf);
+				dump_add(&out, &len, "listen = %s%s\n", buf,
+				    c->listen_tls[j] ? " tls=optional" : "");
 			}
 			break;
 		case K_TLSLISTEN:
@@ -1297,14 +1361,20 @@ config_dump(const struct config *c)
 		}
 	}
 	for (i = 0; i < c->nexporters; i++) {
+		static const char *const tlsw[] = { "", " tls=optional",
+		    " tls=required" };
+		const char *tw = c->exporters[i].tls >= 0 &&
+		    c->exporters[i].tls <= 2 ? tlsw[c->exporters[i].tls] : "";
+
 		if (c->exporters[i].kind == 2) {
-			dump_add(&out, &len, "agent %s from %s\n",
-			    c->exporters[i].name, c->exporters[i].addr.host);
+			dump_add(&out, &len, "agent %s from %s%s\n",
+			    c->exporters[i].name, c->exporters[i].addr.host, tw);
 			continue;
 		}
 		fmt_addr(buf, sizeof(buf), &c->exporters[i].addr);
-		dump_add(&out, &len, "exporter %s %s%s\n", c->exporters[i].name,
-		    buf, c->exporters[i].kind == 1 ? " agent" : "");
+		dump_add(&out, &len, "exporter %s %s%s%s\n",
+		    c->exporters[i].name, buf, c->exporters[i].kind == 1 ?
+		    " agent" : "", tw);
 	}
 	for (i = 0; i < c->nhooks; i++) {
 		evs[0] = '\0';

@@ -61,6 +61,7 @@ struct config_exporter {
 	char		name[CONFIG_NAME_MAX];
 	struct config_addr addr;
 	int		kind;
+	int		tls;		/* enum exp_tls: 0 off, 1 optional, 2 required */
 	int		line;		/* where it was declared */
 };
 
@@ -110,12 +111,13 @@ struct config {
 	/* USB/IP side. */
 	struct config_addr	listen[CONFIG_MAX_LISTEN];	/* configured */
 	size_t		nlisten;		/* 0: see config_listen_addrs() */
+	int		listen_tls[CONFIG_MAX_LISTEN];	/* 1: tls=optional */
 	/* TLS listeners for vhci hosts (server.c, tlsshim.c) and the store
 	 * of the gateway's CA, key and certificate (tlsid.c). */
 	struct config_addr	tls_listen[CONFIG_MAX_LISTEN];
 	size_t		ntls_listen;
 	char		tls_dir[CONFIG_PATH_MAX];	/* "": DATABASE dir/tls */
-	/* Enrollment (enroll.c, protocol.md 1.10.8). */
+	/* Enrollment (enroll.c, protocol.md 1.10.10). */
 	unsigned	tls_cert_days;		/* issued agent/host certificates */
 	unsigned	tls_renew_days;		/* renew within this many days */
 	unsigned	tls_renew_check_ms;	/* gateway.pem checked this often */
@@ -214,6 +216,7 @@ int		 config_parse_listen(const char *s, struct config_addr *out,
  * mode, where the gateway attaches devices itself and serves other hosts
  * only on addresses set explicitly.  The number of addresses, in *addrs.
  */
+int		 config_tls_optional(const struct config *);
 size_t		 config_listen_addrs(const struct config *,
 		    const struct config_addr **addrs);
 

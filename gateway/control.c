@@ -495,9 +495,23 @@ builtin_watch(struct ctl_conn *c, json_t *args, json_t **result, char *err,
 		json_array_foreach(evs, i, v) {
 			if (!json_is_string(v) ||
 			    (ev = hook_event_parse(json_string_value(v))) < 0) {
+				size_t off;
+
 				json_decref(names);
-				snprintf(err, errlen, "argument events: unknown "
-				    "event at index %zu", i);
+				if (json_is_string(v))
+					off = (size_t)snprintf(err, errlen,
+					    "no event is called \"%.40s\": "
+					    "expected one of ",
+					    json_string_value(v));
+				else
+					off = (size_t)snprintf(err, errlen,
+					    "events: entry %zu is not an event "
+					    "name: expected one of ", i + 1);
+				for (ev = 0; ev < HOOK_NEVENTS && off < errlen;
+				    ev++)
+					off += (size_t)snprintf(err + off,
+					    errlen - off, "%s%s", ev ? ", " : "",
+					    hook_event_name(ev));
 				return CTL_E_USAGE;
 			}
 			mask |= 1u << ev;
@@ -966,8 +980,9 @@ accept_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* 0 found, -1 no such group, else the errno of the look-up. */
 static int
-lookup_group(const char *name, gid_t *gid)
+lookup_group_err(const char *name, gid_t *gid)
 {
 	struct group gr, *res = NULL;
 	char *buf;
@@ -978,7 +993,13 @@ lookup_group(const char *name, gid_t *gid)
 	if (rv == 0 && res != NULL)
 		*gid = res->gr_gid;
 	free(buf);
-	return rv == 0 && res != NULL ? 0 : -1;
+	return rv != 0 ? rv : res != NULL ? 0 : -1;
+}
+
+static int
+lookup_group(const char *name, gid_t *gid)
+{
+	return lookup_group_err(name, gid) == 0 ? 0 : -1;
 }
 
 static int
@@ -1082,13 +1103,47 @@ socket_live(const char *path)
 	return rv;
 }
 
+/*
+ * The socket's group and mode from cfg (at start, and again at a reload:
+ * who may connect).  Never wider for a moment: the mode goes to 0600
+ * first, then the group, then the mode asked for.  -1 with err set; the
+ * socket is then 0600 (nobody but root connects: closed, not open).
+ */
+static int
+socket_perms(const struct config *cfg, char *err, size_t errlen)
+{
+	const char *g = cfg->control_group, *es;
+	long long n;
+	gid_t gid = (gid_t)-1;
+	int rv;
+
+	if (g[0] != '\0') {
+		if (parse_num(g, 0, 0xfffffffeLL, &n, &es) == 0)
+			gid = (gid_t)n;
+		else if ((rv = lookup_group_err(g, &gid)) != 0) {
+			snprintf(err, errlen, "control-group %s: %s", g,
+			    rv > 0 ? strerror(rv) : "no such group");
+			return -1;
+		}
+	}
+	if (chmod(C.path, 0600) == -1 ||
+	    (gid != (gid_t)-1 && chown(C.path, (uid_t)-1, gid) == -1) ||
+	    chmod(C.path, cfg->control_mode) == -1) {
+		snprintf(err, errlen, "%s: group %s, mode %04o: %s", C.path,
+		    g[0] != '\0' ? g : "(unchanged)",
+		    (unsigned)cfg->control_mode, strerror(errno));
+		(void)chmod(C.path, 0600);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 socket_create(const struct config *cfg)
 {
 	struct sockaddr_un sun;
 	struct stat st;
-	char dir[sizeof(sun.sun_path)], *slash;
-	gid_t gid;
+	char dir[sizeof(sun.sun_path)], *slash, err[256];
 	mode_t old;
 	int fd, live;
 
@@ -1147,24 +1202,8 @@ socket_create(const struct config *cfg)
 		return -1;
 	}
 	umask(old);
-	if (cfg->control_group[0] != '\0') {
-		const char *g = cfg->control_group;
-		long long n;
-		const char *es;
-
-		if (parse_num(g, 0, 0xfffffffeLL, &n, &es) == 0)
-			gid = (gid_t)n;
-		else if (lookup_group(g, &gid) != 0) {
-			log_warnx("control: unknown group %s", g);
-			goto fail;
-		}
-		if (chown(C.path, (uid_t)-1, gid) == -1) {
-			log_warn("control: chown %s to group %s", C.path, g);
-			goto fail;
-		}
-	}
-	if (chmod(C.path, cfg->control_mode) == -1) {
-		log_warn("control: chmod %s", C.path);
+	if (socket_perms(cfg, err, sizeof(err)) == -1) {
+		log_warnx("control: %s", err);
 		goto fail;
 	}
 	if (listen(fd, CONTROL_BACKLOG) == -1) {
@@ -1234,9 +1273,22 @@ control_reconfigure(const struct config *cfg)
 {
 	if (C.cfg == NULL)
 		return;
+	char err[256];
+	int changed;
+
 	if (strcmp(cfg->control_socket, C.path) != 0)
 		log_warnx("control: socket path change to %s needs a restart",
 		    cfg->control_socket);
+	changed = strcmp(cfg->control_group, C.cfg->control_group) != 0 ||
+	    cfg->control_mode != C.cfg->control_mode;
+	if (changed && socket_perms(cfg, err, sizeof(err)) == -1)
+		log_warnx("control: reload: %s: the socket is 0600 now (root "
+		    "only) until a reload or restart sets it", err);
+	else if (changed)
+		log_info("control: reload: socket %s now mode %04o%s%s",
+		    C.path, (unsigned)cfg->control_mode,
+		    cfg->control_group[0] != '\0' ? ", group " : "",
+		    cfg->control_group);
 	/* Keep the path the socket really has. */
 	memcpy(C.cfg, cfg, sizeof(*C.cfg));
 	usbgw_strlcpy(C.cfg->control_socket, C.path,
@@ -1465,9 +1517,11 @@ ctl_args_approve(json_t *args, const char **busid, struct approve_opts *opts,
 	}
 	if (to != NULL) {
 		if (strlen(to) >= sizeof(opts->to_host) || !printable(to) ||
-		    strchr(to, ' ') != NULL) {
-			snprintf(err, errlen, "argument to: expected a host name "
-			    "or address");
+		    strchr(to, ' ') != NULL || to[0] == '\0') {
+			snprintf(err, errlen, "the host to approve for (to): "
+			    "expected a host name or address of 1 to %zu "
+			    "printable characters without spaces",
+			    sizeof(opts->to_host) - 1);
 			return CTL_E_USAGE;
 		}
 		usbgw_strlcpy(opts->to_host, to, sizeof(opts->to_host));

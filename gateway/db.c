@@ -101,10 +101,10 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "UPDATE exporters SET status = ?2, last_seen = "
 	    "CASE WHEN ?2 = 'up' THEN ?3 ELSE last_seen END WHERE id = ?1",
 	[S_EXP_LIST] =
-	    "SELECT id, name, host, port, status, kind FROM exporters "
+	    "SELECT id, name, host, port, status, kind, tls FROM exporters "
 	    "WHERE removed_at IS NULL ORDER BY name",
 	[S_EXP_KIND] =
-	    "UPDATE exporters SET kind = ?2 WHERE id = ?1",
+	    "UPDATE exporters SET kind = ?2, tls = ?3 WHERE id = ?1",
 	[S_DEV_FIND] =
 	    "SELECT id FROM devices WHERE exporter_id = ?1 AND "
 	    "exporter_busid = ?2 AND hash = ?3 AND serial = ?4 AND "
@@ -851,7 +851,8 @@ db_exporter_upsert(struct db *db, const char *name, const char *host,
 }
 
 int
-db_exporter_set_kind(struct db *db, int64_t id, const char *kind)
+db_exporter_set_kind(struct db *db, int64_t id, const char *kind,
+    const char *tls)
 {
 	sqlite3_stmt *st;
 
@@ -859,6 +860,7 @@ db_exporter_set_kind(struct db *db, int64_t id, const char *kind)
 		return -1;
 	sqlite3_bind_int64(st, 1, id);
 	bind_text(st, 2, kind);
+	bind_text(st, 3, tls);
 	return step_done(db, st, "exporter kind") == -1 ? -1 : 0;
 }
 
@@ -905,6 +907,7 @@ db_exporter_foreach(struct db *db, int (*cb)(void *, const struct db_exporter *)
 		e.port = sqlite3_column_int(st, 3);
 		col_text(st, 4, e.status, sizeof(e.status));
 		col_text(st, 5, e.kind, sizeof(e.kind));
+		col_text(st, 6, e.tls, sizeof(e.tls));
 		if (cb(arg, &e) != 0) {
 			sqlite3_reset(st);
 			return 0;

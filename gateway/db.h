@@ -80,13 +80,15 @@ struct db_exporter {
 	int		port;
 	char		status[8];	/* unknown, up, down */
 	char		kind[16];	/* usbip, agent, agent-dialout */
+	char		tls[16];	/* off, optional, required */
 };
 
 /* Add or update (and un-remove) by name.  Returns the id. */
 int64_t		 db_exporter_upsert(struct db *, const char *name,
 		    const char *host, int port, int64_t now);
-/* Its kind (exporter.h's names).  0 or -1. */
-int		 db_exporter_set_kind(struct db *, int64_t id, const char *kind);
+/* Its kind and TLS setting (exporter.h's names).  0 or -1. */
+int		 db_exporter_set_kind(struct db *, int64_t id, const char *kind,
+		    const char *tls);
 /* Mark removed.  1 if done, 0 if no such (active) exporter. */
 int		 db_exporter_remove(struct db *, const char *name, int64_t now);
 /* status "up" (also sets last_seen), "down" or "unknown".  0 or -1. */
@@ -310,7 +312,7 @@ int		 db_setting_get(struct db *, const char *key, char *value,
 int		 db_setting_set(struct db *, const char *key, const char *value,
 		    int64_t now);
 
-/* --- agents: enrolled agents and vhci hosts (protocol.md 1.10.8) ----- */
+/* --- agents: enrolled agents and vhci hosts (protocol.md 1.10.10) ---- */
 
 struct db_agent {
 	int64_t		id;

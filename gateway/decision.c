@@ -134,7 +134,8 @@ by_rule(struct decision *d, enum verdict v, enum decided_by by,
 	    "");
 }
 
-/* prefix "approved": "approved by bob for 10.0.0.0/8 until 1700000000". */
+/* prefix "approved": "approved by bob for 10.0.0.0/8 until
+ * 2023-11-14T22:13:20Z" (UTC, said so: never a raw epoch). */
 static void
 by_approval(struct decision *d, enum verdict v, enum decided_by by,
     const struct approval *a, const char *prefix)
@@ -154,9 +155,9 @@ by_approval(struct decision *d, enum verdict v, enum decided_by by,
 		usbgw_strlcat(d->why, host, sizeof(d->why));
 	}
 	if (a->expires_at != 0) {
-		snprintf(until, sizeof(until), " until %" PRId64,
-		    a->expires_at);
-		usbgw_strlcat(d->why, until, sizeof(d->why));
+		usbgw_strlcat(d->why, " until ", sizeof(d->why));
+		usbgw_strlcat(d->why, usbgw_fmt_utc(until, sizeof(until),
+		    a->expires_at), sizeof(d->why));
 	}
 }
 

@@ -1,7 +1,7 @@
 /*
  * Enrollment at the gateway: pairing sessions, the operator's commands,
  * the agents table behind the TLS check, renewals (enroll.h; protocol.md
- * 1.10.8).
+ * 1.10.10).
  */
 #include <sys/queue.h>
 

@@ -1,6 +1,6 @@
 /*
  * Enrollment at the gateway (issue 15 items 2 and 6; protocol.md
- * 1.10.8): pairing sessions on the TLS listeners, the operator's
+ * 1.10.10): pairing sessions on the TLS listeners, the operator's
  * approve/reject/list/revoke over the control socket, the agents table
  * behind the TLS check, and renewals over an authenticated session.
  *

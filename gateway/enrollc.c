@@ -1,5 +1,5 @@
 /*
- * Enrollment, the client's side (enrollc.h; protocol.md 1.10.8).
+ * Enrollment, the client's side (enrollc.h; protocol.md 1.10.10).
  */
 #include <sys/socket.h>
 #include <sys/stat.h>

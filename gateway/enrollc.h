@@ -1,5 +1,5 @@
 /*
- * The client's side of enrollment (protocol.md 1.10.8), shared by
+ * The client's side of enrollment (protocol.md 1.10.10), shared by
  * `usbgw-agent enroll|renew` and `usbgw-attach enroll|renew`.  Blocking,
  * in the caller's thread; not for the daemon's loop.
  *

@@ -1,5 +1,5 @@
 /*
- * The enrollment exchange's codec (enrollproto.h; protocol.md 1.10.8).
+ * The enrollment exchange's codec (enrollproto.h; protocol.md 1.10.10).
  */
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /*
- * The enrollment exchange inside a TLS session (protocol.md 1.10.8):
+ * The enrollment exchange inside a TLS session (protocol.md 1.10.10):
  * small framed messages, pure encode/decode, no I/O.
  *
  *	magic "UGWE" (4) | version 1 (1) | type (1) | body length (2, BE)

@@ -23,6 +23,7 @@
 #include <event2/event.h>
 
 #include "gw.h"
+#include "hostlimit.h"
 #include "log.h"
 #include "util.h"
 
@@ -161,6 +162,34 @@ gw_device_find(const char *busid, int *nmatch)
 	if (nmatch != NULL)
 		*nmatch = n;
 	return n == 1 ? found : NULL;
+}
+
+/*
+ * The live devices whose busid starts with busid, "a, b, c" into buf (at
+ * most 8 named, then "and N more"): what an ambiguous busid could mean.
+ */
+void
+gw_device_candidates(const char *busid, char *buf, size_t sz)
+{
+	struct exporter *exp;
+	struct device *dev;
+	size_t len = strlen(busid), off = 0;
+	int n = 0;
+
+	if (sz == 0)
+		return;
+	buf[0] = '\0';
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead || len == 0 ||
+			    strncmp(dev->busid, busid, len) != 0)
+				continue;
+			if (++n <= 8 && off < sz)
+				off += (size_t)snprintf(buf + off, sz - off,
+				    "%s%s", n > 1 ? ", " : "", dev->busid);
+		}
+	if (n > 8 && off < sz)
+		snprintf(buf + off, sz - off, " and %d more", n - 8);
 }
 
 struct exporter *
@@ -358,8 +387,10 @@ exp_poll_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (exp->poll_bev != NULL || exp->kind == EXP_KIND_DIALOUT)
 		return;		/* one poll at a time; a dial-out agent: none */
-	if (gw_connect(exp->host, exp->port, &exp->poll_bev, exp_read,
-	    exp_event, exp) == -1) {
+	if ((exp->tls == EXP_TLS_REQUIRED ? gw_connect_tls(exp->host,
+	    exp->port, exp->name, ms, &exp->poll_bev, exp_read, exp_event,
+	    exp) : gw_connect(exp->host, exp->port, &exp->poll_bev, exp_read,
+	    exp_event, exp)) == -1) {
 		exp_poll_failed(exp, "cannot start connection");
 		return;
 	}
@@ -368,6 +399,22 @@ exp_poll_cb(evutil_socket_t fd, short what, void *arg)
 	bufferevent_set_timeouts(exp->poll_bev, &tv, &tv);
 	bufferevent_setwatermark(exp->poll_bev, EV_READ, 0,
 	    USBIP_MAX_DEVLIST_REP);
+}
+
+/*
+ * A TLS connection to the exporter refused (no TLS, another name, an
+ * agent certificate refused): a log line and a tls-refused row, within
+ * the per-address budget of the other refusals.
+ */
+void
+exporter_tls_refused(struct exporter *exp, const char *why)
+{
+	if (!hostlimit_audit(exp->host, HL_TLS_REFUSED)) {
+		log_debug("exporter %s: %s", exp->name, why);
+		return;
+	}
+	log_warnx("exporter %s: %s", exp->name, why);
+	gw_audit_exporter(exp, "tls-refused", why);
 }
 
 static void
@@ -384,6 +431,9 @@ exp_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_TIMEOUT) {
 		if (!gw_timeout_spurious(bev, what))
 			exp_poll_timed_out(exp);
+	} else if (gw_tls_error() != NULL) {
+		exporter_tls_refused(exp, gw_tls_error());
+		exp_poll_failed(exp, gw_tls_error());
 	} else if (what & BEV_EVENT_EOF)
 		exp_poll_failed(exp, "exporter closed the connection");
 	else

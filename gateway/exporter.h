@@ -55,6 +55,42 @@ exp_kind_parse(const char *s)
 	return -1;
 }
 
+/*
+ * TLS towards an exporter (protocol.md 1.10.8): off (plain USB/IP, the
+ * default: stock usbipd), required (every connection TLS, the gateway
+ * TLS's server, the peer an agent whose certificate CN is the exporter's
+ * name).  optional is only for a dial-out agent, which chooses its own
+ * transport: either is admitted (the gateway opens no connection that
+ * could be downgraded).
+ */
+enum exp_tls {
+	EXP_TLS_OFF,
+	EXP_TLS_OPTIONAL,
+	EXP_TLS_REQUIRED,
+};
+
+static inline const char *
+exp_tls_name(enum exp_tls t)
+{
+	switch (t) {
+	case EXP_TLS_OFF:	return "off";
+	case EXP_TLS_OPTIONAL:	return "optional";
+	case EXP_TLS_REQUIRED:	return "required";
+	}
+	return "invalid";
+}
+
+static inline int
+exp_tls_parse(const char *s)
+{
+	if (strcmp(s, "off") == 0)
+		return EXP_TLS_OFF;
+	if (strcmp(s, "optional") == 0)
+		return EXP_TLS_OPTIONAL;
+	if (strcmp(s, "required") == 0)
+		return EXP_TLS_REQUIRED;
+	return -1;
+}
 
 struct exporter {
 	TAILQ_ENTRY(exporter)	 entry;
@@ -64,6 +100,7 @@ struct exporter {
 	char			 host[256];	/* dial-out: the network, text */
 	uint16_t		 port;
 	enum exp_kind		 kind;
+	enum exp_tls		 tls;
 	struct usbgw_addr	 net;		/* dial-out: agents from here */
 	unsigned		 net_prefix;
 	struct agentconn	*ctl;		/* its control connection, up */
@@ -117,10 +154,13 @@ void		 exporter_free(struct exporter *);
 struct exporter	*exporter_find(const char *name);
 const char	*exp_state_name(enum exp_state);
 struct device	*gw_device_find(const char *busid, int *nmatch);
+void		 gw_device_candidates(const char *, char *, size_t);
 bool		 gw_exporter_name_valid(const char *);
 double		 gw_urb_rate(void);
 void		 gw_exporter_event(struct exporter *, const char *why);
 void		 gw_audit_exporter(struct exporter *, const char *action,
 		    const char *detail);
+/* A TLS connection to it refused: log line, tls-refused row (budgeted). */
+void		 exporter_tls_refused(struct exporter *, const char *why);
 
 #endif

@@ -13,11 +13,20 @@
 
 /* An exporter of any kind (enum exp_kind). */
 struct exporter *
-gw_exporter_new(const char *name, int kind, const char *host, uint16_t port)
+gw_exporter_new(const char *name, int kind, int tls, const char *host,
+    uint16_t port)
 {
+	struct exporter *exp;
+
+	/* the first connection is made from a timer: tls is set before */
 	if (kind == EXP_KIND_AGENT || kind == EXP_KIND_DIALOUT)
-		return exporter_new_agent(name, (enum exp_kind)kind, host, port);
-	return exporter_new(name, host, port);
+		exp = exporter_new_agent(name, (enum exp_kind)kind, host, port);
+	else
+		exp = exporter_new(name, host, port);
+	/* optional only for dial-out (exporter.h); else fail closed */
+	exp->tls = tls == EXP_TLS_OPTIONAL && kind != EXP_KIND_DIALOUT ?
+	    EXP_TLS_REQUIRED : (enum exp_tls)tls;
+	return exp;
 }
 
 /* Bring the exporter list in line with the config file's. */
@@ -37,27 +46,29 @@ gw_sync_exporters(const struct config *cfg)
 		exp = exporter_find(ce->name);
 		if (exp != NULL) {
 			if (strcmp(exp->host, ce->addr.host) == 0 &&
-			    exp->port == port && (int)exp->kind == ce->kind)
+			    exp->port == port && (int)exp->kind == ce->kind &&
+			    (int)exp->tls == ce->tls)
 				continue;
 			exporter_free(exp);
 		}
-		exp = gw_exporter_new(ce->name, ce->kind, ce->addr.host,
-		    (uint16_t)port);
+		exp = gw_exporter_new(ce->name, ce->kind, ce->tls,
+		    ce->addr.host, (uint16_t)port);
 		store_exporter_save(exp, NULL);
 	}
 }
 
 static int
 restore_cb(void *arg, const char *name, const char *host, int port,
-    int64_t id, const char *kind)
+    int64_t id, const char *kind, const char *tls)
 {
 	struct exporter *exp;
-	int k = exp_kind_parse(kind);
+	int k = exp_kind_parse(kind), t = exp_tls_parse(tls);
 
 	if (exporter_find(name) != NULL || port < 1 || port > 65535)
 		return 0;
-	exp = gw_exporter_new(name, k < 0 ? EXP_KIND_USBIP : k, host,
-	    (uint16_t)port);
+	/* an unreadable tls setting: required (fail closed) */
+	exp = gw_exporter_new(name, k < 0 ? EXP_KIND_USBIP : k,
+	    t < 0 ? EXP_TLS_REQUIRED : t, host, (uint16_t)port);
 	exp->id = id;
 	return 0;
 }

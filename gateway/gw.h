@@ -34,8 +34,8 @@ struct config;
 
 /* gw.c: the gateway assembled */
 void		 gw_restore(void);
-struct exporter	*gw_exporter_new(const char *name, int kind, const char *host,
-		    uint16_t port);
+struct exporter	*gw_exporter_new(const char *name, int kind, int tls,
+		    const char *host, uint16_t port);
 void		 gw_sync_exporters(const struct config *);
 void		 gw_shutdown(void);
 

@@ -219,8 +219,9 @@ static enum ctl_err
 h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
     size_t errlen)
 {
-	json_int_t id, pos;
+	json_int_t id, pos, want, nadmin, nall;
 	enum ctl_err e;
+	const char *why = NULL;
 	char detail[64];
 	int r;
 
@@ -229,23 +230,47 @@ h_policy_move(json_t *args, const struct actor *who, json_t **res, char *err,
 	    (e = ctl_arg_int(args, "position", 1, 1, POLICY_MAX_RULES, &pos,
 	    err, errlen)) != CTL_OK)
 		return e;
-	/* a rule moves within its tier */
-	if (policy_find(admin_tier(), id) >= 0 &&
-	    pos > (json_int_t)policy_count(admin_tier()))
-		pos = (json_int_t)policy_count(admin_tier());
-	else if (policy_find(op_tier(), id) >= 0 &&
-	    pos <= (json_int_t)policy_count(admin_tier()))
-		pos = (json_int_t)policy_count(admin_tier()) + 1;
+	/*
+	 * A rule moves within its tier, and not past the end: where it
+	 * really went, and why not where asked, is in the reply (the CLI
+	 * says so) and the audit row.
+	 */
+	want = pos;
+	nadmin = (json_int_t)policy_count(admin_tier());
+	nall = nadmin + (json_int_t)policy_count(op_tier());
+	if (policy_find(admin_tier(), id) >= 0) {
+		if (pos > nadmin) {
+			pos = nadmin;
+			why = nadmin == nall ? "past the end: moved last" :
+			    "an admin rule stays among the admin rules: "
+			    "moved to their end";
+		}
+	} else if (policy_find(op_tier(), id) >= 0) {
+		if (pos <= nadmin) {
+			pos = nadmin + 1;
+			why = "an operator rule stays after the admin rules: "
+			    "moved to the first place after them";
+		} else if (pos > nall) {
+			pos = nall;
+			why = "past the end: moved last";
+		}
+	}
 	r = db_rule_move(store_db(), id, (long)pos);
 	if (r == -1)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
 	if (r == 0)
 		ERR(CTL_E_NOTFOUND, "no rule with id %lld", (long long)id);
-	snprintf(detail, sizeof(detail), "rule %lld to %lld", (long long)id,
-	    (long long)pos);
+	if (why != NULL)
+		snprintf(detail, sizeof(detail), "rule %lld to %lld (asked "
+		    "%lld)", (long long)id, (long long)pos, (long long)want);
+	else
+		snprintf(detail, sizeof(detail), "rule %lld to %lld",
+		    (long long)id, (long long)pos);
 	store_audit("policy-move", who, "rules", detail);
 	policy_changed(who, "move", id);
-	*res = json_object();
+	*res = json_pack("{s:I, s:I}", "position", pos, "rules", nall);
+	if (why != NULL)
+		json_object_set_new(*res, "note", json_string(why));
 	return CTL_OK;
 }
 
@@ -453,10 +478,12 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 {
 	const char *device = NULL;
 	json_int_t since = 0, limit = 100;
+	struct device *dev;
 	sqlite3_stmt *st;
 	enum ctl_err e;
 	json_t *a;
-	char like[64];
+	char cand[512];
+	int n, known;
 
 	if ((e = ctl_arg_int(args, "since", 0, 0, INT64_MAX, &since, err,
 	    errlen)) != CTL_OK ||
@@ -465,16 +492,50 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 	    (e = ctl_arg_str(args, "device", 0, &device, err, errlen)) != CTL_OK)
 		return e;
 	store_flush();
-	snprintf(like, sizeof(like), "%.40s%%", device ? device : "");
+	/*
+	 * The device: exactly the busid given if the log has rows for it (a
+	 * device gone long ago included), else a live device's busid as
+	 * show resolves it (a unique prefix; an ambiguous one lists the
+	 * candidates).  Never a prefix match on the log: tc17:1-1 is not
+	 * tc17:1-10.
+	 */
+	if (device != NULL) {
+		if (device[0] == '\0')
+			ERR(CTL_E_USAGE, "device: an empty busid: expected a "
+			    "busid such as tc17:1-1");
+		if (sqlite3_prepare_v2(db_sqlite(store_db()),
+		    "SELECT 1 FROM audit_log WHERE busid = ?1 LIMIT 1", -1,
+		    &st, NULL) != SQLITE_OK)
+			ERR(CTL_E_INTERNAL, "database: %s",
+			    db_errmsg(store_db()));
+		sqlite3_bind_text(st, 1, device, -1, SQLITE_TRANSIENT);
+		known = sqlite3_step(st) == SQLITE_ROW;
+		sqlite3_finalize(st);
+		if (!known) {
+			dev = gw_device_find(device, &n);
+			if (dev == NULL && n > 1) {
+				gw_device_candidates(device, cand,
+				    sizeof(cand));
+				ERR(CTL_E_AMBIGUOUS, "busid %s matches %d "
+				    "devices: %s (give more of the busid)",
+				    device, n, cand);
+			}
+			if (dev == NULL)
+				ERR(CTL_E_NOTFOUND, "no device and no audit "
+				    "row has busid %s", device);
+			device = dev->busid;
+		}
+	}
 	if (sqlite3_prepare_v2(db_sqlite(store_db()),
 	    "SELECT " STORE_AUDIT_COLUMNS " FROM (SELECT * FROM audit_log "
 	    "WHERE ts >= ?1 AND "
-	    "(?2 = 0 OR busid LIKE ?3 ESCAPE '\\') ORDER BY seq DESC LIMIT ?4) "
+	    "(?2 = 0 OR busid = ?3) ORDER BY seq DESC LIMIT ?4) "
 	    "ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
 	sqlite3_bind_int64(st, 1, since);
 	sqlite3_bind_int(st, 2, device != NULL);
-	sqlite3_bind_text(st, 3, like, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, device != NULL ? device : "", -1,
+	    SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 4, limit);
 	a = json_array();
 	while (sqlite3_step(st) == SQLITE_ROW)

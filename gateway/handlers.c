@@ -33,8 +33,13 @@ find_device(json_t *args, struct device **devp, char *err, size_t errlen)
 	if ((e = ctl_arg_str(args, "busid", 1, &busid, err, errlen)) != CTL_OK)
 		return e;
 	*devp = gw_device_find(busid, &n);
-	if (*devp == NULL && n > 1)
-		ERR(CTL_E_AMBIGUOUS, "busid %s matches %d devices", busid, n);
+	if (*devp == NULL && n > 1) {
+		char cand[512];
+
+		gw_device_candidates(busid, cand, sizeof(cand));
+		ERR(CTL_E_AMBIGUOUS, "busid %s matches %d devices: %s "
+		    "(give more of the busid)", busid, n, cand);
+	}
 	if (*devp == NULL)
 		ERR(CTL_E_NOTFOUND, "no device matches busid %s", busid);
 	return CTL_OK;
@@ -222,11 +227,12 @@ exporter_json(const struct exporter *exp)
 	TAILQ_FOREACH(dev, &exp->devices, entry)
 		if (dev->state != DEV_GONE)
 			n++;
-	return json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:b}", "name",
+	return json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:b, s:s}", "name",
 	    exp->name, "host", exp->host, "port", (int)exp->port,
 	    "status", exp->state == EXP_UP ? "up" : exp->state == EXP_DOWN ?
 	    "down" : "connecting", "devices", n, "kind",
-	    exp_kind_name(exp->kind), "control", exp->ctl != NULL);
+	    exp_kind_name(exp->kind), "control", exp->ctl != NULL, "tls",
+	    exp_tls_name(exp->tls));
 }
 
 static enum ctl_err
@@ -246,18 +252,27 @@ static enum ctl_err
 h_exporter_add(json_t *args, const struct actor *who, json_t **res,
     char *err, size_t errlen)
 {
-	const char *name, *host;
+	const char *name, *host, *tls = "off";
 	json_int_t port = USBIP_PORT;
 	struct exporter *exp;
 	enum ctl_err e;
-	int agent = 0;
+	int agent = 0, t;
 
 	if ((e = ctl_arg_str(args, "name", 1, &name, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "host", 1, &host, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_int(args, "port", 0, 1, 65535, &port, err, errlen)) !=
 	    CTL_OK ||
-	    (e = ctl_arg_bool(args, "agent", &agent, err, errlen)) != CTL_OK)
+	    (e = ctl_arg_bool(args, "agent", &agent, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "tls", 0, &tls, err, errlen)) != CTL_OK)
 		return e;
+	if ((t = exp_tls_parse(tls)) == EXP_TLS_OPTIONAL)
+		ERR(CTL_E_USAGE, "argument tls: optional is offered for dial-out "
+		    "agents only (the gateway would fall back to plaintext on "
+		    "a connection an attacker can make fail): expected "
+		    "required or off");
+	if (t < 0)
+		ERR(CTL_E_USAGE, "argument tls: expected required or off, got "
+		    "\"%.20s\"", tls);
 	if (!gw_exporter_name_valid(name))
 		ERR(CTL_E_USAGE, "argument name: expected 1-%d letters, digits, "
 		    "'.', '-' or '_', got \"%.40s\"", GW_NAME_MAX - 1, name);
@@ -269,6 +284,7 @@ h_exporter_add(json_t *args, const struct actor *who, json_t **res,
 		ERR(CTL_E_REFUSED, "exporter %s exists", name);
 	exp = agent ? exporter_new_agent(name, EXP_KIND_AGENT, host,
 	    (uint16_t)port) : exporter_new(name, host, (uint16_t)port);
+	exp->tls = (enum exp_tls)t;	/* before its first connection (a timer) */
 	store_exporter_save(exp, who);
 	*res = exporter_json(exp);
 	return CTL_OK;

@@ -1130,8 +1130,13 @@ local_find(json_t *args, struct device **devp, char *err, size_t errlen)
 	if ((e = ctl_arg_str(args, "busid", 1, &busid, err, errlen)) != CTL_OK)
 		return e;
 	*devp = gw_device_find(busid, &n);
-	if (*devp == NULL && n > 1)
-		ERR(CTL_E_AMBIGUOUS, "busid %s matches %d devices", busid, n);
+	if (*devp == NULL && n > 1) {
+		char cand[512];
+
+		gw_device_candidates(busid, cand, sizeof(cand));
+		ERR(CTL_E_AMBIGUOUS, "busid %s matches %d devices: %s "
+		    "(give more of the busid)", busid, n, cand);
+	}
 	if (*devp == NULL)
 		ERR(CTL_E_NOTFOUND, "no device matches busid %s", busid);
 	return CTL_OK;

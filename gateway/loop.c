@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/dns.h>
 #include <event2/util.h>
@@ -20,11 +21,14 @@
 
 #include "gw.h"
 #include "log.h"
+#include "tlsshim.h"
 #include "util.h"
 
 struct gw *gw;
 
 static void	gw_beat_cb(evutil_socket_t, short, void *);
+static void	gtd_sweep(bool all);
+static LIST_HEAD(, gw_tlsdial) gw_tlsdials = LIST_HEAD_INITIALIZER(gw_tlsdials);
 
 void
 gw_init(struct event_base *base)
@@ -74,6 +78,8 @@ gw_beat_cb(evutil_socket_t fd, short what, void *arg)
 	if (gap > GW_BEAT_MS + GW_STALL_MIN_MS)
 		gw->stalled_ms += gap - GW_BEAT_MS;
 	gw->beat_at = now;
+	if (!LIST_EMPTY(&gw_tlsdials))
+		gtd_sweep(false);
 }
 
 /*
@@ -121,6 +127,198 @@ gw_connect(const char *host, uint16_t port, struct bufferevent **bevp,
 		*bevp = NULL;
 		return -1;
 	}
+	return 0;
+}
+
+/* ---- gw_connect_tls -------------------------------------------------- */
+
+/*
+ * One outgoing TLS connection in its handshake.  It holds a reference to
+ * the caller's bev: a caller that frees it meanwhile leaves its callbacks
+ * NULL (bufferevent_free clears them), which is how the end of the
+ * handshake knows nobody waits for it.
+ */
+struct gw_tlsdial {
+	LIST_ENTRY(gw_tlsdial)	 entry;
+	struct bufferevent	*bev;
+	bufferevent_data_cb	 rcb;
+	bufferevent_event_cb	 ecb;
+	void			*arg;
+	char			 name[64];
+	char			 peer[280];
+	unsigned		 timeout_ms;
+	struct tlsshim		*sh;
+};
+
+static const char *gw_tls_why;
+
+const char *
+gw_tls_error(void)
+{
+	return gw_tls_why;
+}
+
+/* The caller's bev, or NULL if it was freed meanwhile. */
+static struct bufferevent *
+gtd_caller(struct gw_tlsdial *d)
+{
+	bufferevent_event_cb ecb = NULL;
+
+	bufferevent_getcb(d->bev, NULL, NULL, &ecb, NULL);
+	return ecb == NULL ? NULL : d->bev;
+}
+
+static void
+gtd_free(struct gw_tlsdial *d)
+{
+	LIST_REMOVE(d, entry);
+	tlsshim_free(d->sh);
+	bufferevent_decref(d->bev);
+	free(d);
+}
+
+/*
+ * From the heartbeat: dials whose caller freed its bev (a timeout, the
+ * exporter removed) end now, not at their own deadline.
+ */
+static void
+gtd_sweep(bool all)
+{
+	struct gw_tlsdial *d, *next;
+
+	for (d = LIST_FIRST(&gw_tlsdials); d != NULL; d = next) {
+		next = LIST_NEXT(d, entry);
+		if (all || gtd_caller(d) == NULL)
+			gtd_free(d);
+	}
+}
+
+/* The handshake or the check failed: the caller's ecb, with why. */
+static void
+gtd_fail(struct gw_tlsdial *d, const char *why)
+{
+	struct bufferevent *bev = gtd_caller(d);
+
+	if (bev != NULL) {
+		bufferevent_setcb(bev, d->rcb, NULL, d->ecb, d->arg);
+		gw_tls_why = why;
+		d->ecb(bev, BEV_EVENT_ERROR, d->arg);
+		gw_tls_why = NULL;
+	} else
+		log_debug("%s: TLS handshake of an abandoned connection: %s",
+		    d->peer, why);
+	gtd_free(d);
+}
+
+static void
+gtd_shim_fail(const char *why, int audit, void *arg)
+{
+	struct gw_tlsdial *d = arg;
+	char msg[512];
+
+	(void)audit;
+	d->sh = NULL;		/* freed by tlsshim after this */
+	if (strncmp(why, "nothing sent", 12) == 0)
+		snprintf(msg, sizeof(msg), "no TLS handshake from %s within "
+		    "%u ms (a plaintext usbipd?)", d->peer, d->timeout_ms);
+	else if (strcmp(why, "plaintext on a TLS listener") == 0)
+		snprintf(msg, sizeof(msg), "%s answered in plaintext, not "
+		    "TLS", d->peer);
+	else
+		snprintf(msg, sizeof(msg), "TLS with %s refused: %s", d->peer,
+		    why);
+	gtd_fail(d, msg);
+}
+
+static void
+gtd_ready(int fd, const struct tlsid_peer *peer,
+    const struct tlsshim_pairing *pairing, void *arg)
+{
+	struct gw_tlsdial *d = arg;
+	struct bufferevent *bev = gtd_caller(d);
+	char msg[512];
+
+	d->sh = NULL;		/* a pump now: it owns itself */
+	(void)pairing;		/* its context has no pairing: always NULL */
+	if (bev == NULL) {
+		close(fd);	/* the pump sees the end and closes TLS */
+		gtd_free(d);
+		return;
+	}
+	if (peer->role != TLSID_ROLE_AGENT) {
+		close(fd);
+		snprintf(msg, sizeof(msg), "TLS with %s refused: certificate "
+		    "CN=%s is a %s's, not an agent's", d->peer, peer->name,
+		    tlsid_role_name(peer->role));
+		gtd_fail(d, msg);
+		return;
+	}
+	if (strcmp(peer->name, d->name) != 0) {
+		close(fd);
+		snprintf(msg, sizeof(msg), "TLS with %s refused: certificate "
+		    "CN=%s, expected %s", d->peer, peer->name, d->name);
+		gtd_fail(d, msg);
+		return;
+	}
+	log_debug("%s: TLS, certificate CN=%s fingerprint %.16s...", d->peer,
+	    peer->name, peer->fpr);
+	bufferevent_setfd(bev, fd);
+	bufferevent_setcb(bev, d->rcb, NULL, d->ecb, d->arg);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	d->ecb(bev, BEV_EVENT_CONNECTED, d->arg);
+	gtd_free(d);
+}
+
+/* The TCP connection: the handshake on its socket, the bev waits. */
+static void
+gtd_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct gw_tlsdial *d = arg;
+	evutil_socket_t fd;
+
+	if (!(what & BEV_EVENT_CONNECTED)) {
+		bufferevent_setcb(bev, d->rcb, NULL, d->ecb, d->arg);
+		d->ecb(bev, what, d->arg);
+		gtd_free(d);
+		return;
+	}
+	fd = bufferevent_getfd(bev);
+	gw_socket_tune(fd);
+	gw_socket_keepalive(fd);
+	bufferevent_disable(bev, EV_READ | EV_WRITE);
+	bufferevent_setfd(bev, -1);	/* the shim owns fd now */
+	d->sh = tlsshim_start(gw->base, gw->tls_ctx, fd, 0, d->timeout_ms,
+	    gtd_ready, gtd_shim_fail, d);
+	if (d->sh == NULL)
+		gtd_fail(d, "TLS: out of memory or descriptors");
+}
+
+int
+gw_connect_tls(const char *host, uint16_t port, const char *name,
+    unsigned timeout_ms, struct bufferevent **bevp, bufferevent_data_cb rcb,
+    bufferevent_event_cb ecb, void *arg)
+{
+	struct gw_tlsdial *d;
+
+	if (gw->tls_ctx == NULL) {
+		log_warnx("%s:%u: TLS required but no tls-dir is set", host,
+		    port);
+		return -1;
+	}
+	d = xcalloc(1, sizeof(*d));
+	d->rcb = rcb;
+	d->ecb = ecb;
+	d->arg = arg;
+	d->timeout_ms = timeout_ms;
+	usbgw_strlcpy(d->name, name, sizeof(d->name));
+	snprintf(d->peer, sizeof(d->peer), "%.255s:%u", host, port);
+	if (gw_connect(host, port, bevp, NULL, gtd_event, d) == -1) {
+		free(d);
+		return -1;
+	}
+	d->bev = *bevp;
+	bufferevent_incref(d->bev);
+	LIST_INSERT_HEAD(&gw_tlsdials, d, entry);
 	return 0;
 }
 
@@ -239,6 +437,8 @@ gw_defer(void (*fn)(void *), void *arg)
 void
 gw_free(void)
 {
+	gtd_sweep(true);
+	SSL_CTX_free(gw->tls_ctx);
 	if (gw->beat_ev != NULL)
 		event_free(gw->beat_ev);
 	if (gw->dns != NULL)

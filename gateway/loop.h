@@ -69,6 +69,9 @@ struct gw {
 	struct event		*beat_ev;	/* the loop's heartbeat */
 	uint64_t		 beat_at;	/* its last run, usec */
 	uint64_t		 stalled_ms;	/* the loop ran this late in all */
+	/* the TLS server context (tls-listen, exporters with tls required;
+	 * NULL without a tls-dir); a reference, set by usbgwd.c */
+	struct ssl_ctx_st	*tls_ctx;
 };
 
 extern struct gw *gw;
@@ -83,5 +86,21 @@ bool		 gw_fd_progress(evutil_socket_t, short what);
 bool		 gw_timeout_spurious(struct bufferevent *, short what);
 int		 gw_connect(const char *host, uint16_t port, struct bufferevent **,
 		    bufferevent_data_cb, bufferevent_event_cb, void *arg);
+/*
+ * gw_connect, then TLS with the gateway as TLS's server on the connection
+ * it opened (protocol.md 1.10.8), within timeout_ms: the peer must show an
+ * agent's certificate named name.  The caller's bev and callbacks are as
+ * with gw_connect; ecb sees BEV_EVENT_CONNECTED once the handshake and
+ * the name check passed (the bev then reads and writes the plaintext end
+ * of tlsshim's pump), BEV_EVENT_ERROR otherwise, with gw_tls_error()
+ * saying why during that call (NULL for a plain connection error).
+ * Freeing the bev during the handshake abandons it (ended by its
+ * deadline, or closed at once when it completes).
+ */
+int		 gw_connect_tls(const char *host, uint16_t port,
+		    const char *name, unsigned timeout_ms,
+		    struct bufferevent **, bufferevent_data_cb,
+		    bufferevent_event_cb, void *arg);
+const char	*gw_tls_error(void);
 
 #endif

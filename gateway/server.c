@@ -30,6 +30,8 @@
 #include "config.h"
 #include "enroll.h"
 #include "enrollproto.h"
+#include "follow.h"
+#include "followproto.h"
 #include "gw.h"
 #include "hostname.h"
 #include "log.h"
@@ -41,7 +43,7 @@
 static void	ds_read(struct bufferevent *, void *);
 static void	ds_event(struct bufferevent *, short, void *);
 static void	server_accept_tls(evutil_socket_t, const struct sockaddr *,
-		    socklen_t, const char *, const char *);
+		    socklen_t, const char *, const char *, bool);
 
 static void
 ds_free(void *arg)
@@ -98,6 +100,7 @@ ds_state_name(enum ds_state st)
 	case DS_OP:		return "op";
 	case DS_WAIT_APPROVAL:	return "attach-pending";
 	case DS_RELAY:		return "relay";
+	case DS_FOLLOW:		return "follow";
 	case DS_CLOSING:	return "closing";
 	}
 	return "?";
@@ -127,6 +130,7 @@ dsession_close(struct dsession *ds, const char *why)
 	if (ds->dead)
 		return;
 	ds->dead = true;
+	follow_end(ds);
 	if (ds->op_ev != NULL)
 		event_del(ds->op_ev);
 	hostname_cancel(ds->name_req);
@@ -167,8 +171,8 @@ ds_close_after_write(struct bufferevent *bev, void *arg)
 		dsession_close(ds, "reply sent");
 }
 
-static void
-ds_reply_and_close(struct dsession *ds, const void *buf, size_t len)
+void
+dsession_reply_and_close(struct dsession *ds, const void *buf, size_t len)
 {
 	bufferevent_write(ds->bev, buf, len);
 	bufferevent_setcb(ds->bev, NULL, ds_close_after_write, ds_event, ds);
@@ -248,7 +252,7 @@ ds_devlist(struct dsession *ds)
 	evbuffer_prepend(out, hdr, sizeof(hdr));
 	bufferevent_write_buffer(ds->bev, out);
 	evbuffer_free(out);
-	ds_reply_and_close(ds, NULL, 0);
+	dsession_reply_and_close(ds, NULL, 0);
 }
 
 static void
@@ -259,7 +263,7 @@ ds_import_refuse(struct dsession *ds, uint32_t status, const char *why)
 	(ds->quiet ? log_debug : log_info)("session %s: import refused (%s): "
 	    "%s", ds->peer, usbip_st_name(status), why);
 	usbip_op_hdr_encode(rep, OP_REP_IMPORT, status);
-	ds_reply_and_close(ds, rep, sizeof(rep));
+	dsession_reply_and_close(ds, rep, sizeof(rep));
 }
 
 static void
@@ -420,6 +424,7 @@ server_init(void)
 	};
 
 	device_observe(&obs);
+	follow_init();
 }
 
 /*
@@ -558,9 +563,34 @@ ds_read(struct bufferevent *bev, void *arg)
 		enroll_renew_accept(rbev, &ds->cert, ds->host);
 		return;
 	}
-	if (agp_is_hello(p, len, true) && ds->tls) {
-		/* agents over TLS come with enrollment (issue 15 item 2) */
-		dsession_close(ds, "an agent's hello on a TLS listener");
+	if (ds->tls && len > 0 && (agp_is_hello(p, len, true) ? ds->cert.role !=
+	    TLSID_ROLE_AGENT : ds->cert.role != TLSID_ROLE_HOST)) {
+		/*
+		 * The certificate's role decides what the connection may
+		 * be (protocol.md 1.10.9): an agent's certificate cannot
+		 * import or list devices, a vhci host's cannot announce
+		 * them.
+		 */
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "certificate CN=%s is a%s %s's: %s",
+		    ds->cert.name, ds->cert.role == TLSID_ROLE_AGENT ? "n" :
+		    "", tlsid_role_name(ds->cert.role),
+		    ds->cert.role == TLSID_ROLE_AGENT ? "an agent cannot "
+		    "import or list devices" : "only an agent may announce "
+		    "devices");
+		if (ds_may_audit(ds, HL_TLS_REFUSED)) {
+			log_info("session %s: TLS connection refused: %s",
+			    ds->peer, msg);
+			store_audit("tls-refused", NULL, ds->peer, msg);
+		}
+		ds->quiet = true;
+		dsession_close(ds, msg);
+		return;
+	}
+	if (flp_is_hello(p, len)) {
+		/* usbgw-attach --follow (protocol.md 1.10.8) */
+		follow_hello(ds);
 		return;
 	}
 	if (agp_is_hello(p, len, true)) {
@@ -570,7 +600,8 @@ ds_read(struct bufferevent *bev, void *arg)
 		ds->bev = NULL;
 		ds->quiet = true;
 		dsession_close(ds, "an agent's connection, handed over");
-		agentgw_accept(abev, ds->host, &ds->addr);
+		agentgw_accept(abev, ds->host, &ds->addr, ds->tls ? &ds->cert :
+		    NULL);
 		return;
 	}
 	r = usbip_op_decode(p, len, USBIP_FROM_CLIENT, &op, &why);
@@ -617,7 +648,7 @@ requests_from(const char *hkey)
 
 	TAILQ_FOREACH(ds, &gw->sessions, entry)
 		if (!ds->dead && ds->state != DS_RELAY &&
-		    strcmp(ds->hkey, hkey) == 0)
+		    ds->state != DS_FOLLOW && strcmp(ds->hkey, hkey) == 0)
 			n++;
 	return n;
 }
@@ -654,6 +685,7 @@ static TAILQ_HEAD(, tls_pending) tls_pending =
 static unsigned ntls_pending;
 static SSL_CTX *tls_ctx;
 static int tls_marker;		/* a TLS listener's callback argument */
+static int tls_opt_marker;	/* a tls=optional listener's */
 
 /* May another connection from this address start now? */
 static bool
@@ -751,6 +783,8 @@ server_tls_failed(const char *why, int audit, void *arg)
  * the session, and no DNS look-up runs (a certificate is the stronger
  * proof); the address is kept for address limits and the records.
  */
+static void	ds_start_plain(struct dsession *);
+
 static void
 server_tls_ready(int fd, const struct tlsid_peer *peer,
     const struct tlsshim_pairing *pairing, void *arg)
@@ -760,7 +794,7 @@ server_tls_ready(int fd, const struct tlsid_peer *peer,
 	uint64_t spent_ms = (now_usec() - tp->accepted) / 1000;
 	unsigned left_ms;
 
-	if (peer->pairing) {
+	if (peer != NULL && peer->pairing) {
 		/* a placeholder: the enrollment exchange only (enroll.c) */
 		enroll_pairing_accept(fd, peer, pairing, tp->host);
 		tls_pending_free(tp);
@@ -775,6 +809,11 @@ server_tls_ready(int fd, const struct tlsid_peer *peer,
 	tls_pending_free(tp);
 	if (ds == NULL)
 		return;
+	if (peer == NULL) {
+		/* an optional listener, and the first byte was not TLS's */
+		ds_start_plain(ds);
+		return;
+	}
 	ds->tls = true;
 	ds->cert = *peer;
 	usbgw_strlcpy(ds->host_name, peer->name, sizeof(ds->host_name));
@@ -788,10 +827,11 @@ server_tls_ready(int fd, const struct tlsid_peer *peer,
 	    peer->fpr);
 }
 
-/* Accepted on a TLS listener: the first byte and the handshake first. */
+/* Accepted on a TLS listener: the first byte and the handshake first.
+ * optional: a first byte other than TLS's makes it a plain session. */
 static void
 server_accept_tls(evutil_socket_t fd, const struct sockaddr *sa,
-    socklen_t salen, const char *host, const char *hkey)
+    socklen_t salen, const char *host, const char *hkey, bool optional)
 {
 	struct tls_pending *tp;
 
@@ -809,8 +849,9 @@ server_accept_tls(evutil_socket_t fd, const struct sockaddr *sa,
 	gw_socket_tune(fd);
 	TAILQ_INSERT_TAIL(&tls_pending, tp, entry);
 	ntls_pending++;
-	tp->sh = tlsshim_accept(gw->base, tls_ctx, fd, GW_OP_TIMEOUT_MS,
-	    server_tls_ready, server_tls_failed, tp);
+	tp->sh = tlsshim_start(gw->base, tls_ctx, fd, optional ?
+	    TLSSHIM_OPTIONAL : 0, GW_OP_TIMEOUT_MS, server_tls_ready,
+	    server_tls_failed, tp);
 	if (tp->sh == NULL)
 		tls_pending_free(tp);
 	else
@@ -819,18 +860,20 @@ server_accept_tls(evutil_socket_t fd, const struct sockaddr *sa,
 
 /*
  * The check every client certificate passes at the handshake, after its
- * chain: vhci hosts only.  An agent's certificate is refused here (agents
- * over TLS come with enrollment, issue 15 item 2).
+ * chain: a vhci host or an agent (tlsid.c admits no other role).  What
+ * each may do is decided by its role afterwards: on a listener, by the
+ * first request (ds_read: an agent's hello, a host's op request); on the
+ * gateway's own connection to an exporter, by gw_connect_tls (an agent
+ * named as the exporter).
  */
 static int
 server_tls_check(const struct tlsid_peer *peer, void *arg, char *why,
     size_t whylen)
 {
 	(void)arg;
-	if (peer->role != TLSID_ROLE_HOST) {
-		snprintf(why, whylen, "certificate CN=%s is a%s %s's: this "
-		    "listener is for vhci hosts", peer->name,
-		    peer->role == TLSID_ROLE_AGENT ? "n" : "",
+	if (peer->role != TLSID_ROLE_HOST && peer->role != TLSID_ROLE_AGENT) {
+		snprintf(why, whylen, "certificate CN=%s has the role %s: "
+		    "expected host or agent", peer->name,
 		    tlsid_role_name(peer->role));
 		return -1;
 	}
@@ -873,18 +916,27 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd,
 		evutil_closesocket(fd);
 		return;
 	}
-	if (arg == &tls_marker) {
-		server_accept_tls(fd, sa, (socklen_t)salen, host, hkey);
+	if (arg == &tls_marker || arg == &tls_opt_marker) {
+		server_accept_tls(fd, sa, (socklen_t)salen, host, hkey,
+		    arg == &tls_opt_marker);
 		return;
 	}
 	if ((ds = ds_new(fd, sa, (socklen_t)salen, host, hkey,
 	    GW_OP_TIMEOUT_MS)) == NULL)
 		return;
+	ds_start_plain(ds);
+}
+
+/* A plain session starts: reading, and its name looked up (FCrDNS). */
+static void
+ds_start_plain(struct dsession *ds)
+{
 	bufferevent_enable(ds->bev, EV_READ | EV_WRITE);
 	log_debug("session %s: connected", ds->peer);
 	/* its name, verified off the loop; requests wait for it (bounded) */
 	ds->name_req = hostname_lookup((struct sockaddr *)&ds->ss,
-	    (socklen_t)salen, ds_named, ds);
+	    ds->ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	    sizeof(struct sockaddr_in), ds_named, ds);
 	if (ds->name_req == NULL)
 		ds->named = true;	/* look-ups not running: no name */
 }
@@ -958,11 +1010,13 @@ listen_on(const char *host, const char *port, void *arg)
 	return n > 0 ? 0 : -1;
 }
 
-/* Plain USB/IP (-l, listen). */
+/* Plain USB/IP (-l, listen); optional: TLS too, the first byte decides. */
 int
-server_listen(const char *host, const char *port)
+server_listen(const char *host, const char *port, bool optional)
 {
-	return listen_on(host, port, NULL);
+	if (optional && tls_ctx == NULL)
+		return -1;
+	return listen_on(host, port, optional ? &tls_opt_marker : NULL);
 }
 
 /* USB/IP in TLS (tls-listen); server_set_tls first. */

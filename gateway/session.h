@@ -18,6 +18,7 @@ enum ds_state {
 	DS_OP,			/* waiting for an op request */
 	DS_WAIT_APPROVAL,	/* attach-pending: import held */
 	DS_RELAY,		/* URB phase */
+	DS_FOLLOW,		/* a follow subscription (follow.c) */
 	DS_CLOSING,
 };
 
@@ -79,13 +80,14 @@ struct dsession {
 	int64_t			 request_id;
 	struct inflight_tab	 inflight;
 	struct relay		*relay;		/* DS_RELAY */
+	struct follower		*follow;	/* DS_FOLLOW */
 	uint64_t		 started;
 };
 
 
 /* server.c */
 void		 server_init(void);
-int		 server_listen(const char *host, const char *port);
+int		 server_listen(const char *host, const char *port, bool optional);
 int		 server_listen_tls(const char *host, const char *port);
 void		 server_set_tls(SSL_CTX *);	/* a reference is taken */
 tlsid_check_fn	 server_tls_checker(void);	/* vhci hosts only */
@@ -93,6 +95,9 @@ bool		 server_tls_enabled(void);	/* a TLS context is set */
 int		 server_port(void);
 void		 server_shutdown(void);
 void		 dsession_close(struct dsession *, const char *why);
+/* Write buf, then close the session (a refusal). */
+void		 dsession_reply_and_close(struct dsession *, const void *buf,
+		    size_t len);
 void		 dsession_set_state(struct dsession *, enum ds_state,
 		    const char *why);
 

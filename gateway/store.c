@@ -670,9 +670,12 @@ store_approval_add(const struct device *dev, const struct approval *p,
 	ev.host = to[0] ? to : NULL;
 	ev.reason = message;
 	snprintf(detail, sizeof(detail), "scope %s", scope_text[row_scope]);
-	if (p->expires_at)
+	if (p->expires_at) {
+		char t[32];
+
 		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),
-		    ", expires %lld", (long long)p->expires_at);
+		    ", expires %s", usbgw_fmt_utc(t, sizeof(t), p->expires_at));
+	}
 	if (rule_id)
 		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),
 		    ", rule %lld", (long long)rule_id);
@@ -826,7 +829,8 @@ store_exporter_save(struct exporter *exp, const struct actor *who)
 	id = db_exporter_upsert(db, exp->name, exp->host, exp->port, now_s());
 	if (id > 0) {
 		exp->id = id;
-		db_exporter_set_kind(db, id, exp_kind_name(exp->kind));
+		db_exporter_set_kind(db, id, exp_kind_name(exp->kind),
+		    exp_tls_name(exp->tls));
 	}
 	memset(&ev, 0, sizeof(ev));
 	ev.event = "exporter-add";
@@ -834,10 +838,13 @@ store_exporter_save(struct exporter *exp, const struct actor *who)
 	ev.object = exp->name;
 	ev.who = who;
 	if (exp->kind == EXP_KIND_DIALOUT)
-		snprintf(detail, sizeof(detail), "agent from %s", exp->host);
+		snprintf(detail, sizeof(detail), "agent from %s%s%s", exp->host,
+		    exp->tls != EXP_TLS_OFF ? " tls=" : "", exp->tls !=
+		    EXP_TLS_OFF ? exp_tls_name(exp->tls) : "");
 	else
-		snprintf(detail, sizeof(detail), "%s:%u%s", exp->host,
-		    exp->port, exp->kind == EXP_KIND_AGENT ? " agent" : "");
+		snprintf(detail, sizeof(detail), "%s:%u%s%s", exp->host,
+		    exp->port, exp->kind == EXP_KIND_AGENT ? " agent" : "",
+		    exp->tls == EXP_TLS_REQUIRED ? " tls=required" : "");
 	ev.detail = detail;
 	append(&ev);
 }
@@ -868,7 +875,7 @@ store_exporter_status(struct exporter *exp)
 
 struct exporters_foreach {
 	int	(*cb)(void *, const char *, const char *, int, int64_t,
-		    const char *);
+		    const char *, const char *);
 	void	*arg;
 };
 
@@ -877,13 +884,14 @@ exporters_cb(void *arg, const struct db_exporter *e)
 {
 	struct exporters_foreach *f = arg;
 
-	return f->cb(f->arg, e->name, e->host, (int)e->port, e->id, e->kind);
+	return f->cb(f->arg, e->name, e->host, (int)e->port, e->id, e->kind,
+	    e->tls);
 }
 
 /* Every exporter the database knows (not removed). */
 void
 store_exporters_foreach(int (*cb)(void *, const char *name, const char *host,
-    int port, int64_t id, const char *kind), void *arg)
+    int port, int64_t id, const char *kind, const char *tls), void *arg)
 {
 	struct exporters_foreach f = { cb, arg };
 

@@ -81,8 +81,8 @@ json_t		*store_audit_row_json(struct sqlite3_stmt *);
 void		 store_exporter_save(struct exporter *, const struct actor *);
 void		 store_exporter_delete(struct exporter *, const struct actor *);
 void		 store_exporters_foreach(int (*)(void *, const char *name,
-		    const char *host, int port, int64_t id, const char *kind),
-		    void *);
+		    const char *host, int port, int64_t id, const char *kind,
+		    const char *tls), void *);
 #define USBGW_RESTART_REASON \
 	"gateway restarted (the previous run ended without closing it)"
 /* What a killed daemon left open (after the lock, before the exporters). */

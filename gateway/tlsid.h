@@ -238,7 +238,7 @@ int		 tlsid_expires_within(const X509 *cert, long seconds);
 /* The fingerprint of a certificate.  0, or -1. */
 int		 tlsid_fpr(const X509 *cert, char out[TLSID_FPR_HEX + 1]);
 
-/* --- enrollment (protocol.md 1.10.8) --------------------------------- */
+/* --- enrollment (protocol.md 1.10.10) --------------------------------- */
 
 /*
  * SHA-256 over the public key (SubjectPublicKeyInfo DER), 64 hex digits:

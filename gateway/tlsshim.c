@@ -45,6 +45,7 @@ struct tlsshim {
 	tlsshim_ready_fn	 ready;
 	tlsshim_fail_fn		 fail;
 	void			*arg;
+	int			 flags;		/* TLSSHIM_CLIENT */
 	bool			 ending;	/* a side ended: delivering the rest */
 	char			 fpr[TLSID_FPR_HEX + 1];	/* the peer's */
 };
@@ -159,7 +160,9 @@ sh_pump(evutil_socket_t fd, short what, void *arg)
 	case TLSRELAY_GOING:
 		break;
 	case TLSRELAY_TLS_FAILED:
-		log_debug("tls pump: %s", r->err);
+		/* a client learns only here that its certificate was refused */
+		(sh->flags & TLSSHIM_CLIENT ? log_warnx : log_debug)("tls "
+		    "pump: %s", r->err);
 		/* FALLTHROUGH */
 	default:
 		tlsshim_free(sh);
@@ -190,9 +193,12 @@ sh_established(struct tlsshim *sh)
 	int sv[2];
 
 	event_del(sh->deadline);
-	if (tlsid_peer(sh->ssl, &peer) == -1) {
-		/* cannot happen: the context requires a certificate */
-		sh_fail(sh, "no verified client certificate", 1);
+	if (tlsid_peer(sh->ssl, &peer) == -1 ||
+	    (peer.pairing && (sh->flags & TLSSHIM_CLIENT))) {
+		/* cannot happen: the contexts require a certificate, and
+		 * only a server context admits a pairing placeholder */
+		sh_fail(sh, sh->flags & TLSSHIM_CLIENT ? "no verified server "
+		    "certificate" : "no verified client certificate", 1);
 		return;
 	}
 	memset(&pair, 0, sizeof(pair));
@@ -255,6 +261,16 @@ sh_io(evutil_socket_t fd, short what, void *arg)
 			sh_fail(sh, why, 0);
 			return;
 		}
+		if (b != TLS_HANDSHAKE_RECORD && (sh->flags &
+		    TLSSHIM_OPTIONAL)) {
+			/* plaintext, as allowed: the TCP socket goes back */
+			evutil_socket_t tfd = sh->fd;
+
+			sh->fd = -1;
+			sh->ready(tfd, NULL, NULL, sh->arg);
+			tlsshim_free(sh);
+			return;
+		}
 		if (b != TLS_HANDSHAKE_RECORD) {
 			sh_fail(sh, "plaintext on a TLS listener", 1);
 			return;
@@ -271,7 +287,8 @@ sh_io(evutil_socket_t fd, short what, void *arg)
 		sh->state = SH_HANDSHAKE;
 	}
 	ERR_clear_error();
-	r = SSL_accept(sh->ssl);
+	r = sh->flags & TLSSHIM_CLIENT ? SSL_connect(sh->ssl) :
+	    SSL_accept(sh->ssl);
 	if (r == 1) {
 		sh_established(sh);
 		return;
@@ -290,9 +307,9 @@ sh_io(evutil_socket_t fd, short what, void *arg)
 }
 
 struct tlsshim *
-tlsshim_accept(struct event_base *base, SSL_CTX *ctx, evutil_socket_t fd,
-    unsigned timeout_ms, tlsshim_ready_fn ready, tlsshim_fail_fn fail,
-    void *arg)
+tlsshim_start(struct event_base *base, SSL_CTX *ctx, evutil_socket_t fd,
+    int flags, unsigned timeout_ms, tlsshim_ready_fn ready,
+    tlsshim_fail_fn fail, void *arg)
 {
 	struct tlsshim *sh;
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
@@ -300,6 +317,7 @@ tlsshim_accept(struct event_base *base, SSL_CTX *ctx, evutil_socket_t fd,
 	sh = xcalloc(1, sizeof(*sh));
 	sh->base = base;
 	sh->fd = fd;
+	sh->flags = flags;
 	sh->state = SH_PEEK;
 	sh->ready = ready;
 	sh->fail = fail;
@@ -313,10 +331,33 @@ tlsshim_accept(struct event_base *base, SSL_CTX *ctx, evutil_socket_t fd,
 		tlsshim_free(sh);
 		return NULL;
 	}
-	sh->ioflags = EV_READ;
+	if (flags & TLSSHIM_CLIENT) {
+		/* the client speaks first: its ClientHello, from the loop */
+		if ((sh->ssl = SSL_new(ctx)) == NULL ||
+		    SSL_set_fd(sh->ssl, fd) != 1) {
+			ERR_clear_error();
+			tlsshim_free(sh);
+			return NULL;
+		}
+		SSL_set_connect_state(sh->ssl);
+		SSL_set_read_ahead(sh->ssl, 1);
+		sh->state = SH_HANDSHAKE;
+		event_assign(sh->io, base, fd, EV_WRITE | EV_PERSIST, sh_io,
+		    sh);
+		sh->ioflags = EV_WRITE;
+	} else
+		sh->ioflags = EV_READ;
 	event_add(sh->io, NULL);
 	evtimer_add(sh->deadline, &tv);
 	return sh;
+}
+
+struct tlsshim *
+tlsshim_accept(struct event_base *base, SSL_CTX *ctx, evutil_socket_t fd,
+    unsigned timeout_ms, tlsshim_ready_fn ready, tlsshim_fail_fn fail,
+    void *arg)
+{
+	return tlsshim_start(base, ctx, fd, 0, timeout_ms, ready, fail, arg);
 }
 
 unsigned

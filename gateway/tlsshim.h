@@ -68,6 +68,21 @@ typedef void	(*tlsshim_fail_fn)(const char *why, int audit, void *arg);
 struct tlsshim	*tlsshim_accept(struct event_base *, SSL_CTX *ctx,
 		    evutil_socket_t fd, unsigned timeout_ms, tlsshim_ready_fn,
 		    tlsshim_fail_fn, void *arg);
+/*
+ * The same with flags: TLSSHIM_CLIENT runs the handshake as TLS's
+ * client (SSL_connect with a tlsid_ctx_client context; no first-byte
+ * check: the client speaks first).  usbgw-agent is always TLS's client,
+ * even on a TCP connection the gateway opened (protocol.md 1.10.8); a
+ * client's pump logs a TLS failure as a warning, since a TLS 1.3 server
+ * refuses a client's certificate only after the handshake.
+ */
+#define TLSSHIM_CLIENT	0x1
+/* A server whose first byte is not TLS's hands the TCP socket back:
+ * ready(fd, NULL peer) (a tls=optional listener). */
+#define TLSSHIM_OPTIONAL 0x2
+struct tlsshim	*tlsshim_start(struct event_base *, SSL_CTX *ctx,
+		    evutil_socket_t fd, int flags, unsigned timeout_ms,
+		    tlsshim_ready_fn, tlsshim_fail_fn, void *arg);
 /* Cancel a handshake (no callback); NULL is fine. */
 void		 tlsshim_free(struct tlsshim *);
 /* Pumps running (handshakes are their callers'). */

@@ -203,8 +203,10 @@ up_start(struct upstream *up)
 		}
 		return;
 	}
-	if (gw_connect(exp->host, exp->port, &up->bev, up_read, up_event,
-	    up) == -1) {
+	if ((exp->tls == EXP_TLS_REQUIRED ? gw_connect_tls(exp->host,
+	    exp->port, exp->name, gw->probe_timeout_ms, &up->bev, up_read,
+	    up_event, up) : gw_connect(exp->host, exp->port, &up->bev,
+	    up_read, up_event, up)) == -1) {
 		up_fail(up, -1, "cannot start a connection to the exporter");
 		return;
 	}
@@ -361,7 +363,8 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (up->state == UP_CONNECTING)
-		return up_fail(up, UP_ST_UNREACHABLE, "cannot reach exporter");
+		return up_fail(up, UP_ST_UNREACHABLE, gw_tls_error() != NULL ?
+		    gw_tls_error() : "cannot reach exporter");
 	up_fail(up, -1, (what & BEV_EVENT_EOF) ? "exporter closed the connection" :
 	    "exporter connection error");
 }

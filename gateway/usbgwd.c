@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <malloc.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,15 +177,26 @@ tls_gateway_name(char *out, size_t len)
  * file and what was expected (a key readable by others, a certificate
  * that does not match its key, ...).
  */
+static SSL_CTX *tls_ctx_out;	/* for gw->tls_ctx, once gw exists */
 static struct tlsid_store *tls_store;	/* kept for issuing and renewal */
 static struct event *tls_renew_ev;
 
-/* The server context from the store; a pairing-capable one (1.10.8). */
+/* The listeners' server context from the store: pairing-capable
+ * (1.10.10). */
 static SSL_CTX *
 tls_context(char *err, size_t errlen)
 {
 	return tlsid_ctx_server(tls_store, TLSID_PAIRING, server_tls_checker(),
 	    NULL, err, errlen);
+}
+
+/* The context of the connections the gateway opens (TLS's server on
+ * them, 1.10.9): no pairing. */
+static SSL_CTX *
+tls_context_out(char *err, size_t errlen)
+{
+	return tlsid_ctx_server(tls_store, 0, server_tls_checker(), NULL, err,
+	    errlen);
 }
 
 static void
@@ -208,9 +221,15 @@ tls_start(const struct config *cfg)
 		fatalx("TLS server context: %s", err);
 	log_info("TLS store %s: gateway certificate %.16s..., CA %.16s...",
 	    dir, tlsid_store_fpr(tls_store), tlsid_store_ca_fpr(tls_store));
-	if (cfg->ntls_listen > 0)	/* tls-dir alone: the store checked */
+	if (cfg->ntls_listen > 0 || config_tls_optional(cfg))
 		server_set_tls(ctx);
 	SSL_CTX_free(ctx);
+	/*
+	 * Exporters with tls required connect with it (gw_connect_tls):
+	 * the same identity, no pairing (a placeholder is never an agent).
+	 */
+	if ((tls_ctx_out = tls_context_out(err, sizeof(err))) == NULL)
+		fatalx("TLS server context: %s", err);
 }
 
 /*
@@ -245,6 +264,11 @@ tls_renew_check(evutil_socket_t fd, short what, void *arg)
 	if (server_tls_enabled())
 		server_set_tls(ctx);
 	SSL_CTX_free(ctx);
+	if ((ctx = tls_context_out(err, sizeof(err))) != NULL) {
+		SSL_CTX_free(gw->tls_ctx);	/* dials hold their own */
+		gw->tls_ctx = ctx;
+	} else
+		log_warnx("TLS: outgoing context not renewed: %s", err);
 	snprintf(detail, sizeof(detail), "gateway.pem %.16s... renewed as "
 	    "%.16s... for %d days", old, tlsid_store_fpr(tls_store),
 	    TLSID_SERVER_DAYS);
@@ -406,6 +430,65 @@ loop_base(void)
 	return base;
 }
 
+/*
+ * usbgwd -n: every user and group the configuration names exists on this
+ * system (a typo would otherwise only show as a refused operator later).
+ * Numeric ids are taken as they are.  The count of problems; each is
+ * printed with the file and the key.
+ */
+static int
+check_principals(const struct config *c)
+{
+	static const char *const keys[] = { NULL, "allow-read",
+	    "allow-approve", "allow-admin" };
+	char buf[16384];
+	struct passwd pw, *pr;
+	struct group gr, *gp;
+	const struct config_principal *p;
+	size_t i;
+	int cls, rv, bad = 0;
+
+	for (cls = PRIV_READ; cls <= PRIV_ADMIN; cls++)
+		for (i = 0; i < c->priv[cls].n; i++) {
+			p = &c->priv[cls].p[i];
+			if (p->is_numeric)
+				continue;
+			if (p->is_group) {
+				gp = NULL;
+				rv = getgrnam_r(p->name, &gr, buf, sizeof(buf),
+				    &gp);
+			} else {
+				pr = NULL;
+				rv = getpwnam_r(p->name, &pw, buf, sizeof(buf),
+				    &pr);
+				gp = pr != NULL ? &gr : NULL;
+			}
+			if (rv == 0 && gp != NULL)
+				continue;
+			fprintf(stderr, "usbgwd: %s: %s: %s \"%s%s\": %s\n",
+			    conf_path, keys[cls], p->is_group ? "group" :
+			    "user", p->is_group ? "@" : "", p->name, rv != 0 ?
+			    strerror(rv) : "does not exist on this system "
+			    "(expected an existing name, or a number)");
+			bad++;
+		}
+	if (c->control_group[0] != '\0' &&
+	    strspn(c->control_group, "0123456789") !=
+	    strlen(c->control_group)) {
+		gp = NULL;
+		rv = getgrnam_r(c->control_group, &gr, buf, sizeof(buf), &gp);
+		if (rv != 0 || gp == NULL) {
+			fprintf(stderr, "usbgwd: %s: control-group: group "
+			    "\"%s\": %s\n", conf_path, c->control_group,
+			    rv != 0 ? strerror(rv) : "does not exist on this "
+			    "system (expected an existing group, a gid, or "
+			    "none)");
+			bad++;
+		}
+	}
+	return bad;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -474,9 +557,12 @@ main(int argc, char *argv[])
 	if ((cfg = load_config()) == NULL)
 		return 2;
 	if (check_only) {
-		printf("configuration OK\n");
+		int bad = check_principals(cfg);
+
+		if (bad == 0)
+			printf("configuration OK\n");
 		config_free(cfg);
-		return 0;
+		return bad ? 2 : 0;
 	}
 	/* before daemon(): whoever started us sees the refusal */
 	if (store_lock(cfg->database, err, sizeof(err)) == -1) {
@@ -505,6 +591,8 @@ main(int argc, char *argv[])
 	if ((base = loop_base()) == NULL)
 		fatalx("event_base_new");
 	gw_init(base);
+	gw->tls_ctx = tls_ctx_out;	/* the reference moves to gw */
+	tls_ctx_out = NULL;
 	hostlimit_init(base, hostlimit_write, NULL);
 	apply_settings(cfg);
 	hostname_opts(cfg, &ho);
@@ -534,7 +622,8 @@ main(int argc, char *argv[])
 		fatalx("cannot start the control socket %s", cfg->control_socket);
 	nla = config_listen_addrs(cfg, &la);
 	for (i = 0; i < nla; i++)
-		if (server_listen(la[i].host, la[i].port) == -1)
+		if (server_listen(la[i].host, la[i].port,
+		    cfg->nlisten > 0 && cfg->listen_tls[i]) == -1)
 			fatalx("cannot listen on %s:%s", la[i].host[0] != '\0' ?
 			    la[i].host : "*", la[i].port);
 	if (nla == 0)

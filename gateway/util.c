@@ -278,3 +278,20 @@ usbgw_hostport_addr(const char *hostport, char *out, size_t len)
 	memcpy(out, hostport, n);
 	out[n] = '\0';
 }
+
+/*
+ * Unix seconds as 2025-01-31T17:00:00Z: ISO 8601 in UTC, the zone said
+ * (what usbgw's time parser reads back).  Never a raw epoch where a
+ * person reads it.
+ */
+char *
+usbgw_fmt_utc(char *buf, size_t len, int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, len, "@%lld", (long long)t);
+	return buf;
+}

@@ -20,6 +20,7 @@ int	 xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)))
 
 /* strlcpy/strlcat semantics (glibc 2.36 has neither). */
 size_t	 usbgw_strlcpy(char *, const char *, size_t);
+char	*usbgw_fmt_utc(char *, size_t, int64_t);
 size_t	 usbgw_strlcat(char *, const char *, size_t);
 
 /*

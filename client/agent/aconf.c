@@ -33,7 +33,7 @@ struct parse {
 	int		 lineno;
 	/* where single keys were set */
 	int		 name_line, audit_line, state_line, maxconn_line;
-	int		 tlsdir_line;
+	int		 tls_line, tlsdir_line;
 	int		 listen_line, none_line;
 };
 
@@ -489,9 +489,35 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 		parse_path(p, key, &rest, c->state_file, &p->state_line, true);
 	else if (strcmp(key, "tls-dir") == 0)
 		parse_path(p, key, &rest, c->tls_dir, &p->tlsdir_line, false);
-	else if (strcmp(key, "gateway") == 0) {
-		if ((v = one_value(p, key, &rest, "HOST[:PORT]")) == NULL)
+	else if (strcmp(key, "tls") == 0) {
+		if ((v = one_value(p, key, &rest, "required or off")) == NULL ||
+		    once(p, key, v, &p->tls_line) == -1)
 			return;
+		if (strcmp(v, "required") == 0)
+			c->tls_required = true;
+		else if (strcmp(v, "off") == 0)
+			c->tls_required = false;
+		else
+			perr(p, v, "tls: expected required or off, got '%s' "
+			    "(optional would let whoever answers first choose "
+			    "plaintext)", shown(v, sb, sizeof(sb)));
+	} else if (strcmp(key, "gateway") == 0) {
+		bool gtls = false;
+		char *t;
+
+		if ((v = next_word(&rest)) == NULL) {
+			perr(p, rest, "gateway: expected HOST[:PORT] [tls]");
+			return;
+		}
+		if ((t = next_word(&rest)) != NULL) {
+			if (strcmp(t, "tls") != 0 || next_word(&rest) != NULL) {
+				perr(p, t, "gateway: expected HOST[:PORT] [tls], "
+				    "got '%s' after the address", shown(t, sb,
+				    sizeof(sb)));
+				return;
+			}
+			gtls = true;
+		}
 		if (config_parse_addr(v, ACONF_DEFAULT_PORT, &a, &errstr) == -1) {
 			perr(p, v, "gateway: %s, got '%s'", errstr,
 			    shown(v, sb, sizeof(sb)));
@@ -507,6 +533,7 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 			    ACONF_MAX_GATEWAYS);
 			return;
 		}
+		c->gateways_tls[c->ngateways] = gtls;
 		c->gateways[c->ngateways++] = a;
 	} else if (strcmp(key, "max-connections") == 0) {
 		if ((v = one_value(p, key, &rest, "a number")) == NULL ||
@@ -522,7 +549,7 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 	} else
 		perr(p, key, "unknown key '%s': expected name, listen, "
 		    "allow-from, keep-local, export, no-reset, audit-log, "
-		    "state-file, tls-dir, gateway or max-connections",
+		    "state-file, gateway, max-connections, tls or tls-dir",
 		    shown(key, sb, sizeof(sb)));
 }
 

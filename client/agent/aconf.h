@@ -7,8 +7,8 @@
  *	allow-from ADDRESS_OR_CIDR...	keep-local RULE
  *	export RULE			no-reset RULE
  *	audit-log FILE			state-file FILE | none
- *	gateway HOST[:PORT]		max-connections N
- *	tls-dir DIR
+ *	gateway HOST[:PORT] [tls]	max-connections N
+ *	tls required | off		tls-dir DIR
  *
  * Every error is "FILE:LINE:COLUMN: message" (COLUMN counts characters,
  * 1-based) and every error of a file is reported at once, at most
@@ -58,9 +58,18 @@ struct aconf {
 
 	char		 audit_log[ACONF_PATH_MAX];	/* "": log only */
 	char		 state_file[ACONF_PATH_MAX];	/* "": none */
-	char		 tls_dir[ACONF_PATH_MAX];	/* agent.key, agent.pem */
 	struct config_addr gateways[ACONF_MAX_GATEWAYS];  /* dial-out */
+	bool		 gateways_tls[ACONF_MAX_GATEWAYS];	/* "tls" */
 	size_t		 ngateways;
+	/*
+	 * TLS (protocol.md 1.10.8): tls_required makes every connection
+	 * TLS (the agent always TLS's client, even on connections the
+	 * gateway opened), plaintext refused; a "gateway ... tls" line
+	 * dials that gateway over TLS whatever tls says.  tls_dir holds
+	 * agent.key (0600), agent.pem and gateway-ca.pem.
+	 */
+	bool		 tls_required;
+	char		 tls_dir[ACONF_PATH_MAX];
 	unsigned	 max_connections;
 
 	/* Internal: the first -l replaces the file's listen lines. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <openssl/x509.h>
 
 #include "aconf.h"
 #include "ctlconn.h"
@@ -20,6 +21,7 @@
 #include "guard.h"
 #include "keep.h"
 #include "log.h"
+#include "tlsid.h"
 #include "usbdev.h"
 #include "util.h"
 
@@ -264,7 +266,7 @@ enroll_signal(int sig)
 }
 
 /*
- * usbgw-agent enroll|renew (protocol.md 1.10.8): the agent's key and
+ * usbgw-agent enroll|renew (protocol.md 1.10.10): the agent's key and
  * certificate in the configuration's tls-dir (agent.key 0600, agent.pem,
  * gateway-ca.pem); the name asked for is --name, else the file's name,
  * else the host name.  Exit 0 paired (renewed, not due), 1 refused, 2
@@ -356,6 +358,52 @@ enroll_main(int argc, char **argv)
 	return rc;
 }
 
+/*
+ * The agent's TLS identity (protocol.md 1.10.9), when anything uses TLS
+ * (`tls required`, or a `gateway ... tls` line): agent.key (0600, this
+ * uid's: checked), agent.pem and gateway-ca.pem from tls-dir, and the
+ * client context made of them.  Any problem stops the start, naming the
+ * file: the agent does not run with less than the TLS it was told to
+ * use.  gw_tls[i] says whether gateway line i is dialled over TLS.
+ */
+static SSL_CTX *
+agent_tls(const struct aconf *c, bool gw_tls[ACONF_MAX_GATEWAYS])
+{
+	struct tlsid_client *cl;
+	SSL_CTX *ctx;
+	char err[512], cn[TLSID_NAME_MAX + 1];
+	bool any = c->tls_required;
+	size_t i;
+
+	for (i = 0; i < ACONF_MAX_GATEWAYS; i++) {
+		gw_tls[i] = i < c->ngateways && (c->tls_required ||
+		    c->gateways_tls[i]);
+		any = any || gw_tls[i];
+	}
+	if (!any)
+		return NULL;
+	if ((cl = tlsid_client_key(c->tls_dir, c->name, TLSID_ROLE_AGENT,
+	    err, sizeof(err))) == NULL)
+		fatalx("TLS: %s", err);
+	if (!tlsid_client_enrolled(cl))
+		fatalx("TLS: %s/agent.pem and gateway-ca.pem: missing: the "
+		    "agent has no certificate (enroll it, or set tls off and "
+		    "no gateway line with tls)", c->tls_dir);
+	if (X509_NAME_get_text_by_NID(X509_get_subject_name(
+	    tlsid_client_cert(cl)), NID_commonName, cn, sizeof(cn)) <= 0 ||
+	    strcmp(cn, c->name) != 0)
+		fatalx("TLS: %s/agent.pem is the certificate of \"%s\": "
+		    "expected the agent's name, \"%s\" (the gateway binds "
+		    "the name to the certificate)", c->tls_dir, cn, c->name);
+	if ((ctx = tlsid_ctx_client(cl, 0, NULL, NULL, err, sizeof(err))) ==
+	    NULL)
+		fatalx("TLS client context: %s", err);
+	tlsid_client_free(cl);
+	log_info("TLS identity %s/agent.pem: CN=%s%s", c->tls_dir, cn,
+	    c->tls_required ? ", tls required" : "");
+	return ctx;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -369,6 +417,8 @@ main(int argc, char *argv[])
 	struct event *sigs[nitems(signums)];
 	const struct config_addr *la;
 	struct usbdev_conf uc;
+	SSL_CTX *tls_ctx;
+	bool gw_tls[ACONF_MAX_GATEWAYS];
 	char *errs = NULL, err[512];
 	bool foreground = false, check_only = false, do_reattach = false;
 	size_t i, nla;
@@ -435,6 +485,8 @@ main(int argc, char *argv[])
 		aconf_free(agent.conf);
 		return 0;
 	}
+	/* before daemon(): a bad key file stops the start where it is seen */
+	tls_ctx = agent_tls(agent.conf, gw_tls);
 	if (!foreground)
 		log_init("usbgw-agent", 0, log_getlevel());
 	signal(SIGPIPE, SIG_IGN);
@@ -460,6 +512,7 @@ main(int argc, char *argv[])
 	if (export_init(agent.base, agent.conf, agent.usb ?
 	    &usbdev_expsrv_ops : NULL, err, sizeof(err)) == -1)
 		fatalx("%s", err);
+	export_set_tls(tls_ctx);
 	nla = aconf_listen_addrs(agent.conf, &la);
 	for (i = 0; i < nla; i++)
 		if (export_listen(&la[i]) == -1)
@@ -471,8 +524,10 @@ main(int argc, char *argv[])
 	 * connections arrive through the engine's extension hook */
 	if (ctlconn_init(agent.base, agent.conf->name, agent.conf->gateways,
 	    agent.conf->ngateways, agent.usb ? usbdev_foreach_exportable :
-	    NULL, export_adopt) == 0)
+	    NULL, export_adopt) == 0) {
+		ctlconn_set_tls(tls_ctx, gw_tls, agent.conf->ngateways);
 		export_set_extension(ctlconn_accept);
+	}
 	else if (agent.conf->ngateways > 0)
 		fatalx("cannot dial out as \"%s\"", agent.conf->name);
 	else
@@ -490,6 +545,8 @@ main(int argc, char *argv[])
 	event_base_dispatch(agent.base);
 
 	ctlconn_shutdown();
+	ctlconn_set_tls(NULL, NULL, 0);
+	SSL_CTX_free(tls_ctx);
 	export_stop_listening();
 	export_closeall();
 	if (agent.usb)

@@ -42,6 +42,7 @@
 #include "ctlconn.h"
 #include "export.h"
 #include "log.h"
+#include "tlsshim.h"
 #include "util.h"
 
 #define CC_TICK_S	1
@@ -57,6 +58,9 @@ struct ctl {
 	bool			 listen;	/* accepted, not dialled */
 	enum ctl_state		 state;
 	struct bufferevent	*bev;
+	struct tlsshim		*sh;		/* dial-out: TLS handshake */
+	bool			 tls;		/* dial-out over TLS */
+	bool			 tls_done;	/* its handshake passed */
 	char			 label[CC_LABEL_MAX]; /* gateway line / peer */
 	char			 addr[64];	/* listen: the peer's address */
 	uint32_t		 seq_in, seq_out;
@@ -101,6 +105,8 @@ static struct {
 struct dialback {
 	TAILQ_ENTRY(dialback) entry;		/* cc.dialbacks */
 	int		 fd;
+	bool		 tls;		/* its control connection is TLS */
+	struct tlsshim	*sh;		/* the handshake, once connected */
 	struct event	*ev;
 	uint8_t		 out[AGP_HELLO_MAX];
 	size_t		 outlen, outoff;
@@ -114,6 +120,15 @@ struct dialback {
 	socklen_t	 peerlen;
 	uint64_t	 deadline;
 };
+
+/*
+ * TLS (protocol.md 1.10.9), kept apart from cc (ctlconn_init clears
+ * it): the agent's client context, which gateway lines dial TLS.
+ */
+static struct {
+	SSL_CTX		*ctx;
+	bool		 gw[CC_MAX_GATEWAYS];
+} cct;
 
 static void	dial_next(void);
 static void	dial_closed(const char *why, bool was_up, uint64_t up_ms);
@@ -272,6 +287,8 @@ ctl_close(struct ctl *x, const char *why)
 
 	if (x->state == CTL_DEAD || (!x->listen && x->state == CTL_IDLE))
 		return;
+	tlsshim_free(x->sh);
+	x->sh = NULL;
 	if (x->bev != NULL) {
 		bufferevent_setcb(x->bev, NULL, NULL, NULL, NULL);
 		bufferevent_free(x->bev);
@@ -405,10 +422,59 @@ db_free(struct dialback *d, bool close_fd)
 	cc.ndialbacks--;
 	if (d->ev != NULL)
 		event_free(d->ev);
+	tlsshim_free(d->sh);
 	if (close_fd && d->fd >= 0)
 		close(d->fd);
 	explicit_bzero(d->out, sizeof(d->out));
 	free(d);
+}
+
+static void	db_cb(evutil_socket_t, short, void *);
+
+static void
+db_tls_ready(int pfd, const struct tlsid_peer *peer,
+    const struct tlsshim_pairing *pairing, void *arg)
+{
+	struct dialback *d = arg;
+	struct timeval tv = { 1, 0 };
+
+	d->sh = NULL;		/* a pump now */
+	d->tls = false;		/* done: DIALBACK on the plain end */
+	d->fd = pfd;
+	log_debug("dial-back for %s: TLS, gateway certificate CN=%s",
+	    d->busid, peer->name);
+	event_assign(d->ev, cc.base, d->fd, EV_WRITE, db_cb, d);
+	event_add(d->ev, &tv);
+}
+
+static void
+db_tls_fail(const char *why, int audit, void *arg)
+{
+	struct dialback *d = arg;
+	char r[256];
+
+	(void)audit;
+	d->sh = NULL;		/* tlsshim frees itself */
+	log_escape(r, sizeof(r), why, strlen(why));
+	export_audit("dial-back busid=%s gateway=%s state=refused "
+	    "reason=\"tls: %s\"", d->busid, d->gateway, r);
+	db_free(d, false);
+}
+
+static void
+db_start_tls(struct dialback *d)
+{
+	uint64_t now = now_ms();
+	unsigned ms = d->deadline > now ? (unsigned)(d->deadline - now) : 1;
+
+	event_del(d->ev);
+	d->sh = tlsshim_start(cc.base, cct.ctx, d->fd, TLSSHIM_CLIENT, ms,
+	    db_tls_ready, db_tls_fail, d);
+	d->fd = -1;		/* the shim's (closed by it, whatever happens) */
+	if (d->sh == NULL) {
+		log_warnx("dial-back for %s: TLS: out of memory", d->busid);
+		db_free(d, false);
+	}
 }
 
 static void
@@ -431,6 +497,11 @@ db_cb(evutil_socket_t fd, short what, void *arg)
 			log_warnx("dial-back for %s: %s", d->busid,
 			    strerror(err));
 			return db_free(d, true);
+		}
+		if (d->tls && d->outoff == 0 && (what & EV_WRITE)) {
+			/* connected: TLS first, DIALBACK inside it */
+			db_start_tls(d);
+			return;
 		}
 		r = send(fd, d->out + d->outoff, d->outlen - d->outoff,
 		    MSG_NOSIGNAL);
@@ -552,6 +623,8 @@ ctl_open_import(struct ctl *x, const struct agp_msg *m)
 	usbgw_strlcpy(d->gateway, x->label, sizeof(d->gateway));
 	memcpy(&d->peer, &cc.peer, sizeof(d->peer));
 	d->peerlen = cc.peerlen;
+	/* the control connection's transport: a TLS gateway, a TLS dial-back */
+	d->tls = x->tls;
 	d->outlen = agp_dialback_req_encode(d->out, m->token, m->busid);
 	d->deadline = now_ms() + CTLCONN_CONNECT_S * 1000ull;
 	d->fd = socket(d->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
@@ -796,6 +869,57 @@ ctl_written(struct bufferevent *bev, void *arg)
 		ctl_close(x, "refused");
 }
 
+/* The gateway's certificate verified: the bev reads the plain end. */
+static void
+dial_tls_ready(int pfd, const struct tlsid_peer *peer,
+    const struct tlsshim_pairing *pairing, void *arg)
+{
+	struct ctl *x = arg;
+
+	uint8_t req[AGP_HELLO_MAX], nonce[AGP_NONCE_LEN];
+
+	x->sh = NULL;		/* a pump now: it owns itself */
+	x->tls_done = true;
+	log_info("gateway %s: TLS, certificate CN=%s fingerprint %.16s...",
+	    x->label, peer->name, peer->fpr);
+	bufferevent_setfd(x->bev, pfd);
+	bufferevent_enable(x->bev, EV_READ | EV_WRITE);
+	if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce))
+		memset(nonce, 0, sizeof(nonce));
+	bufferevent_write(x->bev, req, agp_control_req_encode(req, cc.name, 0,
+	    nonce));
+	ctl_set_state(x, CTL_HELLO, "CONTROL sent (TLS)");
+}
+
+static void
+dial_tls_fail(const char *why, int audit, void *arg)
+{
+	struct ctl *x = arg;
+	char r[256];
+
+	(void)audit;
+	x->sh = NULL;		/* tlsshim frees itself */
+	log_escape(r, sizeof(r), why, strlen(why));
+	export_audit("control gateway=%s state=refused reason=\"tls: %s\"",
+	    x->label, r);
+	ctl_close(x, why);
+}
+
+/* Dial-out over TLS: the handshake on fd, the bev waits without it. */
+static void
+dial_start_tls(struct ctl *x, int fd)
+{
+	uint64_t now = now_ms();
+	unsigned ms = x->deadline > now ? (unsigned)(x->deadline - now) : 1;
+
+	bufferevent_disable(x->bev, EV_READ | EV_WRITE);
+	bufferevent_setfd(x->bev, -1);
+	x->sh = tlsshim_start(cc.base, cct.ctx, fd, TLSSHIM_CLIENT, ms,
+	    dial_tls_ready, dial_tls_fail, x);
+	if (x->sh == NULL)
+		ctl_close(x, "TLS: out of memory");
+}
+
 static void
 ctl_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -810,6 +934,10 @@ ctl_event(struct bufferevent *bev, short what, void *arg)
 		if (getpeername(fd, (struct sockaddr *)&cc.peer,
 		    &cc.peerlen) == -1)
 			return ctl_close(x, "getpeername failed");
+		if (x->tls && !x->tls_done) {
+			dial_start_tls(x, fd);
+			return;
+		}
 		if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce))
 			memset(nonce, 0, sizeof(nonce));
 		bufferevent_write(bev, req, agp_control_req_encode(req,
@@ -839,6 +967,7 @@ dial_connect(const struct sockaddr *sa, socklen_t salen)
 	struct ctl *x = &cc.dial;
 
 	ctl_set_state(x, CTL_CONNECTING, NULL);
+	x->tls_done = false;
 	x->bev = bufferevent_socket_new(cc.base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (x->bev == NULL)
 		return ctl_close(x, "out of memory");
@@ -920,6 +1049,7 @@ dial_next(void)
 
 	snprintf(x->label, sizeof(x->label), "%s:%s", a->host, a->port);
 	x->deadline = now_ms() + CTLCONN_CONNECT_S * 1000ull;
+	x->tls = cct.gw[cc.cur];
 	dial_free_ai();
 	memset(&ss, 0, sizeof(ss));
 	if (evutil_inet_pton(AF_INET, a->host, &sin->sin_addr) == 1) {
@@ -1145,6 +1275,19 @@ ctlconn_init(struct event_base *base, const char *name,
 	if (cc.ngw > 0)
 		dial_next();
 	return 0;
+}
+
+void
+ctlconn_set_tls(SSL_CTX *ctx, const bool *gw_tls, size_t n)
+{
+	size_t i;
+
+	if (ctx != NULL)
+		SSL_CTX_up_ref(ctx);
+	SSL_CTX_free(cct.ctx);
+	cct.ctx = ctx;
+	for (i = 0; i < nitems(cct.gw); i++)
+		cct.gw[i] = ctx != NULL && gw_tls != NULL && i < n && gw_tls[i];
 }
 
 /* BYE written now: the loop will not run for it (a bufferevent's output

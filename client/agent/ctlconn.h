@@ -41,6 +41,7 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <openssl/ssl.h>
 
 #include "config.h"
 #include "usbip.h"
@@ -83,6 +84,13 @@ int	ctlconn_init(struct event_base *, const char *name,
  */
 bool	ctlconn_accept(uint16_t code, int fd, const char *peer,
 	    struct evbuffer *in);
+/*
+ * TLS for dial-out (protocol.md 1.10.8): gateway line i is dialled over
+ * TLS when gw_tls[i], with ctx (the agent's tlsid_ctx_client; a
+ * reference is taken; NULL: none), and its dial-backs then too.  After
+ * ctlconn_init, before the loop runs.
+ */
+void	ctlconn_set_tls(SSL_CTX *ctx, const bool *gw_tls, size_t n);
 /* A device became exportable (added) or stopped being so: pushed. */
 void	ctlconn_changed(const char *busid, bool added,
 	    const struct usbip_dev *, const struct usbip_intf *, uint8_t nintf);

@@ -30,6 +30,7 @@
 #include "export.h"
 #include "hostlimit.h"
 #include "log.h"
+#include "tlsshim.h"
 #include "usbloop.h"
 #include "util.h"
 
@@ -59,6 +60,21 @@ struct import {
  * connection an allow-from peer: refused, fail closed).
  */
 #define ADOPTED_MAX		64
+#define EXPORT_TLS_MS		10000	/* an accepted connection's handshake */
+
+/*
+ * An accepted connection in its TLS handshake (tls required): the agent
+ * is TLS's client on it (protocol.md 1.10.9).  Counted against
+ * max-connections with the engine's.
+ */
+struct tls_accept {
+	TAILQ_ENTRY(tls_accept)	 entry;
+	struct tlsshim		*sh;
+	struct sockaddr_storage	 ss;
+	socklen_t		 sslen;
+	char			 host[NI_MAXHOST];
+	char			 listen[PEER_MAX];
+};
 
 struct adopted {
 	unsigned	 id;		/* conn id + 1; 0: free */
@@ -78,6 +94,9 @@ static struct {
 	struct event		*resume_ev;	/* accept paused on EMFILE */
 	TAILQ_HEAD(, import)	 imports;	/* every import granted */
 	struct adopted		 adopted[ADOPTED_MAX];
+	SSL_CTX			*tls_ctx;	/* the agent's identity, or NULL */
+	TAILQ_HEAD(, tls_accept) tls_pending;
+	unsigned		 ntls_pending;
 	unsigned		 nadopted;
 	export_extension_fn	 extension;
 } ex = { .audit_fd = -1, .imports = TAILQ_HEAD_INITIALIZER(ex.imports) };
@@ -411,6 +430,79 @@ export_adopt(int fd, const struct sockaddr *sa, socklen_t salen,
 	}
 }
 
+void
+export_set_tls(SSL_CTX *ctx)
+{
+	if (ctx != NULL)
+		SSL_CTX_up_ref(ctx);
+	SSL_CTX_free(ex.tls_ctx);
+	ex.tls_ctx = ctx;
+}
+
+static void
+tls_accept_free(struct tls_accept *ta)
+{
+	TAILQ_REMOVE(&ex.tls_pending, ta, entry);
+	ex.ntls_pending--;
+	free(ta);
+}
+
+/* The gateway's certificate verified: the engine takes the plain end. */
+static void
+tls_accept_ready(int fd, const struct tlsid_peer *peer,
+    const struct tlsshim_pairing *pairing, void *arg)
+{
+	struct tls_accept *ta = arg;
+
+	log_info("connection from %s on %s: TLS, gateway certificate CN=%s "
+	    "fingerprint %.16s...", ta->host, ta->listen, peer->name,
+	    peer->fpr);
+	expsrv_accept(ex.srv, fd, (struct sockaddr *)&ta->ss, ta->sslen);
+	tls_accept_free(ta);
+}
+
+static void
+tls_accept_fail(const char *why, int audit, void *arg)
+{
+	struct tls_accept *ta = arg;
+
+	(void)audit;
+	export_audit_peer(ta->host, EXPORT_AK_REFUSED, "refused peer=%s "
+	    "listen=%s reason=\"tls required: %s\"", ta->host, ta->listen,
+	    why);
+	tls_accept_free(ta);
+}
+
+/* tls required: the handshake first, as TLS's client. */
+static void
+accept_tls(evutil_socket_t fd, const struct sockaddr *sa, socklen_t salen,
+    const char *host, const struct listener *l)
+{
+	struct tls_accept *ta;
+
+	if (ex.tls_ctx == NULL) {
+		close(fd);
+		export_audit_peer(host, EXPORT_AK_REFUSED, "refused peer=%s "
+		    "listen=%s reason=\"tls required, but no TLS identity "
+		    "was loaded at start\"", host, l->name);
+		return;
+	}
+	ta = xcalloc(1, sizeof(*ta));
+	memcpy(&ta->ss, sa, (size_t)salen < sizeof(ta->ss) ? (size_t)salen :
+	    sizeof(ta->ss));
+	ta->sslen = salen;
+	usbgw_strlcpy(ta->host, host, sizeof(ta->host));
+	usbgw_strlcpy(ta->listen, l->name, sizeof(ta->listen));
+	TAILQ_INSERT_TAIL(&ex.tls_pending, ta, entry);
+	ex.ntls_pending++;
+	ta->sh = tlsshim_start(ex.base, ex.tls_ctx, fd, TLSSHIM_CLIENT,
+	    EXPORT_TLS_MS, tls_accept_ready, tls_accept_fail, ta);
+	if (ta->sh == NULL) {
+		log_warnx("connection from %s: TLS: out of memory", host);
+		tls_accept_free(ta);
+	}
+}
+
 static void
 accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
     int salen, void *arg)
@@ -427,7 +519,8 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 		    "listen=%s reason=\"not in allow-from\"", host, l->name);
 		return;
 	}
-	if (expsrv_nconns(ex.srv) >= ex.conf->max_connections) {
+	if (expsrv_nconns(ex.srv) + ex.ntls_pending >=
+	    ex.conf->max_connections) {
 		close(fd);
 		export_audit_peer(host, EXPORT_AK_REFUSED, "refused peer=%s "
 		    "listen=%s reason=\"max-connections (%u)\"", host, l->name,
@@ -435,6 +528,10 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 		return;
 	}
 	log_debug("connection from %s:%s on %s", host, port, l->name);
+	if (ex.conf->tls_required) {
+		accept_tls(fd, sa, (socklen_t)salen, host, l);
+		return;
+	}
 	expsrv_accept(ex.srv, fd, sa, (socklen_t)salen);
 }
 
@@ -580,6 +677,7 @@ export_init(struct event_base *base, const struct aconf *c,
 	ex.base = base;
 	ex.conf = c;
 	ex.backend = backend;
+	TAILQ_INIT(&ex.tls_pending);
 	if (audit_open(c->audit_log, err, errlen) == -1)
 		return -1;
 	ex.hl = hostlimit_new(base, &spec, NULL);
@@ -632,8 +730,17 @@ export_end_import(const char *busid, const char *why)
 void
 export_shutdown(void)
 {
+	struct tls_accept *ta;
+
 	usbloop_set_after(NULL, NULL);
 	export_stop_listening();
+	while (ex.ntls_pending > 0 &&
+	    (ta = TAILQ_FIRST(&ex.tls_pending)) != NULL) {
+		tlsshim_free(ta->sh);
+		tls_accept_free(ta);
+	}
+	tlsshim_shutdown();		/* every pump: their connections end */
+	export_set_tls(NULL);
 	if (ex.srv != NULL)
 		expsrv_free(ex.srv);
 	ex.srv = NULL;

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include <event2/event.h>
+#include <openssl/ssl.h>
 
 #include "aconf.h"
 #include "expsrv.h"
@@ -56,6 +57,13 @@ typedef bool	(*export_extension_fn)(uint16_t code, int fd,
 void		 export_set_extension(export_extension_fn);
 /* Close the listeners (shutdown begins). */
 void		 export_stop_listening(void);
+/*
+ * The agent's TLS identity (a tlsid_ctx_client context; a reference is
+ * taken; NULL: none): with `tls required` every accepted connection is
+ * TLS, the agent its client (protocol.md 1.10.8), allow-from checked
+ * before the handshake; a failed handshake is a `refused` audit line.
+ */
+void		 export_set_tls(SSL_CTX *);
 /* Ends the import of busid, if any (audit line release ... reason=WHY).
  * Returns the number of imports ended. */
 int		 export_end_import(const char *busid, const char *why);

@@ -1144,7 +1144,7 @@ usbdev_write_state(void)
 		return;
 	}
 	fprintf(f, "# usbgw-agent held devices: busid busnum devnum "
-	    "config interfaces\n");
+	    "config interfaces [no-reset]\n");
 	for (d = usbdev_list; d != NULL; d = d->next) {
 		if (!d->listed || d->claimed == 0)
 			continue;
@@ -1154,7 +1154,7 @@ usbdev_write_state(void)
 			if (d->claimed & (1u << i))
 				fprintf(f, "%s%d", (d->claimed &
 				    ((1u << i) - 1)) ? "," : "", i);
-		fprintf(f, "\n");
+		fprintf(f, "%s\n", d->no_reset ? " no-reset" : "");
 	}
 	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
 		log_warn("state file %s", tmp);
@@ -1248,13 +1248,42 @@ usbdev_teardown(void)
 
 /* ---- --reattach --------------------------------------------------- */
 
+/* The interface directory's driver: "" if none. */
+static void
+ra_iface_driver(const char *busid, unsigned cfg, int ifno, char *out,
+    size_t sz)
+{
+	char	 name[USBIP_BUSID_SIZE + 16];
+
+	snprintf(name, sizeof(name), "%s:%u.%d", busid, cfg, ifno);
+	sysfs_driver(name, out, sz);
+}
+
+/*
+ * Give a dead agent's device back to the kernel:
+ *  1. claim each listed interface ourselves: EBUSY while the dead agent's
+ *     usbfs files still close (retry every 50 ms for up to 2 s); one a
+ *     kernel driver took meanwhile is left alone;
+ *  2. release them and reset the device (unless no-reset): the agent may
+ *     have died halfway through a transfer, and a mass-storage device in
+ *     the middle of a command answers usb-storage's first INQUIRY only
+ *     after the SCSI timeout and a reset recovery (seen as 10 s in e2e 67),
+ *     or the remote host may have chosen another alternate setting; with
+ *     no driver bound the reset binds nothing by itself;
+ *  3. the configuration the device had at claim if the host changed it
+ *     (that binds the drivers itself), else connect each listed interface:
+ *     EBUSY there means a driver is bound, which is the goal.
+ */
 static int
 ra_connect(const char *busid, unsigned busnum, unsigned devnum,
-    uint32_t ifaces, char *err, size_t errsz)
+    unsigned config, uint32_t ifaces, bool reset, char *err, size_t errsz)
 {
 	struct usbdevfs_ioctl cmd;
-	char		 node[64];
+	char		 node[64], drv[64];
 	struct timespec	 ts = { 0, 50 * 1000 * 1000 };
+	uint32_t	 held = 0;
+	long long	 cv;
+	unsigned int	 ifno;
 	int		 fd, i, tries, left = 0;
 
 	snprintf(node, sizeof(node), "/dev/bus/usb/%03u/%03u", busnum, devnum);
@@ -1263,29 +1292,60 @@ ra_connect(const char *busid, unsigned busnum, unsigned devnum,
 		    strerror(errno));
 		return -1;
 	}
-	/* usbfs may still hold an interface while the dead agent's files
-	 * close: retry every 50 ms for up to 2 s. */
+	if (sysfs_num(busid, "bConfigurationValue", 10, 255, &cv) == -1)
+		cv = 0;
 	for (i = 0; i < 32; i++) {
 		if (!(ifaces & (1u << i)))
 			continue;
 		for (tries = 0; tries < 40; tries++) {
-			memset(&cmd, 0, sizeof(cmd));
-			cmd.ifno = i;
-			cmd.ioctl_code = USBDEVFS_CONNECT;
-			if (ioctl(fd, USBDEVFS_IOCTL, &cmd) >= 0 ||
-			    errno != EBUSY)
+			ifno = (unsigned)i;
+			if (ioctl(fd, USBDEVFS_CLAIMINTERFACE, &ifno) == 0) {
+				held |= 1u << i;
 				break;
+			}
+			if (errno != EBUSY)
+				break;	/* not in this configuration */
+			ra_iface_driver(busid, (unsigned)cv, i, drv,
+			    sizeof(drv));
+			if (drv[0] != '\0' && strcmp(drv, "usbfs") != 0)
+				break;	/* a kernel driver has it */
 			nanosleep(&ts, NULL);
 		}
 		if (tries == 40)
 			left++;
 	}
-	close(fd);
 	if (left > 0) {
+		close(fd);
 		snprintf(err, errsz, "%s: %d interface(s) still busy", busid,
 		    left);
 		return -1;
 	}
+	for (i = 0; i < 32; i++) {
+		ifno = (unsigned)i;
+		if (held & (1u << i))
+			(void)ioctl(fd, USBDEVFS_RELEASEINTERFACE, &ifno);
+	}
+	if (reset && ioctl(fd, USBDEVFS_RESET, NULL) == -1)
+		log_warn("reattach: %s: reset", busid);
+	if (config != 0 && cv != 0 && (unsigned)cv != config) {
+		ifno = config;
+		if (ioctl(fd, USBDEVFS_SETCONFIGURATION, &ifno) == 0) {
+			close(fd);
+			return 0;
+		}
+		log_warn("reattach: %s: configuration %u", busid, config);
+	}
+	for (i = 0; i < 32; i++) {
+		if (!(ifaces & (1u << i)))
+			continue;
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.ifno = i;
+		cmd.ioctl_code = USBDEVFS_CONNECT;
+		if (ioctl(fd, USBDEVFS_IOCTL, &cmd) == -1 && errno != EBUSY &&
+		    errno != EINVAL && errno != ENODATA)
+			log_warn("reattach: %s: interface %d", busid, i);
+	}
+	close(fd);
 	return 0;
 }
 
@@ -1294,6 +1354,7 @@ usbdev_reattach_state(const char *state_file, char *err, size_t errsz)
 {
 	FILE		*f;
 	char		 line[512], busid[USBIP_BUSID_SIZE], list[256], *p, *e;
+	char		 flag[16];
 	unsigned	 busnum, devnum, config, lineno = 0;
 	long long	 b, dn;
 	uint32_t	 ifaces;
@@ -1310,11 +1371,15 @@ usbdev_reattach_state(const char *state_file, char *err, size_t errsz)
 		lineno++;
 		if (line[0] == '#' || line[0] == '\n')
 			continue;
-		if (sscanf(line, "%31s %u %u %u %255s", busid, &busnum,
-		    &devnum, &config, list) != 5 || !usbip_busid_valid(busid) ||
+		flag[0] = '\0';
+		if (sscanf(line, "%31s %u %u %u %255s %15s", busid, &busnum,
+		    &devnum, &config, list, flag) < 5 ||
+		    (flag[0] != '\0' && strcmp(flag, "no-reset") != 0) ||
+		    !usbip_busid_valid(busid) ||
 		    busnum > 255 || devnum > 255) {
 			snprintf(err, errsz, "%s:%u: expected \"busid busnum "
-			    "devnum config interfaces\"", state_file, lineno);
+			    "devnum config interfaces [no-reset]\"",
+			    state_file, lineno);
 			bad++;
 			continue;
 		}
@@ -1341,8 +1406,8 @@ usbdev_reattach_state(const char *state_file, char *err, size_t errsz)
 			    "(gone or replaced)", busid);
 			continue;
 		}
-		if (ra_connect(busid, busnum, devnum, ifaces, err, errsz) ==
-		    -1) {
+		if (ra_connect(busid, busnum, devnum, config, ifaces,
+		    flag[0] == '\0', err, errsz) == -1) {
 			bad++;
 			continue;
 		}

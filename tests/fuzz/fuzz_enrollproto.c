@@ -1,7 +1,7 @@
 /*
  * libFuzzer harness for enroll_decode() (gateway/enrollproto.c), the
  * parser of what an enrolling client (and, on the client, the gateway)
- * sends (protocol.md 1.10.8).
+ * sends (protocol.md 1.10.10).
  *
  * Input: one byte (bit 0: decode as the client's messages), then the
  * bytes.  Checks: a decoded message's length is within the input and at

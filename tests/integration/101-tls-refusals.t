@@ -2,7 +2,8 @@
 # tls-listen refuses, each with a log line naming the reason and a
 # tls-refused audit row (bounded per address like the other refusals):
 # no client certificate, a certificate from another CA, an expired one,
-# an agent's certificate, TLS 1.2, plaintext USB/IP to the TLS port, and
+# an agent's certificate importing (1.10.8), TLS 1.2, plaintext USB/IP to
+# the TLS port, and
 # TLS to the plaintext port; none of them reaches the device (it stays
 # authorized, no attachment).  Past audit-limit-per-host the rows are
 # summed up in an audit-suppressed row.  The gateway's key files: a 0644
@@ -61,7 +62,7 @@ refused "CN=vdi09 not issued by this gateway's CA" "another CA's certificate" \
     "$TC" import "$TLSA" sim1:1-1 --tls-dir "$T/other" --tls-any-server
 refused 'CN=vdi08 expired \(notAfter' "an expired certificate" \
     "$TC" import "$TLSA" sim1:1-1 --tls-dir "$T/old"
-refused "^refused: certificate CN=tc17 is an agent's: this listener is for vhci hosts" \
+refused "^certificate CN=tc17 is an agent's: an agent cannot import or list devices" \
     "an agent's certificate" \
     "$TC" import "$TLSA" sim1:1-1 --tls-dir "$T/agent"
 refused '^plaintext on a TLS listener$' "plaintext USB/IP to the TLS port" \

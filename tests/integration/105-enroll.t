@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Enrollment (issue 15 items 2 and 6; protocol.md 1.10.8): `usbgw-attach
+# Enrollment (issue 15 items 2 and 6; protocol.md 1.10.10): `usbgw-attach
 # enroll` makes host.key (0600) in -c DIR, opens a pairing session to the
 # TLS listener, shows a 6-digit code and waits; the gateway lists the
 # pairing (agent list --json: pending, the same code); approving another

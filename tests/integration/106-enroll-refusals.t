@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pairings that end without a certificate (protocol.md 1.10.8): `usbgw
+# Pairings that end without a certificate (protocol.md 1.10.10): `usbgw
 # agent reject CODE` ends the client (exit 1, "rejected") and the row
 # (rejected); a second pairing from the same address while one is pending
 # is refused (one per address), one from another address (::1) over

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The agents table behind the TLS check (protocol.md 1.10.8): a
+# The agents table behind the TLS check (protocol.md 1.10.10): a
 # certificate the gateway's CA issued but that is not an active row is
 # refused at the handshake ("unknown"), as is an expired one, each with a
 # log line and a tls-refused audit row; `usbgw agent revoke NAME` cuts a

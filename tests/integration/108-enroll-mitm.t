@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A man in the middle of an enrollment (issue 15 item 7; protocol.md
-# 1.10.4, 1.10.8): tests/tools/enroll-mitm terminates the client's TLS
+# 1.10.4, 1.10.10): tests/tools/enroll-mitm terminates the client's TLS
 # with its own certificate and pairs at the gateway with its own key.
 # The two sessions give two codes: the client shows the MITM's session's
 # code, the gateway lists the other; they differ.  Approving the code the

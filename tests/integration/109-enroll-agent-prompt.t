@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usbgw-agent enroll (the agent's key in the configuration's tls-dir),
-# answered in `usbgw watch --prompt` (protocol.md 1.10.8): the prompt
+# answered in `usbgw watch --prompt` (protocol.md 1.10.10): the prompt
 # shows the pairing's name, role, address and code; [a]pprove issues the
 # agent's certificate (agent.key 0600, agent.pem OU=agent), [r]eject
 # refuses another.  Then the gateway's own certificate on its timer:

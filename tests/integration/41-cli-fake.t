@@ -97,6 +97,46 @@ like "$ERR" '(expected a time like|no such date|past)' "time error explained"
 run "$USBGW" -s "$T/nothing.sock" list
 is "$RC" 4 "no daemon: exit 4"
 like "$ERR" 'cannot connect to .*nothing.sock' "unreachable explained"
+# A socket that accepts but is not usbgwd's, and a stopped daemon (the
+# kernel still accepts into its backlog): reported in 3 s or at once (the
+# kernel names the listening process), not after the 30 s a command may
+# take.
+python3 - "$T/silent.sock" "$T/http.sock" <<'PY' &
+import socket, sys, os, time
+ls = []
+for p in sys.argv[1:3]:
+    s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(8); ls.append(s)
+held = []
+import select
+end = time.time() + 60
+while time.time() < end:
+    r, _, _ = select.select(ls, [], [], 1)
+    for s in r:
+        c, _ = s.accept(); held.append(c)
+        if s is ls[1]:
+            c.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+PY
+pyp=$!
+wait_for -t 5 test -S "$T/http.sock"
+t0=$(date +%s%N)
+run "$USBGW" -s "$T/silent.sock" list
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+is "$RC" 4 "a silent socket: exit 4"
+like "$ERR" 'silent.sock: no answer in 3 s: it belongs to python3 \(pid [0-9]+\), not usbgwd' \
+    "... explained: the process the kernel names as the listener"
+num_cmp "$ms" -lt 10000 "... within 10 s, not 30 ($ms ms)"
+run "$USBGW" -s "$T/http.sock" list
+is "$RC" 4 "another protocol on the socket: exit 4"
+like "$ERR" 'http.sock does not speak usbgwd.s control protocol' "... explained"
+kill -STOP "$FPID"
+t0=$(date +%s%N)
+run "$USBGW" -s "$SOCK" list
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+kill -CONT "$FPID"
+is "$RC" 4 "a stopped daemon: exit 4 ($ms ms)"
+like "$ERR" "sock: ctl-fake \\(pid $FPID\\) is stopped" "... said so"
+num_cmp "$ms" -lt 2000 "... at once (under 2 s), not after 30"
+kill "$pyp" 2>/dev/null
 USBGW_SOCKET=$SOCK run "$USBGW" list
 is "$RC" 0 "USBGW_SOCKET is used"
 USBGW_SOCKET=$T/nothing.sock run "$USBGW" -s "$SOCK" list
@@ -146,7 +186,7 @@ is "$(printf '%s' "$OUT" | "$EJ" count)" 1 "--json honours --state"
 run "${U[@]}" show fk:1-1
 is "$RC" 0 "show"
 likel "$OUT" '^busid +fk:1-1$' "show busid"
-likel "$OUT" '^state +pending since [0-9-]+ [0-9:]+, [0-9a-z]+ ago$' "show state and age"
+likel "$OUT" '^state +pending since [0-9-]+ [0-9:]+ [A-Z]+, [0-9a-z]+ ago$' "show state and age"
 likel "$OUT" '^interfaces +03:01:01 03:01:02$' "show interfaces"
 likel "$OUT" '^exporter +tc17 \(busid 1-1\)$' "show exporter"
 run "${U[@]}" show fk:1
@@ -164,7 +204,7 @@ is "$(printf '%s' "$OUT" | jpath serial)" ABC123 "show --json"
 # ---- approve / deny / revoke ---------------------------------------------
 run "${U[@]}" approve fk:1-1 --for 2h -m "ticket 42"
 is "$RC" 0 "approve --for 2h"
-likel "$OUT" '^approved fk:1-1 \(046d:c52b Logitech USB Receiver\) for 2h00m, until [0-9-]+ [0-9:]+; now authorized$' \
+likel "$OUT" '^approved fk:1-1 \(046d:c52b Logitech USB Receiver\) for 2h00m, until [0-9-]+ [0-9:]+ [A-Z]+; now authorized$' \
     "approve output"
 run "${U[@]}" approve fk:1-1
 is "$RC" 1 "approving an authorized device: refused, exit 1"
@@ -305,6 +345,17 @@ is "$(printf '%s' "$OUT" | jpath exporters.total)" 3 "status --json"
 run "${U[@]}" attach fk:1-2
 is "$RC" 1 "attach refused in proxy mode: exit 1"
 like "$ERR" 'mode = local' "attach refusal explained"
+
+# ---- messages a person reads (issue 18 item 5) ----------------------------
+run "${U[@]}" watch -e pending,nosuch
+is "$RC" 2 "watch -e with an unknown event: exit 2"
+like "$ERR" 'no event is called "nosuch": expected one of pending, access-request, approve, .*identity-anomaly' \
+    "... names the event and lists the known ones"
+unlike "$ERR" 'index' "... without an array index"
+run "${U[@]}" approve fk:1-1 --to 'a b'
+is "$RC" 2 "approve --to 'a b': exit 2"
+like "$ERR" 'the host to approve for \(to\): expected a host name or address of 1 to [0-9]+ printable characters without spaces' \
+    "... says which value and what is expected"
 
 # ---- watch -------------------------------------------------------------------
 start_bg watch "$USBGW" -s "$SOCK" watch --json

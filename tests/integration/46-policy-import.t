@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
 need_prog "$USBGWD" "$USBGW" "$SIM"
-plan 27
+plan 32
 
 sim_start sim || bail_out "simulator did not start"
 gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 500ms" \
@@ -47,8 +47,19 @@ is "$("$EJSON" get rule position=1 <<<"$OUT")" "allow id 1209:0002" "the inserte
 id=$("$EJSON" get id position=1 <<<"$OUT")
 gw_wait_state gw sim1:1-2 authorized 5
 is "$(gw_state gw sim1:1-2)" authorized "a rule inserted before the block rule decides at once"
+gwctl gw policy list --json
+nrules=$("$EJSON" count <<<"$OUT")
+gwctl gw policy move "$id" 99
+is "$RC" 0 "policy move ID 99 (past the end: $nrules rules)"
+like "$OUT" "^moved rule $id to position $nrules, not 99 \\($nrules rules; past the end: moved last\\)" \
+    "... says where it went and why"
+gwctl gw policy list --json
+is "$("$EJSON" get id position="$nrules" <<<"$OUT")" "$id" "... and it is last"
+gwctl gw audit --json
+like "$OUT" "rule $id to $nrules \\(asked 99\\)" "... the audit row says so too"
 gwctl gw policy move "$id" 3
 is "$RC" 0 "policy move ID 3"
+is "$OUT" "moved rule $id to position 3" "... said plainly when it is where asked"
 gwctl gw policy list --json
 is "$("$EJSON" get id position=3 <<<"$OUT")" "$id" "the rule is now third"
 gw_wait_state gw sim1:1-2 blocked 5

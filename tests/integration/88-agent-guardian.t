@@ -12,7 +12,7 @@
 AGENT=$USBGW_BUILD/usbgw-agent
 need_prog "$AGENT" pgrep ss
 
-plan 11
+plan 14
 
 guardian_of() { pgrep -P "$1" -x usbgw-guardian; }
 
@@ -54,4 +54,16 @@ wait_for -t 5 eval '! kill -0 '"$g"' 2>/dev/null'
 check $? "its guardian exits too"
 unlike "$(cat "$(bg_log agent2)")" 'reattach:|guardian:' \
     "... without re-attaching anything"
+# The state file's optional sixth field: a device the agent's config says
+# not to reset is marked so (the guardian resets every other one before the
+# drivers come back: 67-agent-kill); anything else there is refused.
+printf '1-1 1 2 1 0 no-reset\n' >"$T/held2"
+out=$("$AGENT" --reattach "$T/held2" 2>&1)
+like "$out" 'reattach: 1-1: not the device listed' \
+    "--reattach reads a no-reset line (and checks the device)"
+printf '1-1 1 2 1 0 reset-twice\n' >"$T/held3"
+out=$("$AGENT" --reattach "$T/held3" 2>&1)
+is "$?" 1 "--reattach: an unknown sixth field is an error (exit 1)"
+like "$out" 'held3:1: expected "busid busnum devnum config interfaces \[no-reset\]"' \
+    "... naming the file, the line and the expected form"
 done_testing

@@ -17,6 +17,10 @@ Listen mode (--listen): a connection whose first op code is 0x8067 is a
 gateway's CONTROL; any other is proxied to the sim byte for byte (a
 stock import or device list).
 
+TLS (--tls-dir DIR, protocol.md 1.10.8): every connection, whoever opened
+it, is TLS with this side as TLS's client, showing DIR/ROLE.pem
+(--tls-role, default agent) and trusting DIR/gateway-ca.pem.
+
 Dial-out (--gateway, in order, failover, reconnect 1 s doubling to 60 s
 +-20 %): one control connection; OPEN_IMPORT(busid, token) opens a new
 connection to the control connection's address, sends DIALBACK and,
@@ -31,6 +35,7 @@ import argparse
 import os
 import random
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -75,6 +80,19 @@ def recv_exact(s, n):
             raise EOFError("closed")
         buf += c
     return buf
+
+
+def tls_wrap(s):
+    """The agent is always TLS's client (--tls-dir), else s as it is."""
+    if not args.tls_dir:
+        return s
+    d, r = args.tls_dir, args.tls_role
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.check_hostname = False
+    ctx.load_verify_locations(os.path.join(d, "gateway-ca.pem"))
+    ctx.load_cert_chain(os.path.join(d, r + ".pem"), os.path.join(d, r + ".key"))
+    return ctx.wrap_socket(s, server_side=False)
 
 
 def parse_addr(a):
@@ -283,6 +301,7 @@ def dial_back(c, busid, token):
             c.gw_addr, timeout=5,
             source_address=(args.source, 0) if args.source else None)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s = tls_wrap(s)
         body = token + pad(busid, 32)
         s.sendall(struct.pack(">HHIHHI", V, OP_REQ_USBGW, 0, 1, DIALBACK,
                               len(body)) + body)
@@ -305,6 +324,7 @@ def dial_back(c, busid, token):
 def serve(conn, peer):
     conn.settimeout(10)
     try:
+        conn = tls_wrap(conn)
         first = recv_exact(conn, 4)
     except (OSError, EOFError):
         conn.close()
@@ -363,6 +383,7 @@ def dialout():
                 s = socket.create_connection(
                     addr, timeout=5,
                     source_address=(args.source, 0) if args.source else None)
+                s = tls_wrap(s)
                 body = pad(args.name, 32) + struct.pack(">I", 0) + \
                     os.urandom(16)
                 s.sendall(struct.pack(">HHIHHI", V, OP_REQ_USBGW, 0, 1,
@@ -374,7 +395,7 @@ def dialout():
                     log("control refused %s" % g)
                     s.close()
                     continue
-            except (OSError, EOFError) as e:
+            except (OSError, EOFError, ssl.SSLError) as e:
                 log("control down %s %s" % (g, e))
                 continue
             s.settimeout(None)
@@ -400,6 +421,8 @@ def main():
     ap.add_argument("--refuse-control", action="store_true",
                     help="listen mode: answer CONTROL with ST_NA")
     ap.add_argument("--source", help="dial-out: connect from this address")
+    ap.add_argument("--tls-dir", help="TLS as the client, with DIR's files")
+    ap.add_argument("--tls-role", default="agent", help="agent or host")
     args = ap.parse_args()
     if args.log:
         logf = open(args.log, "a")

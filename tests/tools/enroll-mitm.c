@@ -1,6 +1,6 @@
 /*
  * enroll-mitm: a man in the middle of an enrollment (tests, protocol.md
- * 1.10.4 and 1.10.8).  It terminates the client's TLS with a certificate
+ * 1.10.4 and 1.10.10).  It terminates the client's TLS with a certificate
  * of its own (an in-memory CA and server identity), reads the client's
  * ENROLL, and enrolls at the gateway with a key of its own (MITMDIR's),
  * in a pairing session of its own; then relays what the gateway answers

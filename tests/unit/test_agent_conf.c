@@ -164,7 +164,7 @@ t_errors(void)
 
 	bad("nmae x\n", "a.conf:1:1: unknown key 'nmae': expected name, "
 	    "listen, allow-from, keep-local, export, no-reset, audit-log, "
-	    "state-file, tls-dir, gateway or max-connections\n");
+	    "state-file, gateway, max-connections, tls or tls-dir\n");
 	bad("listen 1.2.3.4:99999\n", "a.conf:1:8: listen: expected a port "
 	    "number from 0 to 65535, got '1.2.3.4:99999'\n");
 	bad("listen host.example:1\n", "a.conf:1:8: listen: expected a "

@@ -401,17 +401,28 @@ test_errors(void)
 	    "address, got \"ho/st:1\"\n");
 	bad("database = \"/x\n", "t.conf:1: database: expected a closing '\"'\n");
 	bad("exporter tc17\n", "t.conf:1: expected \"exporter NAME "
-	    "HOST[:PORT] [agent]\"\n");
+	    "HOST[:PORT] [agent] [tls=required|off]\"\n");
 	bad("exporter tc17 h:1 extra\n", "t.conf:1: expected \"exporter NAME "
-	    "HOST[:PORT] [agent]\"\n");
+	    "HOST[:PORT] [agent] [tls=required|off]\"\n");
 	bad("exporter tc17 h:1 agent extra\n", "t.conf:1: expected \"exporter "
-	    "NAME HOST[:PORT] [agent]\"\n");
+	    "NAME HOST[:PORT] [agent] [tls=required|off]\"\n");
 	bad("agent tc17\n", "t.conf:1: expected \"agent NAME from "
-	    "ADDRESS[/PREFIX]\"\n");
+	    "ADDRESS[/PREFIX] [tls=required|optional|off]\"\n");
 	bad("agent tc17 at 10.0.0.0/8\n", "t.conf:1: expected \"agent NAME "
-	    "from ADDRESS[/PREFIX]\"\n");
+	    "from ADDRESS[/PREFIX] [tls=required|optional|off]\"\n");
 	bad("agent tc17 from 10.0.0.0/8 x\n", "t.conf:1: expected \"agent "
-	    "NAME from ADDRESS[/PREFIX]\"\n");
+	    "NAME from ADDRESS[/PREFIX] [tls=required|optional|off]\"\n");
+	bad("exporter tc17 h:1 agent tls=optional\n", "t.conf:1: exporter "
+	    "tc17: expected tls=required or tls=off, got \"tls=optional\" "
+	    "(optional is offered for dial-out agents only: the gateway would "
+	    "fall back to plaintext on a connection an attacker can make "
+	    "fail)\n");
+	bad("agent tc17 from 10.0.0.0/8 tls=sometimes\n", "t.conf:1: agent "
+	    "tc17: expected tls=required, tls=optional or tls=off, got "
+	    "\"tls=sometimes\"\n");
+	bad("listen = 127.0.0.1:1 tls=required\n", "t.conf:1: listen: "
+	    "expected ADDRESS:PORT [tls=optional|off] (a TLS-only listener is "
+	    "tls-listen), got \"127.0.0.1:1 tls=required\"\n");
 	bad("agent a:b from 10.0.0.1\n", "t.conf:1: agent: expected a name of "
 	    "1 to 31 letters, digits, '.', '-' or '_', got \"a:b\"\n");
 	bad("agent tc17 from 10.0.0.1/8\n", "t.conf:1: agent tc17: host bits "

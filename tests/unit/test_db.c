@@ -174,11 +174,11 @@ test_fresh(void)
 	size_t		 i;
 	char		 sql[256];
 
-	is_int(db_schema_version(), 8, "schema.sql defines version 8");
+	is_int(db_schema_version(), 9, "schema.sql defines version 9");
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	if (!ok(db != NULL, "open a new database"))
 		diag("%s", err);
-	is_int(db_version(db), 8, "migrated to the newest version");
+	is_int(db_version(db), 9, "migrated to the newest version");
 	is_str(qs(db, "PRAGMA journal_mode"), "wal", "WAL");
 	is_int(q1(db, "PRAGMA foreign_keys"), 1, "foreign keys on");
 	for (i = 0; i < nitems(objects); i++) {
@@ -192,13 +192,13 @@ test_fresh(void)
 	db_close(db);
 
 	db = db_open(path("fresh.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 8, "reopen: nothing to migrate");
+	ok(db != NULL && db_version(db) == 9, "reopen: nothing to migrate");
 	ok(raw(db, "PRAGMA user_version = 99") == NULL, "pretend a newer schema");
 	db_close(db);
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	ok(db == NULL, "a newer database is refused");
 	is_str(err, "database schema version 99 is newer than this program's "
-	    "(8)", "with a clear message");
+	    "(9)", "with a clear message");
 	db_close(db);
 
 	db = db_open("/nonexistent-dir/x.db", err, sizeof(err));
@@ -269,7 +269,7 @@ test_migrate_fixture(void)
 		diag("%s", err);
 	if (db == NULL)
 		return;
-	is_int(db_version(db), 8, "migrated 1 -> 8");
+	is_int(db_version(db), 9, "migrated 1 -> 9");
 	is_str(qs(db, "SELECT group_concat(id || '@' || position, ',') FROM "
 	    "(SELECT * FROM rules ORDER BY position)"), "1@1,2@2",
 	    "migration 3: the operator tier moved after the admin rules");
@@ -328,7 +328,7 @@ test_migrate_built(void)
 	    "access requests in version 1");
 	db_close(db);
 	db = db_open(path("built.db"), err, sizeof(err));
-	ok(db != NULL && db_version(db) == 8, "reopen migrates to 8");
+	ok(db != NULL && db_version(db) == 9, "reopen migrates to 9");
 	is_int(q1(db, "SELECT count(*) FROM interfaces WHERE device_id = 1"), 2,
 	    "data kept");
 	is_int(q1(db, "SELECT count(*) FROM access_requests WHERE "
@@ -403,12 +403,19 @@ test_helpers(void)
 	    "an unknown status is refused by the schema");
 	is_str(qs(db, "SELECT kind FROM exporters"), "usbip",
 	    "migration 6: an exporter is a usbipd by default");
-	ok(db_exporter_set_kind(db, e, "agent-dialout") == 0, "kind set");
+	is_str(qs(db, "SELECT tls FROM exporters"), "off",
+	    "migration 9: TLS off by default");
+	ok(db_exporter_set_kind(db, e, "agent-dialout", "required") == 0,
+	    "kind set");
 	is_str(qs(db, "SELECT kind FROM exporters"), "agent-dialout",
 	    "kind stored");
-	ok(db_exporter_set_kind(db, e, "teapot") == -1,
+	is_str(qs(db, "SELECT tls FROM exporters"), "required",
+	    "tls stored");
+	ok(db_exporter_set_kind(db, e, "teapot", "off") == -1,
 	    "an unknown kind is refused by the schema");
-	ok(db_exporter_set_kind(db, e, "usbip") == 0, "kind back");
+	ok(db_exporter_set_kind(db, e, "usbip", "sometimes") == -1,
+	    "an unknown tls setting is refused by the schema");
+	ok(db_exporter_set_kind(db, e, "usbip", "off") == 0, "kind back");
 	is_int(db_exporter_upsert(db, "tc18", "10.0.0.19", 3240, 100), e + 1,
 	    "second exporter");
 	n = 0;

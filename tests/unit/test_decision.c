@@ -212,7 +212,7 @@ static const struct dcase cases[] = {
 	  .appr = { { .deny = true, .scope = SCOPE_FOR,
 	    .expires_at = NOW + 1, .by = "alice" } },
 	  .v = VERDICT_BLOCK, .by = BY_DENIAL, .id = 201,
-	  .recheck = NOW + 1, .why = "denied by alice until 1699963201" },
+	  .recheck = NOW + 1, .why = "denied by alice until 2023-11-14T12:00:01Z" },
 
 	/* 4. operator block */
 	{ "4 over 5: operator block beats revocation", .revoked = true,
@@ -265,7 +265,7 @@ static const struct dcase cases[] = {
 	  .appr = { { .scope = SCOPE_FOR, .expires_at = NOW + 3600,
 	    .by = "bob" } },
 	  .v = VERDICT_ALLOW, .by = BY_APPROVAL, .id = 201,
-	  .recheck = NOW + 3600, .why = "approved by bob until 1699966800" },
+	  .recheck = NOW + 3600, .why = "approved by bob until 2023-11-14T13:00:00Z" },
 	{ "7: approval until 17:00",
 	  .appr = { { .scope = SCOPE_UNTIL, .expires_at = T(17, 0),
 	    .by = "bob" } },
@@ -289,7 +289,7 @@ static const struct dcase cases[] = {
 	    .expires_at = NOW + 60, .by = "bob" } },
 	  .v = VERDICT_ALLOW, .by = BY_APPROVAL, .id = 201,
 	  .recheck = NOW + 60,
-	  .why = "approved by bob for 10.1.0.0/16 until 1699963260" },
+	  .why = "approved by bob for 10.1.0.0/16 until 2023-11-14T12:01:00Z" },
 	{ "7: approval for a v4 network, host outside", .host = "10.2.0.1",
 	  .appr = { { .to = "10.1.0.0/16", .by = "bob" } },
 	  .v = VERDICT_PENDING, .by = BY_DEFAULT },

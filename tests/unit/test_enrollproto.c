@@ -1,6 +1,6 @@
 /*
  * The enrollment exchange's codec (gateway/enrollproto.c; protocol.md
- * 1.10.8): round trips of every message type, and each way a message can
+ * 1.10.10): round trips of every message type, and each way a message can
  * be malformed (magic, version, type for the direction, body length,
  * field header, unknown / repeated / missing field, empty or overlong
  * field, NUL in a field), and partial input asking for more.

@@ -1,4 +1,4 @@
-# Enrollment in the guest (issue 15 items 2 and 7; protocol.md 1.10.8):
+# Enrollment in the guest (issue 15 items 2 and 7; protocol.md 1.10.10):
 # `usbgw-attach enroll` against the guest gateway's tls-listen
 # (127.0.0.1:3245) makes host.key (0600) and shows a code; the gateway
 # lists the same code; `usbgw agent approve CODE` issues the certificate,
