@@ -3,7 +3,11 @@
 # answered in `usbgw watch --prompt` (protocol.md 1.10.10): the prompt
 # shows the pairing's name, role, address and code; [a]pprove issues the
 # agent's certificate (agent.key 0600, agent.pem OU=agent), [r]eject
-# refuses another.  Then the gateway's own certificate on its timer:
+# refuses another.  The enrolled agent dials out over TLS with that
+# certificate (tests/tools/agent-fake.py), renews it over its own
+# session (`usbgw-agent renew --force`), and `usbgw agent revoke tc17`
+# cuts its control connection at once; its next handshake is refused.
+# Then the gateway's own certificate on its timer:
 # gateway.pem that comes within tls-renew-days of its end while the
 # gateway runs is issued anew (same key), a TLS attachment made before
 # goes on, and a new connection is served the new certificate.
@@ -14,11 +18,15 @@
 AGENT=$USBGW_BUILD/usbgw-agent
 CHAT=$USBGW_BUILD/pty-chat
 ISSUE=$USBGW_BUILD/tlsid-issue
-need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON" "$AGENT" "$CHAT" "$ISSUE" sqlite3 openssl
-plan 26
+need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON" "$AGENT" "$CHAT" "$ISSUE" sqlite3 openssl python3
+plan 36
 
+FAKE=$TOP/tests/tools/agent-fake.py
+printf 'device 1-1 { type sourcesink; serial "S11"; }\n' >"$T/sim.conf"
+sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
 TLSP=$(free_port)
-gw_conf gw "tls-listen = 127.0.0.1:$TLSP"
+gw_conf gw "tls-listen = 127.0.0.1:$TLSP" "agent tc17 from 127.0.0.1/32 tls=required" \
+    "poll-interval = 500ms" "tls-cert-days = 20"
 gw_start gw || bail_out "usbgwd did not start"
 wait_port "$TLSP" 10 || bail_out "no TLS listener on $TLSP"
 
@@ -77,10 +85,35 @@ is "$(agent_json tc18 state)" rejected "agent list: tc18 rejected"
 ok "tc18 got no certificate" test ! -e "$T/tc18-tls/agent.pem"
 is "$(gw_sql gw "SELECT count(*) FROM audit_log WHERE event = 'pairing-approved' AND object = 'tc17'")" 1 \
     "audit: pairing-approved for tc17"
+
+# ---- the enrolled agent over TLS: renewal, revocation ---------------------------
+NA=$(date -d "$(openssl x509 -in "$T/tc17-tls/agent.pem" -noout -enddate | sed 's/notAfter=//')" +%s)
+num_cmp $(( (NA - $(date +%s)) / 3600 )) -eq $((20 * 24 - 1)) "tls-cert-days = 20: the certificate is for 20 days"
+OLD=$(openssl x509 -in "$T/tc17-tls/agent.pem" -noout -fingerprint -sha256)
+run "$AGENT" renew -c "$T/tc17.conf" --force "127.0.0.1:$TLSP"
+is "$RC" 0 "usbgw-agent renew --force over the agent's own TLS session: exit 0"
+like "$OUT" '^renewed: certificate for tc17 \(agent\)' "... renewed"
+isnt "$(openssl x509 -in "$T/tc17-tls/agent.pem" -noout -fingerprint -sha256)" "$OLD" \
+    "agent.pem is a new certificate"
+start_bg fake python3 "$FAKE" --name tc17 --sim "127.0.0.1:$(sim_port sim)" \
+    --sim-ctl "$(sim_ctlpath sim)" --gateway "127.0.0.1:$TLSP" --tls-dir "$T/tc17-tls" \
+    --log "$T/fake.events"
+gw_wait_state gw tc17:1-1 pending
+check $? "tc17 dials out over TLS with the renewed certificate: its device is pending"
+gwctl gw agent revoke tc17
+is "$RC" 0 "agent revoke tc17"
+like "$OUT" '1 connection\(s\) cut|[2-9] connection\(s\) cut' "... its TLS connection(s) cut"
+wait_for -t 1 grep -q 'control down' "$T/fake.events"
+check $? "the agent's control connection ends within 1 s"
+wait_log gw 'TLS connection refused: refused: certificate CN=tc17 \(fingerprint [0-9a-f]{16}\.\.\.\) is revoked' 15
+check $? "its next handshake is refused: revoked"
+gw_wait_state gw tc17:1-1 gone 15
+check $? "the gateway holds nothing of tc17 any more (tc17:1-1 gone)"
+stop_bg fake
+stop_bg sim
 gw_finish gw
 
 # ---- gateway.pem renewed on the timer ------------------------------------------------------
-printf 'device 1-1 { type sourcesink; serial "S11"; }\n' >"$T/sim.conf"
 sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
 TLSP2=$(free_port)
 gw_conf gw2 "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
