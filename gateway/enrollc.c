@@ -104,27 +104,43 @@ next:
 	return -1;
 }
 
+/* What has been read from the gateway: messages can arrive together
+ * (PENDING and, at once, ISSUED or REFUSED), so what follows the one
+ * returned is kept for the next call. */
+struct inbuf {
+	uint8_t		*b;		/* ENROLL_MSG_MAX bytes */
+	size_t		 have;
+	size_t		 last;		/* the message returned last time */
+};
+
 /*
- * One message from the gateway into buf (ENROLL_MSG_MAX bytes) before
- * deadline (mono ms), checking *stop twice a second.  Its length; 0 when
- * stopped; -1 with err (-2: the gateway's TLS refused our certificate or
- * the connection failed, for ENROLLC_NET vs REFUSED).
+ * One message from the gateway (m points into in->b until the next call)
+ * before deadline (mono ms), checking *stop twice a second.  Its length;
+ * 0 when stopped; -1 with err (-2: the gateway's TLS refused our
+ * certificate or the connection failed, for ENROLLC_NET vs REFUSED).
  */
 static long
-read_msg(SSL *ssl, int fd, uint8_t *buf, struct enroll_msg *m,
+read_msg(SSL *ssl, int fd, struct inbuf *in, struct enroll_msg *m,
     int64_t deadline, volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
-	size_t have = 0;
+	uint8_t *buf = in->b;
 	const char *why = NULL;
 	struct pollfd p = { .fd = fd };
 	long r;
 	int n, e;
 
+	if (in->last > 0) {
+		memmove(buf, buf + in->last, in->have - in->last);
+		in->have -= in->last;
+		in->last = 0;
+	}
 	for (;;) {
-		if (have > 0) {
-			r = enroll_decode(buf, have, 0, m, &why);
-			if (r > 0)
+		if (in->have > 0) {
+			r = enroll_decode(buf, in->have, 0, m, &why);
+			if (r > 0) {
+				in->last = (size_t)r;
 				return r;
+			}
 			if (r < 0) {
 				snprintf(err, errlen, "malformed reply from "
 				    "the gateway: %s", why);
@@ -138,9 +154,10 @@ read_msg(SSL *ssl, int fd, uint8_t *buf, struct enroll_msg *m,
 			return -1;
 		}
 		ERR_clear_error();
-		n = SSL_read(ssl, buf + have, (int)(ENROLL_MSG_MAX - have));
+		n = SSL_read(ssl, buf + in->have, (int)(ENROLL_MSG_MAX -
+		    in->have));
 		if (n > 0) {
-			have += (size_t)n;
+			in->have += (size_t)n;
 			continue;
 		}
 		e = SSL_get_error(ssl, n);
@@ -226,6 +243,7 @@ enrollc_enroll(const struct enrollc_opts *o)
 	const char *f[ENROLL_F_MAX] = { NULL };
 	char err[512], why[128], code[TLSID_CODE_LEN + 1],
 	    reason[ENROLL_REASON_MAX + 1];
+	struct inbuf in = { NULL, 0, 0 };
 	uint8_t *buf = NULL;
 	SSL_CTX *ctx = NULL;
 	SSL *ssl = NULL;
@@ -276,8 +294,9 @@ enrollc_enroll(const struct enrollc_opts *o)
 		fprintf(stderr, "enroll: %s\n", err);
 		goto out;
 	}
+	in.b = xcalloc(1, ENROLL_MSG_MAX);
 	for (;;) {
-		n = read_msg(ssl, fd, buf, &m, mono_ms() + (int64_t)o->wait_s *
+		n = read_msg(ssl, fd, &in, &m, mono_ms() + (int64_t)o->wait_s *
 		    1000, o->stop, err, sizeof(err));
 		if (n == 0) {
 			fprintf(o->out, "enroll: cancelled; the gateway drops "
@@ -318,6 +337,7 @@ out:
 	if (fd != -1)
 		close(fd);
 	free(buf);
+	free(in.b);
 	SSL_CTX_free(ctx);
 	tlsid_client_free(cl);
 	return rc;
@@ -330,6 +350,7 @@ enrollc_renew(const struct enrollc_opts *o)
 	struct enroll_msg m;
 	const char *f[ENROLL_F_MAX] = { NULL };
 	char err[512], reason[ENROLL_REASON_MAX + 1];
+	struct inbuf in = { NULL, 0, 0 };
 	uint8_t *buf = NULL;
 	SSL_CTX *ctx = NULL;
 	SSL *ssl = NULL;
@@ -373,7 +394,8 @@ enrollc_renew(const struct enrollc_opts *o)
 		    "fit" : err);
 		goto out;
 	}
-	n = read_msg(ssl, fd, buf, &m, mono_ms() + (int64_t)o->connect_s *
+	in.b = xcalloc(1, ENROLL_MSG_MAX);
+	n = read_msg(ssl, fd, &in, &m, mono_ms() + (int64_t)o->connect_s *
 	    3000, o->stop, err, sizeof(err));
 	if (n <= 0) {
 		fprintf(stderr, "renew: %s\n", n == 0 ? "cancelled" : err);
@@ -400,6 +422,7 @@ out:
 	if (fd != -1)
 		close(fd);
 	free(buf);
+	free(in.b);
 	SSL_CTX_free(ctx);
 	tlsid_client_free(cl);
 	return rc;

@@ -10,7 +10,8 @@
 # exits 1 and stores nothing.  A MITM that forwards the client's CSR is
 # refused by the gateway (not the session's key).  An enrolled host that
 # reaches a MITM instead of its gateway refuses the handshake (the pinned
-# CA).
+# CA).  And a client takes two messages that arrive together (PENDING and
+# REFUSED in one write: a reject right after the request).
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
@@ -19,7 +20,7 @@ ATTACH=$USBGW_BUILD/usbgw-attach
 MITM=$USBGW_BUILD/enroll-mitm
 ISSUE=$USBGW_BUILD/tlsid-issue
 need_prog "$TC" "$USBGWD" "$USBGW" "$EJSON" "$ATTACH" "$MITM" "$ISSUE" openssl
-plan 22
+plan 24
 
 TLSP=$(free_port)
 gw_conf gw "tls-listen = 127.0.0.1:$TLSP"
@@ -84,6 +85,16 @@ run "$TC" import "127.0.0.1:$MP3" sim1:1-1 --tls-dir "$T/vdi02"
 isnt "$RC" 0 "vdi02 (gateway-ca.pem pinned) refuses the MITM's certificate"
 like "$ERR" 'not issued by|certificate' "... at the handshake: $(echo "$ERR" | head -n 1)"
 stop_bg mitm3
+
+# ---- two messages in one read -------------------------------------------------------
+MP4=$(free_port)
+start_bg mitm4 "$MITM" -r "$MP4" "127.0.0.1:$TLSP" "$T/mitm4"
+wait_log mitm4 '^listening' 10 || bail_out "enroll-mitm -r did not start"
+run "$ATTACH" enroll -c "$T/vdi04" --name vdi04 -t 20 "127.0.0.1:$MP4"
+is "$RC" 1 "PENDING and REFUSED together: the client exits 1 (refused), not 4"
+like "$OUT" "pairing code: [0-9]{6}.*refused by the gateway: refused at once" \
+    "... it showed the code, then read the refusal"
+wait_bg mitm4 10
 
 gw_finish gw
 done_testing

@@ -6,10 +6,13 @@
  * in a pairing session of its own; then relays what the gateway answers
  * back to the client.
  *
- *   enroll-mitm [-f] PORT GATEWAY:PORT MITMDIR
+ *   enroll-mitm [-f | -r] PORT GATEWAY:PORT MITMDIR
  *
  *   -f  forward the client's CSR instead of one for the MITM's key (the
  *       gateway must refuse it: not the session's key)
+ *   -r  no gateway at all: answer the client's ENROLL with PENDING and
+ *       REFUSED ("refused at once") in one write (a client must take two
+ *       messages that arrive together)
  *
  * Prints "client-code C" (the code of its session with the client) and
  * "gateway-code G" (of its session with the gateway), then what the
@@ -97,19 +100,22 @@ run(int argc, char **argv)
 	const char *f[ENROLL_F_MAX] = { NULL };
 	char err[512], code[TLSID_CODE_LEN + 1], name[TLSID_NAME_MAX + 2],
 	    role[16];
-	int ch, fwd = 0, lfd, cfd, gfd, one = 1;
+	int ch, fwd = 0, quick = 0, lfd, cfd, gfd, one = 1;
 	long n;
 
 	buf = xcalloc(1, ENROLL_MSG_MAX);
 	out = xcalloc(1, ENROLL_MSG_MAX);
 
-	while ((ch = getopt(argc, argv, "f")) != -1) {
-		if (ch != 'f') {
-			fprintf(stderr, "usage: enroll-mitm [-f] port "
+	while ((ch = getopt(argc, argv, "fr")) != -1) {
+		if (ch != 'f' && ch != 'r') {
+			fprintf(stderr, "usage: enroll-mitm [-f | -r] port "
 			    "gateway:port mitmdir\n");
 			return 2;
 		}
-		fwd = 1;
+		if (ch == 'f')
+			fwd = 1;
+		else
+			quick = 1;
 	}
 	argc -= optind;
 	argv += optind;
@@ -150,6 +156,17 @@ run(int argc, char **argv)
 	enroll_field(&m, ENROLL_F_ROLE, role, sizeof(role));
 	csr = xcalloc(1, m.flen[ENROLL_F_CSR] + 1);
 	enroll_field(&m, ENROLL_F_CSR, csr, m.flen[ENROLL_F_CSR] + 1);
+	if (quick) {
+		n = enroll_encode(out, ENROLL_T_PENDING, NULL);
+		f[ENROLL_F_REASON] = "refused at once";
+		n += enroll_encode(out + n, ENROLL_T_REFUSED, f);
+		if (tlsclient_write(cs, cfd, out, (size_t)n, IO_MS, err,
+		    sizeof(err)) == -1)
+			return 1;
+		printf("answer PENDING+REFUSED\n");
+		sleep(1);
+		return 0;
+	}
 
 	/* its own pairing at the gateway, as the client's name */
 	if ((mc = tlsid_client_key(argv[2], name, tlsid_role_parse(role), err,
