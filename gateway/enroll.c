@@ -364,35 +364,50 @@ refuse:
 }
 
 /*
- * Issue a certificate for p's CSR (name and role as given) and send it
- * with the CA.  0 with info filled, or -1 with err (p refused).
+ * Issue a certificate for p's CSR (name and role as given): *pem (the
+ * caller frees) and info.  0, or -1 with err.  Nothing is sent yet: the
+ * row is recorded first, so the client never holds a certificate the
+ * agents table does not know.
  */
 static int
-pr_issue(struct pairing *p, struct tlsid_peer *info, char *err, size_t errlen)
+pr_issue(struct pairing *p, char **pem, struct tlsid_peer *info, char *err,
+    size_t errlen)
 {
-	const char *f[ENROLL_F_MAX] = { NULL };
-	char fpr[TLSID_FPR_HEX + 1], *pem = NULL, *ca = NULL;
+	char fpr[TLSID_FPR_HEX + 1];
 
+	*pem = NULL;
 	if (E.st == NULL || !tlsid_store_can_issue(E.st)) {
 		snprintf(err, errlen, "this gateway cannot issue certificates "
 		    "(no CA key)");
 		return -1;
 	}
 	if (tlsid_issue(E.st, p->csr, strlen(p->csr), p->name, p->role,
-	    E.c.cert_days, &pem, fpr, err, errlen) == -1)
+	    E.c.cert_days, pem, fpr, err, errlen) == -1)
 		return -1;
-	if (tlsid_cert_info(pem, strlen(pem), info) == -1 ||
-	    (ca = tlsid_store_ca_pem(E.st)) == NULL) {
+	if (tlsid_cert_info(*pem, strlen(*pem), info) == -1) {
 		snprintf(err, errlen, "cannot read the issued certificate");
-		free(pem);
+		free(*pem);
+		*pem = NULL;
 		return -1;
+	}
+	return 0;
+}
+
+/* ISSUED: the certificate and the CA; the session ends. */
+static void
+pr_send_issued(struct pairing *p, const char *pem)
+{
+	const char *f[ENROLL_F_MAX] = { NULL };
+	char *ca;
+
+	if ((ca = tlsid_store_ca_pem(E.st)) == NULL) {
+		pr_refuse(p, "the gateway cannot read its CA");
+		return;
 	}
 	f[ENROLL_F_CERT] = pem;
 	f[ENROLL_F_CA] = ca;
 	pr_finish(p, ENROLL_T_ISSUED, f);
-	free(pem);
 	free(ca);
-	return 0;
 }
 
 /* RENEW on an authenticated session: the same key, name and role. */
@@ -401,7 +416,7 @@ pr_renew(struct pairing *p, const struct enroll_msg *m)
 {
 	struct db_agent old;
 	struct tlsid_peer info;
-	char why[256], kf[TLSID_FPR_HEX + 1], detail[448], na[32];
+	char why[256], kf[TLSID_FPR_HEX + 1], detail[448], na[32], *pem;
 	size_t clen = m->flen[ENROLL_F_CSR];
 	time_t now = now_t();
 	struct tm tm;
@@ -433,10 +448,17 @@ pr_renew(struct pairing *p, const struct enroll_msg *m)
 	}
 	usbgw_strlcpy(p->name, old.name, sizeof(p->name));
 	p->role = tlsid_role_parse(old.role);
-	if (pr_issue(p, &info, why, sizeof(why)) == -1)
+	if (pr_issue(p, &pem, &info, why, sizeof(why)) == -1)
 		goto refuse;
-	id = db_agent_renewed(store_db(), &old, info.fpr, info.serial,
-	    (int64_t)info.not_after, now);
+	if ((id = db_agent_renewed(store_db(), &old, info.fpr, info.serial,
+	    (int64_t)info.not_after, now)) <= 0) {
+		free(pem);
+		snprintf(why, sizeof(why), "the gateway cannot record the new "
+		    "certificate (database)");
+		goto refuse;
+	}
+	pr_send_issued(p, pem);
+	free(pem);
 	snprintf(detail, sizeof(detail), "%s (%s): certificate %.16s... "
 	    "renewed as %.16s... (row %lld), until %lld", old.name, old.role,
 	    old.fpr, info.fpr, (long long)id, (long long)info.not_after);
@@ -783,7 +805,7 @@ h_agent_approve(json_t *args, const struct actor *who, json_t **res,
 {
 	struct tlsid_peer info;
 	struct pairing *p;
-	char why[256], detail[320];
+	char why[256], detail[320], *pem;
 	enum ctl_err e;
 	size_t nrep = 0;
 	json_t *d;
@@ -791,7 +813,7 @@ h_agent_approve(json_t *args, const struct actor *who, json_t **res,
 
 	if ((e = pr_find(args, &p, err, errlen)) != CTL_OK)
 		return e;
-	if (pr_issue(p, &info, why, sizeof(why)) == -1) {
+	if (pr_issue(p, &pem, &info, why, sizeof(why)) == -1) {
 		pr_end(p, "rejected", "pairing-failed", who, why);
 		pr_refuse(p, why);
 		ERR(CTL_E_REFUSED, "cannot issue %s's certificate: %s", p->name,
@@ -801,13 +823,17 @@ h_agent_approve(json_t *args, const struct actor *who, json_t **res,
 	snprintf(why, sizeof(why), "re-enrolled (pairing %lld approved)",
 	    (long long)p->row);
 	if ((cut = end_actives(p->name, "replaced", "agent-replaced", who, why,
-	    &nrep)) == -1)
-		log_warnx("enroll: %s: the earlier certificates not ended",
-		    p->name);
-	if (db_agent_activate(store_db(), p->row, info.fpr, info.serial,
-	    (int64_t)info.not_after, who->name, now_t()) != 1)
-		log_warnx("enroll: pairing %lld: the agents row not updated",
-		    (long long)p->row);
+	    &nrep)) == -1 || db_agent_activate(store_db(), p->row, info.fpr,
+	    info.serial, (int64_t)info.not_after, who->name, now_t()) != 1) {
+		free(pem);
+		snprintf(why, sizeof(why), "the gateway cannot record the "
+		    "certificate (database)");
+		pr_end(p, "rejected", "pairing-failed", who, why);
+		pr_refuse(p, why);
+		ERR(CTL_E_INTERNAL, "pairing of %s: %s", p->name, why);
+	}
+	pr_send_issued(p, pem);
+	free(pem);
 	snprintf(detail, sizeof(detail), "pairing %lld: %s (%s) from %s, code "
 	    "%s", (long long)p->row, p->name, tlsid_role_name(p->role),
 	    p->host, p->code);
