@@ -406,6 +406,8 @@ DROP VIEW IF EXISTS v_access_requests;
 DROP VIEW IF EXISTS v_attachment_traffic;
 DROP VIEW IF EXISTS v_identity_changes;
 DROP VIEW IF EXISTS v_audit;
+DROP VIEW IF EXISTS v_refused_requests;
+DROP VIEW IF EXISTS v_storage_attachments;
 
 -- Every device identity, readable.
 CREATE VIEW v_devices AS
@@ -556,3 +558,44 @@ SELECT
 	exporter, object, old_state, new_state, actor, actor_uid, actor_name,
 	rule_id, host, reason, detail
 FROM audit_log;
+
+-- Every import a vhci host asked for and did not get, whatever the
+-- reason: a device pending or being probed (the access request ended
+-- without a grant: refused, timed out, withdrawn, ...), blocked, rejected
+-- or not authorized for that host (import-refused), or a busid the
+-- gateway does not have (import-unknown).  One row per request; times in
+-- UTC.  Rows written before the host and busid columns were filled for
+-- refusals (schema 9 and earlier) read them from object and detail.
+CREATE VIEW v_refused_requests AS
+SELECT
+	datetime(r.requested_at, 'unixepoch') AS at,
+	IFNULL(r.host_name, r.host_addr) AS host,
+	r.busid,
+	r.device_id,
+	'pending: ' || r.outcome	AS why
+FROM access_requests r
+WHERE r.outcome NOT IN ('granted', 'waiting')
+UNION ALL
+SELECT
+	datetime(l.ts, 'unixepoch')	AS at,
+	COALESCE(l.host, CASE WHEN instr(l.object, ' ') > 0
+	    THEN substr(l.object, 1, instr(l.object, ' ') - 1)
+	    ELSE l.object END)		AS host,
+	COALESCE(l.busid, CASE WHEN l.event = 'import-unknown'
+	    THEN l.detail END)		AS busid,
+	l.device_id,
+	CASE
+	    WHEN l.event = 'import-unknown' THEN 'unknown busid'
+	    WHEN l.busid IS NULL THEN 'refused'
+	    ELSE IFNULL(l.detail, 'refused')
+	END				AS why
+FROM audit_log l
+WHERE l.event IN ('import-refused', 'import-unknown');
+
+-- Attachments of mass-storage devices (an interface of class 08), for a
+-- time range: WHERE started_at < :to AND IFNULL(ended_at, :to) >= :from.
+CREATE VIEW v_storage_attachments AS
+SELECT a.*
+FROM v_attachment_traffic a
+WHERE EXISTS (SELECT 1 FROM interfaces i
+    WHERE i.device_id = a.device_id AND i.class = 8);

@@ -470,17 +470,19 @@ ds_import(struct dsession *ds, const char *busid)
 	if (dev == NULL || strcmp(dev->busid, busid) != 0) {
 		/* the stock client compares busids: no prefixes here */
 		if (ds_may_audit(ds, HL_IMPORT_UNKNOWN))
-			store_audit("import-unknown", NULL, ds->peer,
+			store_audit_request("import-unknown", NULL,
 			    log_escape(esc, sizeof(esc), busid,
-			    USBIP_BUSID_SIZE));
+			    USBIP_BUSID_SIZE), ds->host, ds->peer,
+			    "unknown busid");
 		return ds_import_refuse(ds, ST_NODEV, "unknown busid");
 	}
 	switch (dev->state) {
 	case DEV_AUTHORIZED:
 		if (!device_allowed_for(dev, ds)) {
 			if (ds_may_audit(ds, HL_IMPORT_REFUSED))
-				store_audit_device(dev, "import-refused", NULL,
-				    ds->peer);
+				store_audit_request("import-refused", dev, NULL,
+				    ds->host, ds->peer,
+				    "not authorized for this host");
 			return ds_import_refuse(ds, ST_NA,
 			    "not authorized for this host");
 		}
@@ -515,7 +517,9 @@ ds_import(struct dsession *ds, const char *busid)
 		if (device_allowed_for(dev, ds) && ds_importable(dev))
 			return ds_import_for_host(ds, dev);
 		if (ds_may_audit(ds, HL_IMPORT_REFUSED))
-			store_audit_device(dev, "import-refused", NULL, ds->peer);
+			store_audit_request("import-refused", dev, NULL,
+			    ds->host, ds->peer, device_rejected(dev) ?
+			    "device rejected" : "device blocked");
 		/* rejected: the gateway holds it, vhci hosts do not see it */
 		if (device_rejected(dev))
 			return ds_import_refuse(ds, ST_NODEV, "device rejected");

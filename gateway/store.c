@@ -723,6 +723,24 @@ store_audit_device(struct device *dev, const char *action,
 }
 
 void
+store_audit_request(const char *action, struct device *dev,
+    const char *busid, const char *host, const char *peer,
+    const char *detail)
+{
+	struct audit_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = action;
+	ev.device_id = dev != NULL ? dev->id : 0;
+	ev.busid = dev != NULL ? dev->busid : busid;
+	ev.exporter = dev != NULL ? dev->exp->name : NULL;
+	ev.host = host;
+	ev.object = peer;
+	ev.detail = detail;
+	append(&ev);
+}
+
+void
 store_audit(const char *action, const struct actor *who, const char *object,
     const char *detail)
 {

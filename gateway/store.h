@@ -69,6 +69,11 @@ void		 store_attachment_begin(struct device *, struct dsession *,
 void		 store_attachment_end(struct device *, const char *why);
 void		 store_audit_device(struct device *, const char *action,
 		    const struct actor *, const char *detail);
+/* A vhci host's import that was refused: the host asking, the busid it
+ * asked for (dev's, or as asked when unknown), what it was told. */
+void		 store_audit_request(const char *action, struct device *,
+		    const char *busid, const char *host, const char *peer,
+		    const char *detail);
 void		 store_audit(const char *action, const struct actor *,
 		    const char *object, const char *detail);
 json_t		*store_device_history(struct device *, int limit);

@@ -260,14 +260,16 @@ scenario(void)
 	    "no lab exporters any more", NULL, "rule 3");
 
 	/* Today: a scanner, a refused operator, a malformed session. */
-	db_access_request_add(db, 0, "tc99-1-1", NULL, "10.6.6.6", "refused",
-	    now - 18000);
+	/* as the daemon writes an unknown busid: an audit row only, no
+	 * access request (a row as schema 9 and earlier wrote it: host in
+	 * object, the busid in detail; then one as written now) */
 	ev(now - 18000, "import-unknown", 0, NULL, NULL, NULL, NULL, NULL, NULL,
 	    "10.6.6.6", "tc99-1-1");
-	db_access_request_add(db, 0, "tc99-1-2", NULL, "10.6.6.6", "refused",
-	    now - 17990);
-	ev(now - 17990, "import-unknown", 0, NULL, NULL, NULL, NULL, NULL, NULL,
-	    "10.6.6.6", "tc99-1-2");
+	ev(now - 17990, "import-unknown", 0, "tc99-1-2", NULL, NULL, NULL,
+	    "10.6.6.6", NULL, "10.6.6.6", "unknown busid");
+	/* vdi03 asks for the blocked keyboard */
+	ev(now - 17000, "import-refused", B, "tc17-1-2", NULL, NULL, NULL,
+	    "10.1.0.3", NULL, "10.1.0.3", "device blocked");
 	ev(now - 14400, "refused", 0, NULL, NULL, NULL, &mallory, NULL, NULL,
 	    "control", "approve tc17-1-1: needs the approve privilege");
 	ev(now - 14000, "malformed", 0, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -362,6 +364,10 @@ run(const struct query *q, char out[][1024], int max)
 			    "access-requests") == 0 ? now - 86400 : T0 - 10);
 		else if (strcmp(p, ":within") == 0)
 			sqlite3_bind_int64(st, i, 2 * 86400);
+		else if (strcmp(p, ":from") == 0)
+			sqlite3_bind_int64(st, i, T0 + 30);
+		else if (strcmp(p, ":to") == 0)
+			sqlite3_bind_int64(st, i, T0 + 150);
 		else {
 			diag("%s: unknown parameter %s", q->name, p);
 			sqlite3_finalize(st);
@@ -527,15 +533,20 @@ main(void)
 			E("*|%s|state|authorized|attached|system|NULL|NULL|vdi02|"
 			    "NULL", dt(now - 3600)), NULL } },
 		{ "access-requests", {
-			E("2|%s|tc99-1-1|10.6.6.6|NULL|refused|NULL|0",
-			    dt(now - 18000)),
-			E("3|%s|tc99-1-2|10.6.6.6|NULL|refused|NULL|0",
-			    dt(now - 17990)),
-			E("4|%s|tc18-2-1|vdi02|Webcam C270|waiting|NULL|NULL",
+			E("2|%s|tc18-2-1|vdi02|Webcam C270|waiting|NULL|NULL",
 			    dt(now - 7200)), NULL } },
 		{ "access-unknown-busids", {
 			E("10.6.6.6|2|tc99-1-1,tc99-1-2|%s|%s", dt(now - 18000),
 			    dt(now - 17990)), NULL } },
+		{ "hosts-refused", {
+			E("10.6.6.6|2|2|unknown busid|%s|%s", dt(now - 18000),
+			    dt(now - 17990)),
+			E("10.1.0.3|1|1|device blocked|%s|%s", dt(now - 17000),
+			    dt(now - 17000)), NULL } },
+		{ "storage-attached-between", {
+			E("tc17-1-1|0781:5567|Cruzer Blade|S-A|vdi01|%s|%s|"
+			    "10485760|1048576", dt(T0 + 40), dt(T0 + 100)),
+			NULL } },
 		{ "attached-now", {
 			E("tc17-1-1|0781:5567|Cruzer Blade|vdi02|10.1.0.2|%s|*|"
 			    "12288", dt(now - 3600)), NULL } },
