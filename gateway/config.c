@@ -50,6 +50,7 @@ enum ktype {
 	K_SECONDS,	/* unsigned, seconds (a duration; min, max in ms) */
 	K_LOGLEVEL,	/* int */
 	K_LOGTARGET,	/* int log_stderr */
+	K_LOGFORMAT,	/* int log_json */
 	K_SOCKMODE,	/* mode_t */
 	K_MODE,		/* enum config_mode */
 	K_VHCI,		/* int, -1 any */
@@ -73,6 +74,7 @@ static const struct key keys[] = {
 	{ "pid-file",		K_PATH_NONE,	F(pidfile), 0, 0 },
 	{ "log-level",		K_LOGLEVEL,	F(log_level), 0, 0 },
 	{ "log-target",		K_LOGTARGET,	F(log_stderr), 0, 0 },
+	{ "log-format",		K_LOGFORMAT,	F(log_json), 0, 0 },
 	{ "control-socket",	K_SOCKET,	F(control_socket), 0, 0 },
 	{ "control-group",	K_GROUP,	F(control_group), 0, 0 },
 	{ "control-socket-mode", K_SOCKMODE,	F(control_mode), 0, 0 },
@@ -499,6 +501,7 @@ ktype_expect(enum ktype t)
 	case K_SECONDS:		return "a duration like 30s, 10m, 2h or 90d";
 	case K_LOGLEVEL:	return "error, warning, info or debug";
 	case K_LOGTARGET:	return "stderr or syslog";
+	case K_LOGFORMAT:	return "text or json";
 	case K_SOCKMODE:	return "0600, 0660 or 0666";
 	case K_MODE:		return "proxy or local";
 	case K_VHCI:		return "a controller number or any";
@@ -658,6 +661,14 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 		if ((lvl = log_level_parse(v)) < 0)
 			goto bad;
 		*(int *)field = lvl;
+		return 0;
+	case K_LOGFORMAT:
+		if (strcmp(v, "text") == 0)
+			*(int *)field = 0;
+		else if (strcmp(v, "json") == 0)
+			*(int *)field = 1;
+		else
+			goto bad;
 		return 0;
 	case K_LOGTARGET:
 		if (strcmp(v, "stderr") == 0)
@@ -1299,6 +1310,10 @@ config_dump(const struct config *c)
 		case K_LOGTARGET:
 			dump_add(&out, &len, "%s = %s\n", k->name,
 			    *(const int *)fld ? "stderr" : "syslog");
+			break;
+		case K_LOGFORMAT:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    *(const int *)fld ? "json" : "text");
 			break;
 		case K_SOCKMODE:
 			dump_add(&out, &len, "%s = %04o\n", k->name,

@@ -92,6 +92,7 @@ struct config {
 	char		pidfile[CONFIG_PATH_MAX];
 	int		log_level;			/* enum log_level */
 	int		log_stderr;			/* 1 stderr, 0 syslog */
+	int		log_json;			/* log-format = json */
 
 	/* Control socket (control.c). */
 	char		control_socket[CONFIG_PATH_MAX];

@@ -423,6 +423,36 @@ store_close(void)
 	lock_fd = -1;
 }
 
+/*
+ * log-format = json: each audited event is also a structured log line
+ * (event, busid, exporter, host), so log shippers see the decisions with
+ * their fields; the text log keeps its own lines.
+ */
+static void
+log_audit_event(const struct audit_event *ev)
+{
+	struct log_ctx ctx = { ev->event, ev->busid, ev->exporter, ev->host };
+	char msg[1024];
+	size_t n = 0;
+
+#define ADD(...) do { if (n < sizeof(msg)) n += (size_t)snprintf(msg + n, \
+	sizeof(msg) - n, __VA_ARGS__); } while (0)
+	ADD("%s", ev->event);
+	if (ev->old_state != NULL || ev->new_state != NULL)
+		ADD(" %s -> %s", ev->old_state ? ev->old_state : "-",
+		    ev->new_state ? ev->new_state : "-");
+	if (ev->who != NULL && ev->who->kind != ACTOR_SYSTEM)
+		ADD(" by %s", ev->who->name);
+	if (ev->object != NULL)
+		ADD(" [%s]", ev->object);
+	if (ev->reason != NULL)
+		ADD(": %s", ev->reason);
+	if (ev->detail != NULL)
+		ADD(" (%s)", ev->detail);
+#undef ADD
+	log_ctx(LOG_LVL_INFO, &ctx, "%s", msg);
+}
+
 static void
 append(struct audit_event *ev)
 {
@@ -434,6 +464,8 @@ append(struct audit_event *ev)
 		ev->who = &sys;
 	audit_append(audit, ev, now_s());
 	flush_soon();
+	if (log_json())
+		log_audit_event(ev);
 }
 
 void

@@ -239,6 +239,7 @@ apply_settings(struct config *cfg)
 	store_audit_settings(cfg->audit_checkpoint_rows,
 	    cfg->audit_checkpoint_interval_ms);
 	log_setlevel(cfg->log_level);
+	log_set_json(cfg->log_json);
 }
 
 /* Verified vhci host names (hostname.h), as the configuration says. */
@@ -488,6 +489,7 @@ main(int argc, char *argv[])
 	if (foreground)
 		cfg->log_stderr = 1;
 	log_init("usbgwd", cfg->log_stderr, cfg->log_level);
+	log_set_json(cfg->log_json);
 	/* before daemon(), like the lock: a bad key file stops the start */
 	tls_start(cfg);
 
