@@ -58,6 +58,7 @@ enum ktype {
 	K_PRIV,		/* struct config_privlist, min = class */
 	K_LISTEN,	/* listen[] */
 	K_TLSLISTEN,	/* tls_listen[], repeatable */
+	K_METRICS,	/* metrics_listen, metrics_on */
 };
 
 struct key {
@@ -98,6 +99,7 @@ static const struct key keys[] = {
 	{ "allow-admin",	K_PRIV,		0, PRIV_ADMIN, 0 },
 	{ "listen",		K_LISTEN,	0, 0, 0 },
 	{ "tls-listen",		K_TLSLISTEN,	0, 0, 0 },
+	{ "metrics-listen",	K_METRICS,	0, 0, 0 },
 	{ "tls-dir",		K_PATH,		F(tls_dir), 0, 0 },
 	{ "poll-interval",	K_DURATION,	F(poll_interval_ms), 100, 3600 * MS_S },
 	{ "probe-timeout",	K_DURATION,	F(probe_timeout_ms), 100, 300 * MS_S },
@@ -509,6 +511,7 @@ ktype_expect(enum ktype t)
 	case K_PRIV:		return "user names, uids, @groups or @gids";
 	case K_LISTEN:
 	case K_TLSLISTEN:	return "ADDRESS:PORT, [IPV6]:PORT or *:PORT";
+	case K_METRICS:		return "PORT (on 127.0.0.1), ADDRESS:PORT or none";
 	}
 	return "a value";
 }
@@ -775,6 +778,23 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 		c->listen[c->nlisten++] = a;
 		return 0;
 	}
+	case K_METRICS:
+		if (strcmp(v, "none") == 0) {
+			c->metrics_on = 0;
+			return 0;
+		}
+		if (strspn(v, "0123456789") == strlen(v)) {
+			char lb[64];
+
+			snprintf(lb, sizeof(lb), "127.0.0.1:%s", v);
+			if (parse_addr(lb, NULL, &a, &errstr, 1) != 0)
+				goto bad;
+		} else if (strchr(v, ':') == NULL ||
+		    parse_addr(v, NULL, &a, &errstr, 1) != 0)
+			goto bad;
+		c->metrics_listen = a;
+		c->metrics_on = 1;
+		return 0;
 	case K_TLSLISTEN:
 		if (parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
 			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
@@ -1351,6 +1371,14 @@ config_dump(const struct config *c)
 				dump_add(&out, &len, "listen = %s%s\n", buf,
 				    c->listen_tls[j] ? " tls=optional" : "");
 			}
+			break;
+		case K_METRICS:
+			if (c->metrics_on) {
+				fmt_addr(buf, sizeof(buf), &c->metrics_listen);
+				dump_add(&out, &len, "metrics-listen = %s\n",
+				    buf);
+			} else
+				dump_add(&out, &len, "metrics-listen = none\n");
 			break;
 		case K_TLSLISTEN:
 			for (j = 0; j < c->ntls_listen; j++) {

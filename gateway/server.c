@@ -25,6 +25,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "counters.h"
 #include "agentgw.h"
 #include "agentproto.h"
 #include "config.h"
@@ -258,6 +259,7 @@ ds_import_refuse(struct dsession *ds, uint32_t status, const char *why)
 {
 	uint8_t rep[USBIP_OP_HDR_LEN];
 
+	cnt_refusal(why);
 	(ds->quiet ? log_debug : log_info)("session %s: import refused (%s): "
 	    "%s", ds->peer, usbip_st_name(status), why);
 	usbip_op_hdr_encode(rep, OP_REP_IMPORT, status);
@@ -502,6 +504,7 @@ ds_import(struct dsession *ds, const char *busid)
 			return ds_import_refuse(ds, ST_NA, "device pending "
 			    "(access requests from this address over the limit)");
 		ds->dev = dev;
+		cnt.access_requests++;
 		ds->request_id = store_access_request(dev, ds);
 		gw_access_event(dev, ds);
 		if (gw->attach_wait_ms == 0) {
@@ -685,6 +688,7 @@ server_admit(const char *host, const char *hkey)
 	unsigned n;
 
 	if (gw->nsessions + ntls_pending >= gw->max_sessions) {
+		cnt_refusal("max-sessions");
 		log_warnx("downstream connection refused: %u sessions, %u TLS "
 		    "handshakes", gw->nsessions, ntls_pending);
 		return false;
@@ -698,6 +702,7 @@ server_admit(const char *host, const char *hkey)
 		log_debug("downstream connection from %s refused: %u requests "
 		    "in progress from %s", host, gw->max_sessions_per_host,
 		    hkey);
+		cnt_refusal("max-sessions-per-host");
 		hostlimit_refused(host);
 		return false;
 	}
@@ -759,6 +764,7 @@ server_tls_failed(const char *why, int audit, void *arg)
 	struct tls_pending *tp = arg;
 	bool quiet = !audit || !hostlimit_audit(tp->host, HL_TLS_REFUSED);
 
+	cnt_refusal("tls handshake");
 	(quiet ? log_debug : log_info)("session %s: TLS connection refused: "
 	    "%s", tp->host, why);
 	if (!quiet)

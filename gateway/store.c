@@ -24,6 +24,7 @@
 
 #include <event2/event.h>
 
+#include "counters.h"
 #include "audit.h"
 #include "auditkey.h"
 #include "config.h"
@@ -463,6 +464,7 @@ append(struct audit_event *ev)
 	if (ev->who == NULL)
 		ev->who = &sys;
 	audit_append(audit, ev, now_s());
+	cnt.audit_rows++;
 	flush_soon();
 	if (log_json())
 		log_audit_event(ev);

@@ -28,6 +28,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "counters.h"
 #include "desc.h"
 #include "identity.h"
 #include "gw.h"
@@ -101,6 +102,10 @@ upstream_set_state(struct upstream *up, enum up_state st, const char *why)
 		if (up->deadline_ev != NULL)
 			evtimer_del(up->deadline_ev);
 		up->slot = false;
+		if (st == UP_CLOSED)
+			cnt.probes_failed++;
+		else
+			cnt_probe(now_usec() - up->probe_t0);
 		up_nprobing--;
 		up->exp->probing--;
 		upstream_queue_kick();
@@ -188,6 +193,7 @@ up_start(struct upstream *up)
 
 	upstream_set_state(up, UP_CONNECTING, "probe slot");
 	up->slot = true;
+	up->probe_t0 = now_usec();
 	up_nprobing++;
 	exp->probing++;
 	up->stalled0 = gw->stalled_ms;

@@ -57,6 +57,7 @@ struct upstream {
 	bool			 slot;		/* holds a probe slot */
 	struct event		*deadline_ev;	/* the whole probe's */
 	uint64_t		 stalled0;	/* gw->stalled_ms at its start */
+	uint64_t		 probe_t0;	/* usec: its probe slot taken */
 	const struct upstream_ops *ops;
 	struct bufferevent	*bev;
 	enum up_state		 state;

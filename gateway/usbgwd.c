@@ -23,6 +23,7 @@
 #include "gw.h"
 #include "hostname.h"
 #include "hooks.h"
+#include "metrics.h"
 #include "log.h"
 #include "tlsid.h"
 #include "util.h"
@@ -551,6 +552,9 @@ main(int argc, char *argv[])
 			fatalx("cannot listen (TLS) on %s:%s", la->host[0] !=
 			    '\0' ? la->host : "*", la->port);
 	}
+	if (metrics_start(base, cfg) == -1)
+		fatalx("cannot listen for metrics on %s:%s",
+		    cfg->metrics_listen.host, cfg->metrics_listen.port);
 	write_portfile();
 	write_pidfile(cfg->pidfile);
 
@@ -566,6 +570,7 @@ main(int argc, char *argv[])
 
 	event_base_dispatch(base);
 
+	metrics_stop();
 	hostlimit_shutdown();		/* summaries still held back */
 	store_audit("daemon-stop", NULL, "usbgwd", "clean shutdown");
 	local_shutdown();
