@@ -7,7 +7,9 @@
 --     setting PRAGMA user_version = N.
 --   * "-- @views" starts the views.  They are dropped and created again
 --     after any migration (a change of view only needs a new, possibly
---     empty, migration).
+--     empty, migration).  The section opens with a DROP VIEW of every
+--     view, up to the first CREATE VIEW: those also run before the first
+--     migration, so that a view may read columns of the latest version.
 -- Never edit a migration that has been released: add a new one.
 --
 -- Conventions: times are INTEGER Unix seconds (UTC); the views show them
@@ -520,6 +522,7 @@ SELECT
 	t.id				AS attachment_id,
 	v.busid, v.exporter, v.vid, v.pid, v.product, v.serial,
 	t.mode, t.host_name, t.host_addr,
+	t.transport, t.host_cert, t.up_transport, t.up_cert,
 	datetime(t.started_at, 'unixepoch') AS started_at,
 	datetime(t.ended_at, 'unixepoch') AS ended_at,
 	IFNULL(t.ended_at, CAST(strftime('%s', 'now') AS INTEGER)) -

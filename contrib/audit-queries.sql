@@ -126,6 +126,17 @@ FROM v_attachment_traffic
 GROUP BY host_name
 ORDER BY sum(bytes_to_device) + sum(bytes_from_device) DESC;
 
+-- name: attachment-legs
+-- How each attachment reached its device, newest first: the host leg
+-- (vhci host -> gateway: tcp, tls or local) and the exporter leg
+-- (gateway -> exporter or agent: tcp or tls), each with the name of the
+-- certificate its TLS handshake verified.
+SELECT attachment_id, busid, exporter, host_name, started_at, transport,
+       IFNULL(host_cert, '-') AS host_cert, up_transport,
+       IFNULL(up_cert, '-') AS up_cert
+FROM v_attachment_traffic
+ORDER BY attachment_id DESC;
+
 -- name: identity-changes
 -- Devices that changed identity: same exporter port, vid:pid and serial,
 -- but different descriptors (BadUSB-style re-enumeration, firmware

@@ -64,6 +64,9 @@ int64_t		 store_approval_add(const struct device *,
 void		 store_approval_end(const struct device *, int64_t id,
 		    const char *why, const struct actor *by);
 void		 store_set_revoked(const struct device *, bool on);
+struct db_legs;
+void		 store_attachment_legs(const struct device *,
+		    const struct dsession *, struct db_legs *);
 void		 store_attachment_begin(struct device *, struct dsession *,
 		    const struct decision *);
 void		 store_attachment_end(struct device *, const char *why);

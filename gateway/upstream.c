@@ -302,14 +302,28 @@ upstream_set_dialer(const struct upstream_dialer *d)
 }
 
 /*
+ * What the connection to the exporter is, for the attachment's records:
+ * TLS with this certificate, or plaintext (NULL).
+ */
+static void
+up_set_peer(struct upstream *up, const struct tlsid_peer *cert)
+{
+	up->tls = cert != NULL;
+	usbgw_strlcpy(up->cert, cert != NULL ? cert->name : "",
+	    sizeof(up->cert));
+}
+
+/*
  * The agent's dial-back connection, admitted by its token: from here on
  * it is the claim's connection, as if the gateway had connected.
  */
 void
-upstream_dialed(struct upstream *up, struct bufferevent *bev)
+upstream_dialed(struct upstream *up, struct bufferevent *bev,
+    const struct tlsid_peer *cert)
 {
 	up->dialing = false;
 	up->bev = bev;
+	up_set_peer(up, cert);
 	bufferevent_setcb(bev, up_read, NULL, up_event, up);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 	up_set_timeout(up, gw->probe_timeout_ms);
@@ -350,6 +364,8 @@ up_event(struct bufferevent *bev, short what, void *arg)
 	uint8_t req[USBIP_IMPORT_REQ_LEN];
 
 	if (what & BEV_EVENT_CONNECTED) {
+		if (up->exp->kind != EXP_KIND_DIALOUT)	/* else: dialed */
+			up_set_peer(up, gw_tls_peer());
 		gw_socket_tune(bufferevent_getfd(bev));
 		usbip_import_req_encode(req, up->dev->up_busid);
 		bufferevent_write(bev, req, sizeof(req));

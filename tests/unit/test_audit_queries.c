@@ -21,6 +21,9 @@
 #include "tap.h"
 #include "util.h"
 
+/* An attachment's legs: the host leg as given, the exporter leg tcp. */
+#define LEGS(t, c)	(&(struct db_legs){ (t), (c), "tcp", NULL })
+
 #define QUERIES_FILE	"contrib/audit-queries.sql"
 #define MAX_QUERIES	64
 #define MAX_ROWS	16
@@ -198,7 +201,7 @@ scenario(void)
 	    NULL, "ticket 42");
 	db_access_request_decide(db, q1, "granted", "alice", a1, T0 + 30);
 	t1 = db_attachment_begin(db, A, db_presence_current(db, A), a1, 0,
-	    "proxy", "vdi01", "10.1.0.1", "tcp", NULL, T0 + 40);
+	    "proxy", "vdi01", "10.1.0.1", LEGS("tcp", NULL), T0 + 40);
 	state(T0 + 40, A, "tc17-1-1", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi01", NULL);
 
@@ -228,7 +231,7 @@ scenario(void)
 	state(T0 + 160, D, "tc18-2-2", DEV_PENDING, DEV_AUTHORIZED, 0, &bob,
 	    NULL, "printing");
 	t2 = db_attachment_begin(db, D, pD, 0, 0, "proxy", "vdi03", "10.1.0.3",
-	    "tcp", NULL, T0 + 170);
+	    LEGS("tcp", NULL), T0 + 170);
 	state(T0 + 170, D, "tc18-2-2", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi03", NULL);
 	c.bytes_to_device = 500;
@@ -294,7 +297,8 @@ scenario(void)
 
 	/* The flash disk is in use again, on vdi02. */
 	t3 = db_attachment_begin(db, A, db_presence_current(db, A), a1, 0,
-	    "proxy", "vdi02", "10.1.0.2", "tls", "vdi02", now - 3600);
+	    "proxy", "vdi02", "10.1.0.2",
+	    &(struct db_legs){ "tls", "vdi02", "tls", "tc17" }, now - 3600);
 	state(now - 3600, A, "tc17-1-1", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi02", NULL);
 	c.bytes_to_device = 4096;
@@ -558,6 +562,12 @@ main(void)
 			    "NULL", dt(now - 3600)),
 			E("2|tc18-2-2|DataTraveler|vdi03|%s|%s|30|500|600|5|6|"
 			    "revoked", dt(T0 + 170), dt(T0 + 200)), NULL } },
+		{ "attachment-legs", {
+			E("3|tc17-1-1|tc17|vdi02|%s|tls|vdi02|tls|tc17",
+			    dt(now - 3600)),
+			E("2|tc18-2-2|tc18|vdi03|%s|tcp|-|tcp|-", dt(T0 + 170)),
+			E("1|tc17-1-1|tc17|vdi01|%s|tcp|-|tcp|-", dt(T0 + 40)),
+			NULL } },
 		{ "traffic-per-host", {
 			"vdi01|1|10485760|1048576|60",
 			"vdi02|1|4096|8192|*",
