@@ -7,7 +7,9 @@
 --     setting PRAGMA user_version = N.
 --   * "-- @views" starts the views.  They are dropped and created again
 --     after any migration (a change of view only needs a new, possibly
---     empty, migration).
+--     empty, migration).  The section opens with a DROP VIEW of every
+--     view, up to the first CREATE VIEW: those also run before the first
+--     migration, so that a view may read columns of the latest version.
 -- Never edit a migration that has been released: add a new one.
 --
 -- Conventions: times are INTEGER Unix seconds (UTC); the views show them
@@ -433,6 +435,8 @@ DROP VIEW IF EXISTS v_attachment_traffic;
 DROP VIEW IF EXISTS v_identity_changes;
 DROP VIEW IF EXISTS v_audit;
 DROP VIEW IF EXISTS v_agents;
+DROP VIEW IF EXISTS v_refused_requests;
+DROP VIEW IF EXISTS v_storage_attachments;
 
 -- Every device identity, readable.
 CREATE VIEW v_devices AS
@@ -545,6 +549,7 @@ SELECT
 	t.id				AS attachment_id,
 	v.busid, v.exporter, v.vid, v.pid, v.product, v.serial,
 	t.mode, t.host_name, t.host_addr,
+	t.transport, t.host_cert, t.up_transport, t.up_cert,
 	datetime(t.started_at, 'unixepoch') AS started_at,
 	datetime(t.ended_at, 'unixepoch') AS ended_at,
 	IFNULL(t.ended_at, CAST(strftime('%s', 'now') AS INTEGER)) -
@@ -597,3 +602,43 @@ SELECT
 	datetime(approved_at, 'unixepoch') AS approved, approved_by,
 	datetime(ended_at, 'unixepoch') AS ended, end_reason
 FROM agents;
+-- Every import a vhci host asked for and did not get, whatever the
+-- reason: a device pending or being probed (the access request ended
+-- without a grant: refused, timed out, withdrawn, ...), blocked, rejected
+-- or not authorized for that host (import-refused), or a busid the
+-- gateway does not have (import-unknown).  One row per request; times in
+-- UTC.  Rows written before the host and busid columns were filled for
+-- refusals (schema 9 and earlier) read them from object and detail.
+CREATE VIEW v_refused_requests AS
+SELECT
+	datetime(r.requested_at, 'unixepoch') AS at,
+	IFNULL(r.host_name, r.host_addr) AS host,
+	r.busid,
+	r.device_id,
+	'pending: ' || r.outcome	AS why
+FROM access_requests r
+WHERE r.outcome NOT IN ('granted', 'waiting')
+UNION ALL
+SELECT
+	datetime(l.ts, 'unixepoch')	AS at,
+	COALESCE(l.host, CASE WHEN instr(l.object, ' ') > 0
+	    THEN substr(l.object, 1, instr(l.object, ' ') - 1)
+	    ELSE l.object END)		AS host,
+	COALESCE(l.busid, CASE WHEN l.event = 'import-unknown'
+	    THEN l.detail END)		AS busid,
+	l.device_id,
+	CASE
+	    WHEN l.event = 'import-unknown' THEN 'unknown busid'
+	    WHEN l.busid IS NULL THEN 'refused'
+	    ELSE IFNULL(l.detail, 'refused')
+	END				AS why
+FROM audit_log l
+WHERE l.event IN ('import-refused', 'import-unknown');
+
+-- Attachments of mass-storage devices (an interface of class 08), for a
+-- time range: WHERE started_at < :to AND IFNULL(ended_at, :to) >= :from.
+CREATE VIEW v_storage_attachments AS
+SELECT a.*
+FROM v_attachment_traffic a
+WHERE EXISTS (SELECT 1 FROM interfaces i
+    WHERE i.device_id = a.device_id AND i.class = 8);

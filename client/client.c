@@ -31,6 +31,7 @@ struct client {
 	int		 eof;
 	int		 timeout_ms;	/* for a response */
 	int		 greeting;	/* the first call: is it usbgwd? */
+	int		 badproto;	/* ... and it did not speak the protocol */
 	json_t		*early_error;	/* id-less error (refused at connect) */
 };
 
@@ -189,10 +190,15 @@ client_greet(struct client *cl)
 		st = EXIT_UNREACHABLE;
 		break;
 	case EXIT_INTERNAL:
-		fprintf(stderr, "usbgw: %s does not speak usbgwd's control "
-		    "protocol: is it usbgwd's socket?\n", cl->path);
-		st = EXIT_UNREACHABLE;
-		break;
+		if (cl->badproto) {
+			fprintf(stderr, "usbgw: %s does not speak usbgwd's "
+			    "control protocol: is it usbgwd's socket?\n",
+			    cl->path);
+			st = EXIT_UNREACHABLE;
+			break;
+		}
+		/* else the daemon's own error (a limit, ...) */
+		/* FALLTHROUGH */
 	default:	/* refused at connect, or the daemon went away */
 		fprintf(stderr, "usbgw: ");
 		print_safe(stderr, msg);
@@ -265,8 +271,10 @@ read_frame(struct client *cl, int timeout_ms, size_t *used)
 		if (cl->len >= CTL_FRAME_HDR) {
 			flen = get_be32(cl->buf);
 			if (flen == 0 || flen > CTL_MAX_RESPONSE) {
-				if (cl->greeting)	/* client_greet says */
+				if (cl->greeting) {	/* client_greet says */
+					cl->badproto = 1;
 					return EXIT_INTERNAL;
+				}
 				fprintf(stderr, "usbgw: bad message from the "
 				    "daemon: frame length %u outside 1..%d\n",
 				    flen, CTL_MAX_RESPONSE);
@@ -361,6 +369,7 @@ read_msg(struct client *cl, int timeout_ms, json_t **msg)
 		if (!cl->greeting)	/* else client_greet says */
 			fprintf(stderr, "usbgw: bad message from the daemon: "
 			    "%s\n", err);
+		cl->badproto = cl->greeting;
 		rv = EXIT_INTERNAL;
 		break;
 	}
@@ -576,6 +585,7 @@ call(struct client *cl, const char *cmd, json_t *args, json_t **result,
 			return rv;
 		if ((st = ctl_reply_parse(msg, &rep, err, sizeof(err))) !=
 		    CTL_OK) {
+			cl->badproto = cl->greeting;
 			json_decref(msg);
 			snprintf(emsg, emsglen, "%s", err);
 			if (!quiet)

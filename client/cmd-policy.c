@@ -26,6 +26,9 @@ static const struct cmd_opt import_opts[] = {
 	{ "partial", 0, NULL, "import the lines that map even if some do not" },
 	{ "drop-unmapped", 0, NULL,
 	    "drop USBGuard-only attributes (parent-hash, USBGuard hashes, ...)" },
+	{ "allow-wider", 0, NULL, "with --drop-unmapped: also import allow "
+	    "rules that dropping makes wider" },
+	{ "exporter", 0, "NAME", "bind via-port rules to this exporter" },
 	{ NULL, 0, NULL, NULL }
 };
 
@@ -267,7 +270,8 @@ policy_import_exec(struct cmd_ctx *ctx)
 	const char *path = ctx->argc > 0 ? ctx->argv[0] : "-";
 	struct import_result ir;
 	json_t *rules, *res = NULL;
-	unsigned flags = arg_has(ctx, "drop-unmapped") ? IMPORT_DROP_UNMAPPED : 0;
+	unsigned flags = (arg_has(ctx, "drop-unmapped") ? IMPORT_DROP_UNMAPPED :
+	    0) | (arg_has(ctx, "allow-wider") ? IMPORT_ALLOW_WIDER : 0);
 	size_t i;
 	FILE *f;
 	int st;
@@ -279,7 +283,14 @@ policy_import_exec(struct cmd_ctx *ctx)
 		    strerror(errno));
 		return EXIT_USAGE;
 	}
-	st = policy_import_usbguard(f, flags, &ir);
+	if (arg_has(ctx, "allow-wider") && !arg_has(ctx, "drop-unmapped")) {
+		if (f != stdin)
+			fclose(f);
+		return usage_error(ctx, "--allow-wider: only with "
+		    "--drop-unmapped (nothing is dropped without it)");
+	}
+	st = policy_import_usbguard_ex(f, flags, arg_get(ctx, "exporter"),
+	    &ir);
 	if (f != stdin)
 		fclose(f);
 	if (st == -1) {
@@ -365,7 +376,8 @@ const struct cmd_entry cmd_policy_apply_entry = {
 	PRIV_ADMIN, 0, 0, NULL, policy_apply_exec
 };
 const struct cmd_entry cmd_policy_import_entry = {
-	"policy import", "[FILE | -] [--replace] [--partial] [--drop-unmapped]",
+	"policy import", "[FILE | -] [--replace] [--partial] [--drop-unmapped "
+	"[--allow-wider]] [--exporter NAME]",
 	"add rules from FILE (one a line; USBGuard rules.conf syntax)",
 	PRIV_ADMIN, 0, 1, import_opts, policy_import_exec
 };

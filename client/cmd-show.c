@@ -155,6 +155,13 @@ cmd_show_exec(struct cmd_ctx *ctx)
 	field("attached to", jstr(res, "attached_to"));
 	field("transport", jstr(res, "transport"));
 	field("certificate", jstr(res, "host_cert"));
+	if (*jstr(res, "up_transport") != '\0') {
+		snprintf(buf, sizeof(buf), "%s%s%s%s", jstr(res, "up_transport"),
+		    *jstr(res, "up_cert") != '\0' ? " (certificate " : "",
+		    jstr(res, "up_cert"),
+		    *jstr(res, "up_cert") != '\0' ? ")" : "");
+		field("exporter leg", buf);
+	}
 	print_history(json_object_get(res, "history"));
 out:
 	json_decref(res);

@@ -70,13 +70,35 @@ ORDER BY request_id;
 -- name: access-unknown-busids
 -- Hosts asking for busids that do not exist: scanning, or a stale
 -- configuration.
-SELECT IFNULL(host_name, host_addr) AS host, count(*) AS requests,
-       group_concat(DISTINCT busid) AS busids, min(requested_at) AS first,
-       max(requested_at) AS last
-FROM v_access_requests
-WHERE device_id IS NULL
+SELECT host, count(*) AS requests,
+       group_concat(DISTINCT busid) AS busids, min(at) AS first,
+       max(at) AS last
+FROM v_refused_requests
+WHERE why = 'unknown busid'
 GROUP BY host
-ORDER BY requests DESC;
+ORDER BY requests DESC, host;
+
+-- name: hosts-refused
+-- Which hosts asked for devices they did not get since :since (Unix
+-- seconds): pending, blocked and unknown busids alike, with the reasons.
+SELECT host, count(*) AS requests, count(DISTINCT busid) AS busids,
+       group_concat(DISTINCT why) AS why, min(at) AS first, max(at) AS last
+FROM v_refused_requests
+WHERE at >= datetime(:since, 'unixepoch')
+GROUP BY host
+ORDER BY requests DESC, host;
+
+-- name: storage-attached-between
+-- Mass-storage devices attached between :from and :to (Unix seconds):
+-- which, to which host, when, and how much data moved.
+SELECT busid, vid || ':' || pid AS id, product, serial,
+       IFNULL(host_name, host_addr) AS host, started_at, ended_at,
+       bytes_to_device, bytes_from_device
+FROM v_storage_attachments
+WHERE started_at < datetime(:to, 'unixepoch')
+  AND IFNULL(ended_at, datetime(:to, 'unixepoch')) >=
+      datetime(:from, 'unixepoch')
+ORDER BY started_at;
 
 -- name: attached-now
 -- Devices in use right now, by which vhci host, since when, and how
@@ -103,6 +125,17 @@ SELECT host_name, count(*) AS attachments,
 FROM v_attachment_traffic
 GROUP BY host_name
 ORDER BY sum(bytes_to_device) + sum(bytes_from_device) DESC;
+
+-- name: attachment-legs
+-- How each attachment reached its device, newest first: the host leg
+-- (vhci host -> gateway: tcp, tls or local) and the exporter leg
+-- (gateway -> exporter or agent: tcp or tls), each with the name of the
+-- certificate its TLS handshake verified.
+SELECT attachment_id, busid, exporter, host_name, started_at, transport,
+       IFNULL(host_cert, '-') AS host_cert, up_transport,
+       IFNULL(up_cert, '-') AS up_cert
+FROM v_attachment_traffic
+ORDER BY attachment_id DESC;
 
 -- name: identity-changes
 -- Devices that changed identity: same exporter port, vid:pid and serial,

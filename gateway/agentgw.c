@@ -652,6 +652,8 @@ ac_dialin_dialback(struct agentconn *ac, const struct agp_hello *h)
 	struct exporter *exp;
 	struct upstream *up;
 	struct bufferevent *bev;
+	struct tlsid_peer cert;
+	bool tls;
 	uint8_t rep[AGP_HELLO_HDR_LEN];
 	char why[256];
 	size_t n;
@@ -691,9 +693,11 @@ ac_dialin_dialback(struct agentconn *ac, const struct agp_hello *h)
 	/* the connection is the claim's from here on */
 	bev = ac->bev;
 	ac->bev = NULL;
+	tls = ac->tls;
+	cert = ac->cert;
 	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 	ac_close(ac, "dial-back handed to its claim", false);
-	upstream_dialed(up, bev);
+	upstream_dialed(up, bev, tls ? &cert : NULL);
 }
 
 static int

@@ -50,6 +50,7 @@ enum ktype {
 	K_SECONDS,	/* unsigned, seconds (a duration; min, max in ms) */
 	K_LOGLEVEL,	/* int */
 	K_LOGTARGET,	/* int log_stderr */
+	K_LOGFORMAT,	/* int log_json */
 	K_SOCKMODE,	/* mode_t */
 	K_MODE,		/* enum config_mode */
 	K_VHCI,		/* int, -1 any */
@@ -57,6 +58,7 @@ enum ktype {
 	K_PRIV,		/* struct config_privlist, min = class */
 	K_LISTEN,	/* listen[] */
 	K_TLSLISTEN,	/* tls_listen[], repeatable */
+	K_METRICS,	/* metrics_listen, metrics_on */
 };
 
 struct key {
@@ -73,6 +75,7 @@ static const struct key keys[] = {
 	{ "pid-file",		K_PATH_NONE,	F(pidfile), 0, 0 },
 	{ "log-level",		K_LOGLEVEL,	F(log_level), 0, 0 },
 	{ "log-target",		K_LOGTARGET,	F(log_stderr), 0, 0 },
+	{ "log-format",		K_LOGFORMAT,	F(log_json), 0, 0 },
 	{ "control-socket",	K_SOCKET,	F(control_socket), 0, 0 },
 	{ "control-group",	K_GROUP,	F(control_group), 0, 0 },
 	{ "control-socket-mode", K_SOCKMODE,	F(control_mode), 0, 0 },
@@ -96,6 +99,7 @@ static const struct key keys[] = {
 	{ "allow-admin",	K_PRIV,		0, PRIV_ADMIN, 0 },
 	{ "listen",		K_LISTEN,	0, 0, 0 },
 	{ "tls-listen",		K_TLSLISTEN,	0, 0, 0 },
+	{ "metrics-listen",	K_METRICS,	0, 0, 0 },
 	{ "tls-dir",		K_PATH,		F(tls_dir), 0, 0 },
 	{ "tls-cert-days",	K_UINT,		F(tls_cert_days), 1, 3650 },
 	{ "tls-renew-days",	K_UINT,		F(tls_renew_days), 1, 3650 },
@@ -513,6 +517,7 @@ ktype_expect(enum ktype t)
 	case K_SECONDS:		return "a duration like 30s, 10m, 2h or 90d";
 	case K_LOGLEVEL:	return "error, warning, info or debug";
 	case K_LOGTARGET:	return "stderr or syslog";
+	case K_LOGFORMAT:	return "text or json";
 	case K_SOCKMODE:	return "0600, 0660 or 0666";
 	case K_MODE:		return "proxy or local";
 	case K_VHCI:		return "a controller number or any";
@@ -520,6 +525,7 @@ ktype_expect(enum ktype t)
 	case K_PRIV:		return "user names, uids, @groups or @gids";
 	case K_LISTEN:
 	case K_TLSLISTEN:	return "ADDRESS:PORT, [IPV6]:PORT or *:PORT";
+	case K_METRICS:		return "PORT (on 127.0.0.1), ADDRESS:PORT or none";
 	}
 	return "a value";
 }
@@ -673,6 +679,14 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 			goto bad;
 		*(int *)field = lvl;
 		return 0;
+	case K_LOGFORMAT:
+		if (strcmp(v, "text") == 0)
+			*(int *)field = 0;
+		else if (strcmp(v, "json") == 0)
+			*(int *)field = 1;
+		else
+			goto bad;
+		return 0;
 	case K_LOGTARGET:
 		if (strcmp(v, "stderr") == 0)
 			*(int *)field = 1;
@@ -778,6 +792,23 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 		c->listen[c->nlisten++] = a;
 		return 0;
 	}
+	case K_METRICS:
+		if (strcmp(v, "none") == 0) {
+			c->metrics_on = 0;
+			return 0;
+		}
+		if (strspn(v, "0123456789") == strlen(v)) {
+			char lb[64];
+
+			snprintf(lb, sizeof(lb), "127.0.0.1:%s", v);
+			if (parse_addr(lb, NULL, &a, &errstr, 1) != 0)
+				goto bad;
+		} else if (strchr(v, ':') == NULL ||
+		    parse_addr(v, NULL, &a, &errstr, 1) != 0)
+			goto bad;
+		c->metrics_listen = a;
+		c->metrics_on = 1;
+		return 0;
 	case K_TLSLISTEN:
 		if (parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
 			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
@@ -1315,6 +1346,10 @@ config_dump(const struct config *c)
 			dump_add(&out, &len, "%s = %s\n", k->name,
 			    *(const int *)fld ? "stderr" : "syslog");
 			break;
+		case K_LOGFORMAT:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    *(const int *)fld ? "json" : "text");
+			break;
 		case K_SOCKMODE:
 			dump_add(&out, &len, "%s = %04o\n", k->name,
 			    (unsigned)*(const mode_t *)fld);
@@ -1351,6 +1386,14 @@ config_dump(const struct config *c)
 				dump_add(&out, &len, "listen = %s%s\n", buf,
 				    c->listen_tls[j] ? " tls=optional" : "");
 			}
+			break;
+		case K_METRICS:
+			if (c->metrics_on) {
+				fmt_addr(buf, sizeof(buf), &c->metrics_listen);
+				dump_add(&out, &len, "metrics-listen = %s\n",
+				    buf);
+			} else
+				dump_add(&out, &len, "metrics-listen = none\n");
 			break;
 		case K_TLSLISTEN:
 			for (j = 0; j < c->ntls_listen; j++) {

@@ -92,6 +92,7 @@ struct config {
 	char		pidfile[CONFIG_PATH_MAX];
 	int		log_level;			/* enum log_level */
 	int		log_stderr;			/* 1 stderr, 0 syslog */
+	int		log_json;			/* log-format = json */
 
 	/* Control socket (control.c). */
 	char		control_socket[CONFIG_PATH_MAX];
@@ -114,6 +115,9 @@ struct config {
 	int		listen_tls[CONFIG_MAX_LISTEN];	/* 1: tls=optional */
 	/* TLS listeners for vhci hosts (server.c, tlsshim.c) and the store
 	 * of the gateway's CA, key and certificate (tlsid.c). */
+	/* Prometheus text endpoint (metrics.c): off unless set. */
+	struct config_addr	metrics_listen;
+	int		metrics_on;
 	struct config_addr	tls_listen[CONFIG_MAX_LISTEN];
 	size_t		ntls_listen;
 	char		tls_dir[CONFIG_PATH_MAX];	/* "": DATABASE dir/tls */

@@ -45,6 +45,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "counters.h"
 #include "ctlproto.h"
 #include "hooks.h"
 #include "hostlimit.h"
@@ -537,6 +538,7 @@ conn_request(struct ctl_conn *c, json_t *msg)
 	enum ctl_err rc;
 	char err[512], why[600];
 
+	cnt.control_requests++;
 	err[0] = '\0';
 	rc = ctl_request_parse(msg, &req, err, sizeof(err));
 	if (rc != CTL_OK) {

@@ -228,7 +228,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	[S_ATT_INSERT] =
 	    "INSERT INTO attachments (device_id, presence_id, approval_id, "
 	    "rule_id, mode, host_name, host_addr, started_at, transport, "
-	    "host_cert) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	    "host_cert, up_transport, up_cert) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+	    "?7, ?8, ?9, ?10, ?11, ?12)",
 	[S_ATT_COUNTERS] =
 	    "UPDATE attachments SET bytes_to_device = ?2, bytes_from_device = ?3, "
 	    "urbs_to_device = ?4, urbs_from_device = ?5 WHERE id = ?1",
@@ -623,29 +624,26 @@ exec_section(struct db *db, const char *start, const char *end)
 	return 0;
 }
 
-/* Drop every view (migrate() makes them again). */
+/*
+ * Drop the views (the DROP VIEW statements that open the views section)
+ * in the first migration's transaction: they are created again after the
+ * last.  A view may read a column a later migration adds, and a
+ * migration that rebuilds a table (ALTER TABLE ... RENAME) checks every
+ * view of the schema: a database made at an older version with today's
+ * views (db_open_version) could not be migrated otherwise.
+ */
 static int
-drop_views(struct db *db)
+views_drop(struct db *db)
 {
-	sqlite3_stmt *st;
-	char *names[64], *sql;
-	size_t n = 0, i;
-	int rc = 0;
+	const char	*s, *e, *c;
 
-	if (sqlite3_prepare_v2(db->h, "SELECT name FROM sqlite_master WHERE "
-	    "type = 'view'", -1, &st, NULL) != SQLITE_OK)
-		return db_fail(db, "list views");
-	while (sqlite3_step(st) == SQLITE_ROW && n < nitems(names))
-		names[n++] = xstrdup((const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	for (i = 0; i < n; i++) {
-		sql = sqlite3_mprintf("DROP VIEW IF EXISTS \"%w\"", names[i]);
-		if (rc == 0 && (sql == NULL || exec(db, sql) == -1))
-			rc = -1;
-		sqlite3_free(sql);
-		free(names[i]);
+	if (schema_section(0, &s, &e) == -1) {
+		snprintf(db->err, sizeof(db->err), "schema.sql has no views");
+		return -1;
 	}
-	return rc;
+	if ((c = strstr(s, "\nCREATE VIEW")) != NULL && c < e)
+		e = c;
+	return exec_section(db, s, e);
 }
 
 static int
@@ -663,21 +661,13 @@ migrate(struct db *db, int target, char *err, size_t errlen)
 		    "this program's (%d)", cur, db_schema_version());
 		return -1;
 	}
-	/*
-	 * The views go first and come back after the migrations: a view of
-	 * a table a later migration adds (v_agents, 8) would break an
-	 * earlier migration's ALTER TABLE, which checks every view.
-	 */
-	if (cur < target && drop_views(db) == -1) {
-		snprintf(err, errlen, "dropping the views: %s", db->err);
-		return -1;
-	}
 	for (n = cur + 1; n <= target; n++) {
 		if (schema_section(n, &s, &e) == -1) {
 			snprintf(err, errlen, "schema.sql has no migration %d", n);
 			return -1;
 		}
 		if (exec(db, "BEGIN IMMEDIATE") == -1 ||
+		    (n == cur + 1 && views_drop(db) == -1) ||
 		    exec_section(db, s, e) == -1 || db_version(db) != n) {
 			snprintf(err, errlen, "migration to version %d: %s", n,
 			    db->err[0] ? db->err : "user_version not set");
@@ -1688,8 +1678,8 @@ db_approvals_due(struct db *db, int64_t now, int64_t *ids, size_t max)
 int64_t
 db_attachment_begin(struct db *db, int64_t device_id, int64_t presence_id,
     int64_t approval_id, int64_t rule_id, const char *mode,
-    const char *host_name, const char *host_addr, const char *transport,
-    const char *host_cert, int64_t now)
+    const char *host_name, const char *host_addr, const struct db_legs *legs,
+    int64_t now)
 {
 	sqlite3_stmt *st;
 
@@ -1703,8 +1693,10 @@ db_attachment_begin(struct db *db, int64_t device_id, int64_t presence_id,
 	bind_text(st, 6, host_name);
 	bind_text(st, 7, host_addr);
 	sqlite3_bind_int64(st, 8, now);
-	bind_text(st, 9, transport);
-	bind_text(st, 10, host_cert);
+	bind_text(st, 9, legs->transport);
+	bind_text(st, 10, legs->host_cert);
+	bind_text(st, 11, legs->up_transport);
+	bind_text(st, 12, legs->up_cert);
 	if (step_done(db, st, "attachment insert") == -1)
 		return -1;
 	return sqlite3_last_insert_rowid(db->h);

@@ -253,15 +253,26 @@ struct db_counters {
 };
 
 /*
- * mode: "proxy" or "local"; transport: "tcp", "tls" or "local"; host_cert:
- * the verified certificate's name or NULL.  Ids may be 0 (none).  Returns
- * the id.
+ * An attachment's two legs (protocol.md 1.10.9): the host leg (vhci host
+ * -> gateway) "tcp", "tls" or "local", and the exporter leg (gateway ->
+ * exporter or agent) "tcp" or "tls"; each certificate the verified CN,
+ * or NULL without TLS.
+ */
+struct db_legs {
+	const char	*transport;
+	const char	*host_cert;
+	const char	*up_transport;
+	const char	*up_cert;
+};
+
+/*
+ * mode: "proxy" or "local".  Ids may be 0 (none).  Returns the id.
  */
 int64_t		 db_attachment_begin(struct db *, int64_t device_id,
 		    int64_t presence_id, int64_t approval_id, int64_t rule_id,
 		    const char *mode, const char *host_name,
-		    const char *host_addr, const char *transport,
-		    const char *host_cert, int64_t now);
+		    const char *host_addr, const struct db_legs *,
+		    int64_t now);
 int		 db_attachment_counters(struct db *, int64_t attachment_id,
 		    const struct db_counters *);
 int		 db_attachment_end(struct db *, int64_t attachment_id,

@@ -741,6 +741,12 @@ device_json_text(const struct device *dev, struct jtext *b)
 		jt_kint(b, "bytes_to_device", (int64_t)dev->bytes_up);
 		jt_kint(b, "urbs", (int64_t)dev->urbs);
 	}
+	/* the exporter leg: the claim's connection, while it has one */
+	if (upstream_transport(dev->up) != NULL) {
+		jt_kstr(b, "up_transport", upstream_transport(dev->up));
+		if (upstream_cert(dev->up) != NULL)
+			jt_kstr(b, "up_cert", upstream_cert(dev->up));
+	}
 	observers_text(dev, b);
 	approval_text(dev, b);
 	decisions_text(dev, b);

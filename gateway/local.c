@@ -381,15 +381,17 @@ row_end(int64_t attach_id, const char *why)
 static int64_t
 row_begin(struct device *dev, int port)
 {
+	struct db_legs legs;
 	char addr[32];
 	int64_t id;
 
 	if (store_db() == NULL || dev->id == 0)
 		return 0;
 	snprintf(addr, sizeof(addr), "vhci port %d", port);
+	store_attachment_legs(dev, dev->ds, &legs);	/* host leg: local */
 	id = db_attachment_begin(store_db(), dev->id, dev->presence_id,
 	    device_decision(dev)->approval_id, dev->rule_id, "local",
-	    L.hostname, addr, "local", NULL, now_s());
+	    L.hostname, addr, &legs, now_s());
 	return id > 0 ? id : 0;
 }
 

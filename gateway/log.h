@@ -17,6 +17,23 @@ enum log_level {
 };
 
 void	log_init(const char *progname, int to_stderr, int level);
+/*
+ * log-format = json: every line one JSON object, {"time", "level",
+ * "event", "busid", "exporter", "host", "message"} (null when not known;
+ * "event" is "log" for a plain line), for journald and log shippers.
+ */
+void	log_set_json(int);
+int	log_json(void);
+
+/* What a structured line is about (any member NULL). */
+struct log_ctx {
+	const char	*event;
+	const char	*busid;
+	const char	*exporter;
+	const char	*host;
+};
+void	log_ctx(int level, const struct log_ctx *, const char *, ...)
+	    __attribute__((format(printf, 3, 4)));
 void	log_setlevel(int level);
 int	log_getlevel(void);
 int	log_level_parse(const char *s);	/* -1 if unknown */

@@ -151,11 +151,18 @@ struct gw_tlsdial {
 };
 
 static const char *gw_tls_why;
+static const struct tlsid_peer *gw_tls_who;
 
 const char *
 gw_tls_error(void)
 {
 	return gw_tls_why;
+}
+
+const struct tlsid_peer *
+gw_tls_peer(void)
+{
+	return gw_tls_who;
 }
 
 /* The caller's bev, or NULL if it was freed meanwhile. */
@@ -265,7 +272,9 @@ gtd_ready(int fd, const struct tlsid_peer *peer,
 	bufferevent_setfd(bev, fd);
 	bufferevent_setcb(bev, d->rcb, NULL, d->ecb, d->arg);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	gw_tls_who = peer;
 	d->ecb(bev, BEV_EVENT_CONNECTED, d->arg);
+	gw_tls_who = NULL;
 	gtd_free(d);
 }
 

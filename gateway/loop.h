@@ -12,6 +12,8 @@
 #include <event2/event.h>
 #include <event2/bufferevent.h>
 
+struct tlsid_peer;
+
 #define GW_NAME_MAX		32	/* exporter names */
 #define GW_STR_MAX		128	/* descriptor strings, sanitized */
 #define GW_MAX_CONFIG_LEN	4096	/* one configuration descriptor */
@@ -102,5 +104,11 @@ int		 gw_connect_tls(const char *host, uint16_t port,
 		    struct bufferevent **, bufferevent_data_cb,
 		    bufferevent_event_cb, void *arg);
 const char	*gw_tls_error(void);
+/*
+ * During the ecb's BEV_EVENT_CONNECTED call of a gw_connect_tls
+ * connection: the peer's verified certificate (NULL otherwise, and for
+ * a plain gw_connect), for the caller to record whose it was.
+ */
+const struct tlsid_peer *gw_tls_peer(void);
 
 #endif

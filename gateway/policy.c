@@ -366,6 +366,33 @@ add_problem(struct import_result *res, unsigned line, const char *reason)
 int
 policy_import_usbguard(FILE *fp, unsigned flags, struct import_result *res)
 {
+	return policy_import_usbguard_ex(fp, flags, NULL, res);
+}
+
+/* r with via-exporter "exp" added (r freed), or NULL with why set. */
+static struct rule *
+bind_exporter(struct rule *r, const char *exp, char *why, size_t whylen)
+{
+	struct rule_error	 err;
+	struct rule		*nr;
+	char			*text, *bound;
+
+	text = rule_format(r);
+	xasprintf(&bound, "%s via-exporter \"%s\"", text, exp);
+	free(text);
+	nr = rule_parse(bound, &err);
+	free(bound);
+	rule_free(r);
+	if (nr == NULL)
+		snprintf(why, whylen, "via-port bound to exporter %.64s: %.150s",
+		    exp, err.msg);
+	return nr;
+}
+
+int
+policy_import_usbguard_ex(FILE *fp, unsigned flags, const char *exporter,
+    struct import_result *res)
+{
 	struct rule_error	 err;
 	struct rule		*r;
 	struct import_rule	*ir;
@@ -403,6 +430,17 @@ policy_import_usbguard(FILE *fp, unsigned flags, struct import_result *res)
 			rule_free(r);
 			continue;
 		}
+		if (err.ndropped > 0 && rule_target(r) == RULE_ALLOW &&
+		    rule_attr_count(r) > 0 && !(flags & IMPORT_ALLOW_WIDER)) {
+			snprintf(reason, sizeof(reason), "dropping %.90s would "
+			    "make this allow rule wider than USBGuard's (it "
+			    "would allow devices that rule does not): "
+			    "--allow-wider imports the wider form",
+			    err.msg + strlen("dropped: "));
+			add_problem(res, lineno, reason);
+			rule_free(r);
+			continue;
+		}
 		if (err.ndropped > 0 && rule_attr_count(r) == 0 &&
 		    rule_target(r) == RULE_ALLOW) {
 			snprintf(reason, sizeof(reason), "dropping the USBGuard-"
@@ -411,6 +449,20 @@ policy_import_usbguard(FILE *fp, unsigned flags, struct import_result *res)
 			add_problem(res, lineno, reason);
 			rule_free(r);
 			continue;
+		}
+		if (rule_has_via_port(r) && !rule_has_via_exporter(r)) {
+			if (exporter == NULL) {
+				add_problem(res, lineno, "via-port names that "
+				    "port on every exporter here: --exporter "
+				    "NAME binds it to one");
+				rule_free(r);
+				continue;
+			}
+			if ((r = bind_exporter(r, exporter, reason,
+			    sizeof(reason))) == NULL) {
+				add_problem(res, lineno, reason);
+				continue;
+			}
 		}
 		res->rules = xreallocarray(res->rules, res->nrules + 1,
 		    sizeof(*res->rules));

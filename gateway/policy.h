@@ -78,6 +78,16 @@ void		 policy_prepare(struct policy *);
  * or -1 on a read error.
  */
 #define IMPORT_DROP_UNMAPPED	0x1
+/*
+ * Importing never widens a rule silently: an allow rule that lost a
+ * USBGuard-only attribute would allow devices USBGuard's rule did not,
+ * so it is refused unless IMPORT_ALLOW_WIDER (the operator asked for the
+ * wider form); a block or reject rule that lost one blocks more, which
+ * IMPORT_DROP_UNMAPPED alone allows.  via-port names a port on every
+ * exporter here: with an exporter name it is bound to that exporter
+ * (via-exporter NAME added), without one the line is refused.
+ */
+#define IMPORT_ALLOW_WIDER	0x2
 
 struct import_rule {
 	unsigned	 line;
@@ -97,6 +107,8 @@ struct import_result {
 };
 int		 policy_import_usbguard(FILE *, unsigned flags,
 		    struct import_result *);
+int		 policy_import_usbguard_ex(FILE *, unsigned flags,
+		    const char *exporter, struct import_result *);
 /* Frees the rules that were not taken (set .rule to NULL to take one). */
 void		 import_result_free(struct import_result *);
 

@@ -36,6 +36,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "counters.h"
 #include "desc.h"
 #include "evbuf.h"
 #include "ident.h"
@@ -727,6 +728,7 @@ relay_from_down(struct relay *r)
 		if (up->devid != dev->gw_devid)
 			relay_put_devid(in, fwd, up->devid);
 		dev->bytes_up += lay.total;
+		cnt.relay_bytes_to_device += lay.total;
 		fwd += lay.total;
 	}
 	relay_forward(in, fwd, &r->up);
@@ -788,6 +790,7 @@ relay_from_up(struct relay *r)
 			inflight_del(&ds->inflight, f);
 			fwd += USBIP_URB_HDR_LEN;
 			dev->bytes_down += USBIP_URB_HDR_LEN;
+			cnt.relay_bytes_from_device += USBIP_URB_HDR_LEN;
 			continue;
 		}
 
@@ -817,6 +820,8 @@ relay_from_up(struct relay *r)
 			inflight_del(&ds->inflight, f);
 			dev->urbs++;
 			dev->bytes_down += lay.total;
+			cnt.relay_urbs++;
+			cnt.relay_bytes_from_device += lay.total;
 			fwd += lay.total;
 			if (done.ep == 0 && h.u.ret_submit.status == 0) {
 				relay_control_done(dev, &done);

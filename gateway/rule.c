@@ -220,6 +220,18 @@ rule_has_to_host(const struct rule *r)
 }
 
 int
+rule_has_via_port(const struct rule *r)
+{
+	return r->a[A_VIA_PORT].present;
+}
+
+int
+rule_has_via_exporter(const struct rule *r)
+{
+	return r->a[A_VIA_EXPORTER].present;
+}
+
+int
 rule_attr_count(const struct rule *r)
 {
 	int k, n = 0;

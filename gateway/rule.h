@@ -84,6 +84,8 @@ const char	*rule_label(const struct rule *);
 /* 1 if the rule has an "if" condition / a to-host attribute. */
 int		 rule_has_condition(const struct rule *);
 int		 rule_has_to_host(const struct rule *);
+int		 rule_has_via_port(const struct rule *);
+int		 rule_has_via_exporter(const struct rule *);
 /* Number of device/network attributes (label excluded; 0: any device). */
 int		 rule_attr_count(const struct rule *);
 

@@ -25,6 +25,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "counters.h"
 #include "agentgw.h"
 #include "agentproto.h"
 #include "config.h"
@@ -260,6 +261,7 @@ ds_import_refuse(struct dsession *ds, uint32_t status, const char *why)
 {
 	uint8_t rep[USBIP_OP_HDR_LEN];
 
+	cnt_refusal(why);
 	(ds->quiet ? log_debug : log_info)("session %s: import refused (%s): "
 	    "%s", ds->peer, usbip_st_name(status), why);
 	usbip_op_hdr_encode(rep, OP_REP_IMPORT, status);
@@ -472,17 +474,19 @@ ds_import(struct dsession *ds, const char *busid)
 	if (dev == NULL || strcmp(dev->busid, busid) != 0) {
 		/* the stock client compares busids: no prefixes here */
 		if (ds_may_audit(ds, HL_IMPORT_UNKNOWN))
-			store_audit("import-unknown", NULL, ds->peer,
+			store_audit_request("import-unknown", NULL,
 			    log_escape(esc, sizeof(esc), busid,
-			    USBIP_BUSID_SIZE));
+			    USBIP_BUSID_SIZE), ds->host, ds->peer,
+			    "unknown busid");
 		return ds_import_refuse(ds, ST_NODEV, "unknown busid");
 	}
 	switch (dev->state) {
 	case DEV_AUTHORIZED:
 		if (!device_allowed_for(dev, ds)) {
 			if (ds_may_audit(ds, HL_IMPORT_REFUSED))
-				store_audit_device(dev, "import-refused", NULL,
-				    ds->peer);
+				store_audit_request("import-refused", dev, NULL,
+				    ds->host, ds->peer,
+				    "not authorized for this host");
 			return ds_import_refuse(ds, ST_NA,
 			    "not authorized for this host");
 		}
@@ -502,6 +506,7 @@ ds_import(struct dsession *ds, const char *busid)
 			return ds_import_refuse(ds, ST_NA, "device pending "
 			    "(access requests from this address over the limit)");
 		ds->dev = dev;
+		cnt.access_requests++;
 		ds->request_id = store_access_request(dev, ds);
 		gw_access_event(dev, ds);
 		if (gw->attach_wait_ms == 0) {
@@ -517,7 +522,9 @@ ds_import(struct dsession *ds, const char *busid)
 		if (device_allowed_for(dev, ds) && ds_importable(dev))
 			return ds_import_for_host(ds, dev);
 		if (ds_may_audit(ds, HL_IMPORT_REFUSED))
-			store_audit_device(dev, "import-refused", NULL, ds->peer);
+			store_audit_request("import-refused", dev, NULL,
+			    ds->host, ds->peer, device_rejected(dev) ?
+			    "device rejected" : "device blocked");
 		/* rejected: the gateway holds it, vhci hosts do not see it */
 		if (device_rejected(dev))
 			return ds_import_refuse(ds, ST_NODEV, "device rejected");
@@ -695,6 +702,7 @@ server_admit(const char *host, const char *hkey)
 	unsigned n;
 
 	if (gw->nsessions + ntls_pending >= gw->max_sessions) {
+		cnt_refusal("max-sessions");
 		log_warnx("downstream connection refused: %u sessions, %u TLS "
 		    "handshakes", gw->nsessions, ntls_pending);
 		return false;
@@ -708,6 +716,7 @@ server_admit(const char *host, const char *hkey)
 		log_debug("downstream connection from %s refused: %u requests "
 		    "in progress from %s", host, gw->max_sessions_per_host,
 		    hkey);
+		cnt_refusal("max-sessions-per-host");
 		hostlimit_refused(host);
 		return false;
 	}
@@ -769,6 +778,7 @@ server_tls_failed(const char *why, int audit, void *arg)
 	struct tls_pending *tp = arg;
 	bool quiet = !audit || !hostlimit_audit(tp->host, HL_TLS_REFUSED);
 
+	cnt_refusal("tls handshake");
 	(quiet ? log_debug : log_info)("session %s: TLS connection refused: "
 	    "%s", tp->host, why);
 	if (!quiet)

@@ -103,11 +103,16 @@ void		 dsession_set_state(struct dsession *, enum ds_state,
 
 bool		 device_visible_to(const struct device *, const struct dsession *);
 
-/* "tls" for a tls-listen session, "tcp" for plain USB/IP. */
+/*
+ * "tls" for a TLS session, "tcp" for plain USB/IP, "local" for the
+ * gateway's own vhci (local mode's inspected relay, local.c).
+ */
 static inline const char *
 dsession_transport(const struct dsession *ds)
 {
-	return ds->tls ? "tls" : "tcp";
+	if (ds->tls)
+		return "tls";
+	return ds->ss.ss_family == AF_UNIX ? "local" : "tcp";
 }
 
 #endif

@@ -24,6 +24,7 @@
 
 #include <event2/event.h>
 
+#include "counters.h"
 #include "audit.h"
 #include "auditkey.h"
 #include "config.h"
@@ -423,6 +424,36 @@ store_close(void)
 	lock_fd = -1;
 }
 
+/*
+ * log-format = json: each audited event is also a structured log line
+ * (event, busid, exporter, host), so log shippers see the decisions with
+ * their fields; the text log keeps its own lines.
+ */
+static void
+log_audit_event(const struct audit_event *ev)
+{
+	struct log_ctx ctx = { ev->event, ev->busid, ev->exporter, ev->host };
+	char msg[1024];
+	size_t n = 0;
+
+#define ADD(...) do { if (n < sizeof(msg)) n += (size_t)snprintf(msg + n, \
+	sizeof(msg) - n, __VA_ARGS__); } while (0)
+	ADD("%s", ev->event);
+	if (ev->old_state != NULL || ev->new_state != NULL)
+		ADD(" %s -> %s", ev->old_state ? ev->old_state : "-",
+		    ev->new_state ? ev->new_state : "-");
+	if (ev->who != NULL && ev->who->kind != ACTOR_SYSTEM)
+		ADD(" by %s", ev->who->name);
+	if (ev->object != NULL)
+		ADD(" [%s]", ev->object);
+	if (ev->reason != NULL)
+		ADD(": %s", ev->reason);
+	if (ev->detail != NULL)
+		ADD(" (%s)", ev->detail);
+#undef ADD
+	log_ctx(LOG_LVL_INFO, &ctx, "%s", msg);
+}
+
 static void
 append(struct audit_event *ev)
 {
@@ -433,7 +464,25 @@ append(struct audit_event *ev)
 	if (ev->who == NULL)
 		ev->who = &sys;
 	audit_append(audit, ev, now_s());
+	cnt.audit_rows++;
 	flush_soon();
+	if (log_json())
+		log_audit_event(ev);
+}
+
+/*
+ * The attach row's detail: "host leg tcp, exporter leg tls (certificate
+ * tc17)".  Certificate names passed the CN's character check (tlsid.c).
+ */
+static void
+legs_text(const struct db_legs *l, char *buf, size_t len)
+{
+	snprintf(buf, len, "host leg %s%s%s%s, exporter leg %s%s%s%s",
+	    l->transport, l->host_cert != NULL ? " (certificate " : "",
+	    l->host_cert != NULL ? l->host_cert : "",
+	    l->host_cert != NULL ? ")" : "", l->up_transport,
+	    l->up_cert != NULL ? " (certificate " : "",
+	    l->up_cert != NULL ? l->up_cert : "", l->up_cert != NULL ? ")" : "");
 }
 
 void
@@ -441,6 +490,8 @@ store_device_state(struct device *dev, enum dev_state old,
     const struct actor *who, const char *reason, int64_t rule_id)
 {
 	struct audit_event ev;
+	struct db_legs legs;
+	char detail[2 * TLSID_NAME_MAX + 96];
 
 	if (db != NULL && dev->id != 0) {
 		db_device_set_state(db, dev->id, dev->state,
@@ -463,6 +514,11 @@ store_device_state(struct device *dev, enum dev_state old,
 	ev.host = dev->ds != NULL ? dev->ds->host : NULL;
 	ev.reason = reason;
 	ev.rule_id = rule_id;
+	if (dev->state == DEV_ATTACHED) {
+		store_attachment_legs(dev, dev->ds, &legs);
+		legs_text(&legs, detail, sizeof(detail));
+		ev.detail = detail;
+	}
 	append(&ev);
 	if (who != NULL && who->kind == ACTOR_OPERATOR)
 		store_flush();
@@ -597,16 +653,36 @@ store_approvals_load(int64_t device_id, int64_t presence_id,
 	return l.n;
 }
 
+/*
+ * An attachment's two legs as the records say them: the host leg is the
+ * session's (no session: local mode's direct attachment, the gateway's
+ * own vhci), the exporter leg the claim's connection (a claim always has
+ * one while a host is attached; "tcp" otherwise, the column's default).
+ */
+void
+store_attachment_legs(const struct device *dev, const struct dsession *ds,
+    struct db_legs *legs)
+{
+	legs->transport = ds != NULL ? dsession_transport(ds) : "local";
+	legs->host_cert = ds != NULL && ds->tls ? ds->cert.name : NULL;
+	legs->up_transport = upstream_transport(dev->up);
+	if (legs->up_transport == NULL)
+		legs->up_transport = "tcp";
+	legs->up_cert = upstream_cert(dev->up);
+}
+
 void
 store_attachment_begin(struct device *dev, struct dsession *ds,
     const struct decision *d)
 {
+	struct db_legs legs;
+
 	if (db == NULL || dev->id == 0)
 		return;
+	store_attachment_legs(dev, ds, &legs);
 	dev->attach_id = db_attachment_begin(db, dev->id, dev->presence_id,
 	    d->approval_id, d->rule_id, "proxy",
-	    ds->host_name[0] ? ds->host_name : NULL, ds->host,
-	    dsession_transport(ds), ds->tls ? ds->cert.name : NULL, now_s());
+	    ds->host_name[0] ? ds->host_name : NULL, ds->host, &legs, now_s());
 	if (dev->attach_id < 0)
 		dev->attach_id = 0;
 }
@@ -718,6 +794,24 @@ store_audit_device(struct device *dev, const char *action,
 	ev.exporter = dev != NULL ? dev->exp->name : NULL;
 	ev.who = who;
 	ev.host = dev != NULL && dev->ds != NULL ? dev->ds->host : NULL;
+	ev.detail = detail;
+	append(&ev);
+}
+
+void
+store_audit_request(const char *action, struct device *dev,
+    const char *busid, const char *host, const char *peer,
+    const char *detail)
+{
+	struct audit_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = action;
+	ev.device_id = dev != NULL ? dev->id : 0;
+	ev.busid = dev != NULL ? dev->busid : busid;
+	ev.exporter = dev != NULL ? dev->exp->name : NULL;
+	ev.host = host;
+	ev.object = peer;
 	ev.detail = detail;
 	append(&ev);
 }

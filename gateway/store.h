@@ -64,11 +64,19 @@ int64_t		 store_approval_add(const struct device *,
 void		 store_approval_end(const struct device *, int64_t id,
 		    const char *why, const struct actor *by);
 void		 store_set_revoked(const struct device *, bool on);
+struct db_legs;
+void		 store_attachment_legs(const struct device *,
+		    const struct dsession *, struct db_legs *);
 void		 store_attachment_begin(struct device *, struct dsession *,
 		    const struct decision *);
 void		 store_attachment_end(struct device *, const char *why);
 void		 store_audit_device(struct device *, const char *action,
 		    const struct actor *, const char *detail);
+/* A vhci host's import that was refused: the host asking, the busid it
+ * asked for (dev's, or as asked when unknown), what it was told. */
+void		 store_audit_request(const char *action, struct device *,
+		    const char *busid, const char *host, const char *peer,
+		    const char *detail);
 void		 store_audit(const char *action, const struct actor *,
 		    const char *object, const char *detail);
 json_t		*store_device_history(struct device *, int limit);

@@ -28,6 +28,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "counters.h"
 #include "desc.h"
 #include "identity.h"
 #include "gw.h"
@@ -101,6 +102,10 @@ upstream_set_state(struct upstream *up, enum up_state st, const char *why)
 		if (up->deadline_ev != NULL)
 			evtimer_del(up->deadline_ev);
 		up->slot = false;
+		if (st == UP_CLOSED)
+			cnt.probes_failed++;
+		else
+			cnt_probe(now_usec() - up->probe_t0);
 		up_nprobing--;
 		up->exp->probing--;
 		upstream_queue_kick();
@@ -188,6 +193,7 @@ up_start(struct upstream *up)
 
 	upstream_set_state(up, UP_CONNECTING, "probe slot");
 	up->slot = true;
+	up->probe_t0 = now_usec();
 	up_nprobing++;
 	exp->probing++;
 	up->stalled0 = gw->stalled_ms;
@@ -296,14 +302,28 @@ upstream_set_dialer(const struct upstream_dialer *d)
 }
 
 /*
+ * What the connection to the exporter is, for the attachment's records:
+ * TLS with this certificate, or plaintext (NULL).
+ */
+static void
+up_set_peer(struct upstream *up, const struct tlsid_peer *cert)
+{
+	up->tls = cert != NULL;
+	usbgw_strlcpy(up->cert, cert != NULL ? cert->name : "",
+	    sizeof(up->cert));
+}
+
+/*
  * The agent's dial-back connection, admitted by its token: from here on
  * it is the claim's connection, as if the gateway had connected.
  */
 void
-upstream_dialed(struct upstream *up, struct bufferevent *bev)
+upstream_dialed(struct upstream *up, struct bufferevent *bev,
+    const struct tlsid_peer *cert)
 {
 	up->dialing = false;
 	up->bev = bev;
+	up_set_peer(up, cert);
 	bufferevent_setcb(bev, up_read, NULL, up_event, up);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 	up_set_timeout(up, gw->probe_timeout_ms);
@@ -344,6 +364,8 @@ up_event(struct bufferevent *bev, short what, void *arg)
 	uint8_t req[USBIP_IMPORT_REQ_LEN];
 
 	if (what & BEV_EVENT_CONNECTED) {
+		if (up->exp->kind != EXP_KIND_DIALOUT)	/* else: dialed */
+			up_set_peer(up, gw_tls_peer());
 		gw_socket_tune(bufferevent_getfd(bev));
 		usbip_import_req_encode(req, up->dev->up_busid);
 		bufferevent_write(bev, req, sizeof(req));

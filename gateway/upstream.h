@@ -7,6 +7,7 @@
 #define USBGW_UPSTREAM_H
 
 #include "loop.h"
+#include "tlsid.h"
 #include "usbip.h"
 
 enum up_state {
@@ -57,10 +58,15 @@ struct upstream {
 	bool			 slot;		/* holds a probe slot */
 	struct event		*deadline_ev;	/* the whole probe's */
 	uint64_t		 stalled0;	/* gw->stalled_ms at its start */
+	uint64_t		 probe_t0;	/* usec: its probe slot taken */
 	const struct upstream_ops *ops;
 	struct bufferevent	*bev;
 	enum up_state		 state;
 	bool			 dialing;	/* waits for its dial-back */
+	/* the connection to the exporter, once made: TLS, and the CN of
+	 * the agent certificate its handshake verified */
+	bool			 tls;
+	char			 cert[TLSID_NAME_MAX + 1];
 	uint32_t		 devid;		/* exporter's busnum<<16|devnum */
 	struct usbip_dev	 rec;		/* exporter's import reply */
 	/* probe */
@@ -84,9 +90,32 @@ void		 upstream_queue_kick(void);
 unsigned	 upstream_probing(void);
 unsigned	 upstream_queued(void);
 void		 upstream_set_dialer(const struct upstream_dialer *);
-/* The dial-back connection arrived (bev taken over), or cannot come. */
-void		 upstream_dialed(struct upstream *, struct bufferevent *);
+/*
+ * The dial-back connection arrived (bev taken over; cert: its verified
+ * certificate, NULL if plaintext), or cannot come.
+ */
+void		 upstream_dialed(struct upstream *, struct bufferevent *,
+		    const struct tlsid_peer *cert);
 void		 upstream_dial_failed(struct upstream *, int status,
 		    const char *why);
+
+/*
+ * The exporter leg's transport (protocol.md 1.10.9): "tls" or "tcp";
+ * NULL while the claim has no connection to the exporter.
+ */
+static inline const char *
+upstream_transport(const struct upstream *up)
+{
+	if (up == NULL || up->state < UP_IMPORTING || up->state == UP_CLOSED)
+		return NULL;
+	return up->tls ? "tls" : "tcp";
+}
+
+/* The exporter leg's certificate name, NULL without TLS. */
+static inline const char *
+upstream_cert(const struct upstream *up)
+{
+	return upstream_transport(up) != NULL && up->tls ? up->cert : NULL;
+}
 
 #endif

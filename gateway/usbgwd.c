@@ -23,6 +23,7 @@
 #include "gw.h"
 #include "hostname.h"
 #include "hooks.h"
+#include "metrics.h"
 #include "log.h"
 #include "tlsid.h"
 #include "enroll.h"
@@ -323,6 +324,7 @@ apply_settings(struct config *cfg)
 	store_audit_settings(cfg->audit_checkpoint_rows,
 	    cfg->audit_checkpoint_interval_ms);
 	log_setlevel(cfg->log_level);
+	log_set_json(cfg->log_json);
 }
 
 /* Verified vhci host names (hostname.h), as the configuration says. */
@@ -572,6 +574,7 @@ main(int argc, char *argv[])
 	if (foreground)
 		cfg->log_stderr = 1;
 	log_init("usbgwd", cfg->log_stderr, cfg->log_level);
+	log_set_json(cfg->log_json);
 	/* before daemon(), like the lock: a bad key file stops the start */
 	tls_start(cfg);
 
@@ -634,6 +637,9 @@ main(int argc, char *argv[])
 			fatalx("cannot listen (TLS) on %s:%s", la->host[0] !=
 			    '\0' ? la->host : "*", la->port);
 	}
+	if (metrics_start(base, cfg) == -1)
+		fatalx("cannot listen for metrics on %s:%s",
+		    cfg->metrics_listen.host, cfg->metrics_listen.port);
 	write_portfile();
 	write_pidfile(cfg->pidfile);
 
@@ -649,6 +655,7 @@ main(int argc, char *argv[])
 
 	event_base_dispatch(base);
 
+	metrics_stop();
 	hostlimit_shutdown();		/* summaries still held back */
 	store_audit("daemon-stop", NULL, "usbgwd", "clean shutdown");
 	local_shutdown();

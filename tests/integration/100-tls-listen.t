@@ -52,7 +52,8 @@ is "$RC" 11 "plaintext from 127.0.0.1 (no name): refused the import (ST_NA)"
 run "$TC" import "$TLSA" sim1:1-1 --tls-dir "$T/vdi02"
 is "$RC" 11 "TLS with vdi02's certificate: refused the import (ST_NA)"
 gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE event = 'import-refused'
-    AND detail LIKE '%tls vdi02%'" 1
+    AND object LIKE '%tls vdi02%' AND host = '127.0.0.1' AND busid = 'sim1:1-1'
+    AND detail = 'not authorized for this host'" 1
 check $? "... an import-refused row names vdi02's TLS session"
 run "$TC" desc "$TLSA" sim1:1-1 1:0 --tls-dir "$T/vdi01"
 is "$RC" 0 "TLS with vdi01's certificate: imported, GET_DESCRIPTOR round trip"

@@ -19,7 +19,7 @@
 ISSUE=$USBGW_BUILD/tlsid-issue
 AGENT=$USBGW_BUILD/usbgw-agent
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON" "$ISSUE" "$AGENT" sqlite3 python3
-plan 34
+plan 42
 
 FAKE=$TOP/tests/tools/agent-fake.py
 cat >"$T/sim.conf" <<'EOF2'
@@ -65,6 +65,30 @@ is "$RC" 0 "approve tc17:1-1"
 run "$TC" script "$GWA" tc17:1-1 --bytes 4M
 is "$RC" 0 "the URB script through gateway and TLS agent legs"
 like "$OUT" 'ok bulk-loop ' "... 4 MiB of bulk data went through both ways, checked"
+
+# ---- both legs recorded: the exporter leg TLS with tc17's certificate -----------------
+is "$(gw_sql gw "SELECT a.transport || '|' || IFNULL(a.host_cert, '-') || '|' ||
+    a.up_transport || '|' || IFNULL(a.up_cert, '-') FROM attachments a JOIN devices d
+    ON d.id = a.device_id WHERE d.busid = 'tc17:1-1' ORDER BY a.id DESC LIMIT 1")" \
+    "tcp|-|tls|tc17" "the attachment: host leg tcp, exporter leg tls with tc17's certificate"
+is "$(gw_sql gw "SELECT detail FROM audit_log WHERE busid = 'tc17:1-1' AND
+    new_state = 'attached' ORDER BY seq DESC LIMIT 1")" \
+    "host leg tcp, exporter leg tls (certificate tc17)" "... the attach audit row says both legs"
+is "$(gw_sql gw "SELECT up_transport || '|' || up_cert FROM v_attachment_traffic
+    WHERE busid = 'tc17:1-1' ORDER BY attachment_id DESC LIMIT 1")" "tls|tc17" \
+    "... and the view v_attachment_traffic"
+"$TC" hold "$GWA" tc17:1-1 --seconds 0 >"$T/hold.out" 2>&1 &
+HOLD=$!
+gw_wait_state gw tc17:1-1 attached
+check $? "held: attached"
+gwctl gw show tc17:1-1 --json
+like "$OUT" '"up_transport": "tls",' "show --json: up_transport tls"
+like "$OUT" '"up_cert": "tc17",' "show --json: up_cert tc17"
+gwctl gw show tc17:1-1
+like "$OUT" 'exporter leg +tls \(certificate tc17\)' "show: the exporter leg tls, certificate tc17"
+kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
+gw_wait_state gw tc17:1-1 authorized
+check $? "the hold ended: authorized"
 
 # ---- the certificate of tc17 announcing tc18 -------------------------------------
 start_bg liar python3 "$FAKE" --name tc18 --sim "$SIMA" \

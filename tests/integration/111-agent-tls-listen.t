@@ -19,7 +19,7 @@
 ISSUE=$USBGW_BUILD/tlsid-issue
 AGENT=$USBGW_BUILD/usbgw-agent
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON" "$ISSUE" "$AGENT" sqlite3 python3
-plan 27
+plan 42
 
 FAKE=$TOP/tests/tools/agent-fake.py
 cat >"$T/sim.conf" <<'EOF2'
@@ -68,6 +68,23 @@ gwctl gw approve tc20:1-1
 run "$TC" script "$GWA" tc20:1-1 --bytes 4M
 is "$RC" 0 "the URB script through the gateway to the TLS agent"
 like "$OUT" 'ok bulk-loop ' "... 4 MiB of bulk data went through, checked"
+is "$(gw_sql gw "SELECT a.transport || '|' || a.up_transport || '|' || IFNULL(a.up_cert, '-')
+    FROM attachments a JOIN devices d ON d.id = a.device_id WHERE d.busid = 'tc20:1-1'
+    ORDER BY a.id DESC LIMIT 1")" "tcp|tls|tc20" \
+    "the attachment: exporter leg tls with tc20's certificate (the gateway's own connection)"
+is "$(gw_sql gw "SELECT detail FROM audit_log WHERE busid = 'tc20:1-1' AND
+    new_state = 'attached' ORDER BY seq DESC LIMIT 1")" \
+    "host leg tcp, exporter leg tls (certificate tc20)" "... the attach audit row says both legs"
+"$TC" hold "$GWA" tc20:1-1 --seconds 0 >"$T/hold.out" 2>&1 &
+HOLD=$!
+gw_wait_state gw tc20:1-1 attached
+check $? "held: attached"
+gwctl gw show tc20:1-1 --json
+like "$OUT" '"up_transport": "tls",' "show --json: up_transport tls"
+like "$OUT" '"up_cert": "tc20",' "show --json: up_cert tc20"
+kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
+gw_wait_state gw tc20:1-1 authorized
+check $? "the hold ended: authorized"
 gwctl gw exporter remove tc20
 
 # ---- the same agent declared under another name -----------------------------------------
@@ -92,6 +109,31 @@ check $? "no TLS from the stock exporter: a tls-refused row"
 is "$(gw_sql gw "SELECT count(*) FROM devices WHERE busid LIKE 'sim1:%'")" 0 \
     "no device taken from it (fail closed)"
 gwctl gw exporter remove sim1
+
+# ---- the same sim declared plain: the exporter leg is tcp, no certificate ---------------
+gwctl gw exporter add sim2 "$SIMA"
+is "$RC" 0 "exporter add sim2 (the sim, plain)"
+gw_wait_state gw sim2:1-1 pending
+check $? "sim2:1-1 claimed in plaintext: pending"
+gwctl gw approve sim2:1-1
+"$TC" hold "$GWA" sim2:1-1 --seconds 0 >"$T/hold2.out" 2>&1 &
+HOLD=$!
+gw_wait_state gw sim2:1-1 attached
+check $? "held: attached"
+gwctl gw show sim2:1-1 --json
+like "$OUT" '"up_transport": "tcp",' "show --json: up_transport tcp"
+unlike "$OUT" '"up_cert"' "... and no up_cert"
+gwctl gw show sim2:1-1
+like "$OUT" 'exporter leg +tcp' "show: the exporter leg tcp"
+kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
+gw_wait_state gw sim2:1-1 authorized
+check $? "the hold ended: authorized"
+is "$(gw_sql gw "SELECT a.up_transport || '|' || IFNULL(a.up_cert, '-') FROM attachments a
+    JOIN devices d ON d.id = a.device_id WHERE d.busid = 'sim2:1-1'")" "tcp|-" \
+    "the attachment: exporter leg tcp, no certificate"
+is "$(gw_sql gw "SELECT detail FROM audit_log WHERE busid = 'sim2:1-1' AND
+    new_state = 'attached'")" "host leg tcp, exporter leg tcp" "... the attach audit row"
+gwctl gw exporter remove sim2
 
 # ---- the real usbgw-agent, tls required, listen mode ----------------------------------------
 APORT=$(free_port)

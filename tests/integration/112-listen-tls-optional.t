@@ -12,7 +12,7 @@
 
 ISSUE=$USBGW_BUILD/tlsid-issue
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON" "$ISSUE" sqlite3
-plan 15
+plan 19
 
 cat >"$T/sim.conf" <<'EOF2'
 device 1-1 { type storage; }
@@ -49,12 +49,20 @@ gw_wait_state gw sim1:1-1 authorized
 is "$(gw_sql gw "SELECT group_concat(transport || ':' || IFNULL(host_cert, '-'), ' ')
     FROM (SELECT transport, host_cert FROM attachments ORDER BY id)")" "tcp:- tls:vdi01" \
     "the attachments: tcp without a certificate, then tls with vdi01's"
+is "$(gw_sql gw "SELECT group_concat(detail, ' / ') FROM (SELECT detail FROM audit_log
+    WHERE busid = 'sim1:1-1' AND new_state = 'attached' ORDER BY seq)")" \
+    "host leg tcp, exporter leg tcp / host leg tls (certificate vdi01), exporter leg tcp" \
+    "... the attach audit rows say both legs"
 "$TC" hold "127.0.0.1:$OP" sim1:1-1 --seconds 0 --tls-dir "$T/vdi01" >"$T/hold.out" 2>&1 &
 HOLD=$!
 gw_wait_state gw sim1:1-1 attached
 gwctl gw show sim1:1-1 --json
 like "$OUT" '"transport": "tls",' "usbgw show: transport tls"
 like "$OUT" '"host_cert": "vdi01",' "usbgw show: host_cert vdi01"
+like "$OUT" '"up_transport": "tcp",' "usbgw show: up_transport tcp (a plain sim)"
+gwctl gw show sim1:1-1
+like "$OUT" 'certificate +vdi01' "usbgw show: the host leg's certificate"
+like "$OUT" 'exporter leg +tcp' "usbgw show: the exporter leg tcp"
 kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
 gw_wait_state gw sim1:1-1 authorized
 

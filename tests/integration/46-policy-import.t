@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
 need_prog "$USBGWD" "$USBGW" "$SIM"
-plan 32
+plan 40
 
 sim_start sim || bail_out "simulator did not start"
 gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 500ms" \
@@ -82,5 +82,29 @@ gwctl gw audit verify --json
 like "$OUT" '"ok": *true' "the chain still verifies after the prune"
 gwctl gw audit --json
 like "$OUT" 'audit-prune' "the prune left its own audit row"
+
+# --- importing never widens a rule silently (issue 18 item 7) --------------
+cat >"$T/wide.conf" <<'RULES'
+allow id 1209:0003 hash "JDOb0BiktYs2ct3mSQKopnOOV2h9MGYADwhT+oUtF2s="
+allow id 1209:0004 via-port "1-4"
+block id 1209:0001 parent-hash "4PHGcaDKWtPjKDwYpIRG722cB9SlGz9l9Iea93+Gt9c="
+RULES
+gwctl gw policy list --json
+before=$("$EJSON" count <<<"$OUT")
+gwctl gw policy import --drop-unmapped "$T/wide.conf"
+is "$RC" 2 "--drop-unmapped: an allow rule that would get wider is refused"
+like "$ERR" "wide.conf:1: not imported: dropping hash \\(column 20\\) would make this allow rule wider than USBGuard's.*--allow-wider" \
+    "... saying it would widen and how to ask for it"
+like "$ERR" "wide.conf:2: not imported: via-port names that port on every exporter here: --exporter NAME" \
+    "via-port without --exporter: refused"
+unlike "$ERR" "wide.conf:3: not imported" "a block rule that lost parent-hash (blocks more) is fine"
+gwctl gw policy import --allow-wider "$T/wide.conf"
+is "$RC" 2 "--allow-wider without --drop-unmapped: a usage error"
+gwctl gw policy import --drop-unmapped --allow-wider --exporter sim1 "$T/wide.conf"
+is "$RC" 0 "--drop-unmapped --allow-wider --exporter sim1: imported"
+gwctl gw policy list --json
+is "$("$EJSON" count <<<"$OUT")" "$((before + 3))" "... three rules more"
+like "$OUT" '"allow id 1209:0004 via-port \\"1-4\\" via-exporter sim1"' \
+    "... via-port bound to the exporter named"
 gw_finish gw
 done_testing

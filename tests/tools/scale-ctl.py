@@ -35,8 +35,8 @@ usage:
   scale-ctl.py SOCKET serve FRAMEFILE
       A fake daemon on SOCKET (created) that answers every request with
       the reply frame in FRAMEFILE (as list-raw -o saved it), its "id"
-      replaced by the request's: to time the usbgw CLI alone.  Runs
-      until killed.
+      replaced by the request's: to time the usbgw CLI alone.  The CLI's
+      opening hello gets a real answer.  Runs until killed.
 
 A request that fails (timeout 30 s, error reply, closed) counts in
 failed and its time in the latencies.  Exit status 0 unless the socket
@@ -266,6 +266,16 @@ def cmd_serve(path, framefile):
         try:
             while True:
                 req = c.recv()
+                if req.get("cmd") == "hello":
+                    # the CLI's greeting (protocol.md 2.6): a real answer
+                    s.sendall(frame({"v": 1, "id": req.get("id"),
+                                     "ok": True, "result": {
+                                         "version": 1,
+                                         "daemon": "scale-ctl serve",
+                                         "uid": os.getuid(), "name": "fake",
+                                         "pid": os.getpid(),
+                                         "privilege": "admin"}}))
+                    continue
                 out = head + str(req.get("id")).encode() + tail
                 s.sendall(struct.pack(">I", len(out)) + out)
         except (OSError, EOFError, ValueError):

@@ -21,6 +21,9 @@
 #include "tap.h"
 #include "util.h"
 
+/* An attachment's legs: the host leg as given, the exporter leg tcp. */
+#define LEGS(t, c)	(&(struct db_legs){ (t), (c), "tcp", NULL })
+
 #define QUERIES_FILE	"contrib/audit-queries.sql"
 #define MAX_QUERIES	64
 #define MAX_ROWS	16
@@ -198,7 +201,7 @@ scenario(void)
 	    NULL, "ticket 42");
 	db_access_request_decide(db, q1, "granted", "alice", a1, T0 + 30);
 	t1 = db_attachment_begin(db, A, db_presence_current(db, A), a1, 0,
-	    "proxy", "vdi01", "10.1.0.1", "tcp", NULL, T0 + 40);
+	    "proxy", "vdi01", "10.1.0.1", LEGS("tcp", NULL), T0 + 40);
 	state(T0 + 40, A, "tc17-1-1", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi01", NULL);
 
@@ -228,7 +231,7 @@ scenario(void)
 	state(T0 + 160, D, "tc18-2-2", DEV_PENDING, DEV_AUTHORIZED, 0, &bob,
 	    NULL, "printing");
 	t2 = db_attachment_begin(db, D, pD, 0, 0, "proxy", "vdi03", "10.1.0.3",
-	    "tcp", NULL, T0 + 170);
+	    LEGS("tcp", NULL), T0 + 170);
 	state(T0 + 170, D, "tc18-2-2", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi03", NULL);
 	c.bytes_to_device = 500;
@@ -260,14 +263,16 @@ scenario(void)
 	    "no lab exporters any more", NULL, "rule 3");
 
 	/* Today: a scanner, a refused operator, a malformed session. */
-	db_access_request_add(db, 0, "tc99-1-1", NULL, "10.6.6.6", "refused",
-	    now - 18000);
+	/* as the daemon writes an unknown busid: an audit row only, no
+	 * access request (a row as schema 9 and earlier wrote it: host in
+	 * object, the busid in detail; then one as written now) */
 	ev(now - 18000, "import-unknown", 0, NULL, NULL, NULL, NULL, NULL, NULL,
 	    "10.6.6.6", "tc99-1-1");
-	db_access_request_add(db, 0, "tc99-1-2", NULL, "10.6.6.6", "refused",
-	    now - 17990);
-	ev(now - 17990, "import-unknown", 0, NULL, NULL, NULL, NULL, NULL, NULL,
-	    "10.6.6.6", "tc99-1-2");
+	ev(now - 17990, "import-unknown", 0, "tc99-1-2", NULL, NULL, NULL,
+	    "10.6.6.6", NULL, "10.6.6.6", "unknown busid");
+	/* vdi03 asks for the blocked keyboard */
+	ev(now - 17000, "import-refused", B, "tc17-1-2", NULL, NULL, NULL,
+	    "10.1.0.3", NULL, "10.1.0.3", "device blocked");
 	ev(now - 14400, "refused", 0, NULL, NULL, NULL, &mallory, NULL, NULL,
 	    "control", "approve tc17-1-1: needs the approve privilege");
 	ev(now - 14000, "malformed", 0, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -292,7 +297,8 @@ scenario(void)
 
 	/* The flash disk is in use again, on vdi02. */
 	t3 = db_attachment_begin(db, A, db_presence_current(db, A), a1, 0,
-	    "proxy", "vdi02", "10.1.0.2", "tls", "vdi02", now - 3600);
+	    "proxy", "vdi02", "10.1.0.2",
+	    &(struct db_legs){ "tls", "vdi02", "tls", "tc17" }, now - 3600);
 	state(now - 3600, A, "tc17-1-1", DEV_AUTHORIZED, DEV_ATTACHED, 0, NULL,
 	    "vdi02", NULL);
 	c.bytes_to_device = 4096;
@@ -362,6 +368,10 @@ run(const struct query *q, char out[][1024], int max)
 			    "access-requests") == 0 ? now - 86400 : T0 - 10);
 		else if (strcmp(p, ":within") == 0)
 			sqlite3_bind_int64(st, i, 2 * 86400);
+		else if (strcmp(p, ":from") == 0)
+			sqlite3_bind_int64(st, i, T0 + 30);
+		else if (strcmp(p, ":to") == 0)
+			sqlite3_bind_int64(st, i, T0 + 150);
 		else {
 			diag("%s: unknown parameter %s", q->name, p);
 			sqlite3_finalize(st);
@@ -527,15 +537,20 @@ main(void)
 			E("*|%s|state|authorized|attached|system|NULL|NULL|vdi02|"
 			    "NULL", dt(now - 3600)), NULL } },
 		{ "access-requests", {
-			E("2|%s|tc99-1-1|10.6.6.6|NULL|refused|NULL|0",
-			    dt(now - 18000)),
-			E("3|%s|tc99-1-2|10.6.6.6|NULL|refused|NULL|0",
-			    dt(now - 17990)),
-			E("4|%s|tc18-2-1|vdi02|Webcam C270|waiting|NULL|NULL",
+			E("2|%s|tc18-2-1|vdi02|Webcam C270|waiting|NULL|NULL",
 			    dt(now - 7200)), NULL } },
 		{ "access-unknown-busids", {
 			E("10.6.6.6|2|tc99-1-1,tc99-1-2|%s|%s", dt(now - 18000),
 			    dt(now - 17990)), NULL } },
+		{ "hosts-refused", {
+			E("10.6.6.6|2|2|unknown busid|%s|%s", dt(now - 18000),
+			    dt(now - 17990)),
+			E("10.1.0.3|1|1|device blocked|%s|%s", dt(now - 17000),
+			    dt(now - 17000)), NULL } },
+		{ "storage-attached-between", {
+			E("tc17-1-1|0781:5567|Cruzer Blade|S-A|vdi01|%s|%s|"
+			    "10485760|1048576", dt(T0 + 40), dt(T0 + 100)),
+			NULL } },
 		{ "attached-now", {
 			E("tc17-1-1|0781:5567|Cruzer Blade|vdi02|10.1.0.2|%s|*|"
 			    "12288", dt(now - 3600)), NULL } },
@@ -547,6 +562,12 @@ main(void)
 			    "NULL", dt(now - 3600)),
 			E("2|tc18-2-2|DataTraveler|vdi03|%s|%s|30|500|600|5|6|"
 			    "revoked", dt(T0 + 170), dt(T0 + 200)), NULL } },
+		{ "attachment-legs", {
+			E("3|tc17-1-1|tc17|vdi02|%s|tls|vdi02|tls|tc17",
+			    dt(now - 3600)),
+			E("2|tc18-2-2|tc18|vdi03|%s|tcp|-|tcp|-", dt(T0 + 170)),
+			E("1|tc17-1-1|tc17|vdi01|%s|tcp|-|tcp|-", dt(T0 + 40)),
+			NULL } },
 		{ "traffic-per-host", {
 			"vdi01|1|10485760|1048576|60",
 			"vdi02|1|4096|8192|*",

@@ -20,6 +20,9 @@
 #include "tap.h"
 #include "util.h"
 
+/* An attachment's legs: the host leg as given, the exporter leg tcp. */
+#define LEGS(t, c)	(&(struct db_legs){ (t), (c), "tcp", NULL })
+
 #ifndef FIXTURE_DIR
 #define FIXTURE_DIR	"tests/unit/data"
 #endif
@@ -340,7 +343,8 @@ test_migrate_built(void)
 	is_int(q1(db, "SELECT count(*) FROM v_access_requests WHERE "
 	    "outcome = 'interrupted'"), 1, "... and shown by v_access_requests");
 	is_int(q1(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"),
-	    10, "views created");
+	    12, "views created (v_refused_requests, v_storage_attachments, "
+	    "v_agents too)");
 	db_close(db);
 }
 
@@ -690,13 +694,17 @@ test_helpers(void)
 
 	/* Attachments. */
 	t = db_attachment_begin(db, d2, p1, a2, 0, "proxy", "vdi01",
-	    "10.1.0.1", "tls", "vdi01", 2000);
+	    "10.1.0.1", &(struct db_legs){ "tls", "vdi01", "tls", "tc17" },
+	    2000);
 	ok(t > 0, "attachment");
 	is_str(qs(db, "SELECT transport || ' ' || host_cert FROM attachments "
 	    "WHERE ended_at IS NULL"), "tls vdi01",
 	    "its transport and certificate name");
+	is_str(qs(db, "SELECT up_transport || ' ' || up_cert FROM attachments "
+	    "WHERE ended_at IS NULL"), "tls tc17",
+	    "its exporter leg's transport and certificate name");
 	ok(db_attachment_begin(db, d2, p1, a2, 0, "proxy", "vdi02", "10.1.0.2",
-	    "tcp", NULL, 2001) == -1, "one open attachment per device");
+	    LEGS("tcp", NULL), 2001) == -1, "one open attachment per device");
 	c.bytes_to_device = 1000;
 	c.bytes_from_device = 2000;
 	c.urbs_to_device = 10;
@@ -709,9 +717,12 @@ test_helpers(void)
 	    "v_attachment_traffic"), "1000 9223372036854775807 20 60 revoked",
 	    "traffic (counters saturate at INT64_MAX)");
 	ok(db_attachment_begin(db, d2, p1, 0, 0, "carrier-pigeon", NULL, NULL,
-	    "tcp", NULL, 2100) == -1, "bad mode refused");
+	    LEGS("tcp", NULL), 2100) == -1, "bad mode refused");
 	ok(db_attachment_begin(db, d2, p1, 0, 0, "proxy", NULL, NULL,
-	    "carrier-pigeon", NULL, 2100) == -1, "bad transport refused");
+	    LEGS("carrier-pigeon", NULL), 2100) == -1, "bad transport refused");
+	ok(db_attachment_begin(db, d2, p1, 0, 0, "proxy", NULL, NULL,
+	    &(struct db_legs){ "tcp", NULL, "local", NULL }, 2100) == -1,
+	    "bad exporter leg transport refused (tcp or tls only)");
 
 	/* Access requests. */
 	t = db_access_request_add(db, d3, "tc17-1-2", "vdi01", "10.1.0.1",

@@ -735,14 +735,13 @@ test_import(void)
 	ok(policy_import_usbguard(fp, 0, &res) == 0, "import");
 	fclose(fp);
 	is_int(res.lines, 13, "13 lines read");
-	is_int(res.nrules, 5, "5 rules map");
-	is_int(res.nproblems, 6, "6 lines reported");
+	is_int(res.nrules, 4, "4 rules map");
+	is_int(res.nproblems, 7, "7 lines reported");
 	{
-		static const unsigned lines[] = { 4, 5, 6, 12, 13 };
+		static const unsigned lines[] = { 4, 5, 12, 13 };
 		static const char *const texts[] = {
 			"allow with-interface 08:*:*",
 			"reject with-interface all-of { 08:*:* 03:00:* }",
-			"allow id 1050:0011 via-port \"1-2\"",
 			"allow with-interface one-of { 03:00:01 03:01:01 } if "
 			    "!allowed-matches(with-interface one-of { 03:00:01 "
 			    "03:01:01 })",
@@ -764,6 +763,8 @@ test_import(void)
 			{ 3, "USBGuard-only attributes do not map: hash (column "
 			    "70), parent-hash (column 122), with-connect-type "
 			    "(column 205)" },
+			{ 6, "via-port names that port on every exporter here: "
+			    "--exporter NAME binds it to one" },
 			{ 7, "column 10: condition 'random' is not supported by "
 			    "usbgw" },
 			{ 8, "column 1: target 'match' is not supported (allow, "
@@ -785,9 +786,31 @@ test_import(void)
 	}
 	import_result_free(&res);
 
+	/* Dropping attributes: an allow rule would get wider: refused. */
 	fp = fmemopen((void *)(uintptr_t)conf, sizeof(conf) - 1, "r");
-	ok(policy_import_usbguard(fp, IMPORT_DROP_UNMAPPED, &res) == 0,
-	    "import, dropping USBGuard-only attributes");
+	ok(policy_import_usbguard_ex(fp, IMPORT_DROP_UNMAPPED, "tc17", &res) ==
+	    0, "import, dropping USBGuard-only attributes, via-port on tc17");
+	fclose(fp);
+	is_int(res.nrules, 5, "5 rules map");
+	ok(res.nproblems == 6 && res.problems[0].line == 3 &&
+	    strcmp(res.problems[0].reason, "dropping hash (column 70), "
+	    "parent-hash (column 122), with-connect-type (column 205) would "
+	    "make this allow rule wider than USBGuard's (it would allow "
+	    "devices that rule does not): --allow-wider imports the wider "
+	    "form") == 0, "an allow rule that would get wider is refused: %s",
+	    res.nproblems ? res.problems[0].reason : "");
+	s = res.nrules > 2 ? rule_format(res.rules[2].rule) : NULL;
+	ok(s != NULL && res.rules[2].line == 6 && strcmp(s,
+	    "allow id 1050:0011 via-port \"1-2\" via-exporter tc17") == 0,
+	    "via-port bound to the exporter named: %s", s ? s : "");
+	free(s);
+	import_result_free(&res);
+
+	/* The wider form, asked for explicitly. */
+	fp = fmemopen((void *)(uintptr_t)conf, sizeof(conf) - 1, "r");
+	ok(policy_import_usbguard_ex(fp, IMPORT_DROP_UNMAPPED |
+	    IMPORT_ALLOW_WIDER, "tc17", &res) == 0,
+	    "import with --drop-unmapped --allow-wider");
 	fclose(fp);
 	is_int(res.nrules, 6, "6 rules map");
 	s = res.nrules ? rule_format(res.rules[0].rule) : NULL;
@@ -802,8 +825,23 @@ test_import(void)
 	ok(res.nproblems == 5 && res.problems[2].line == 9 &&
 	    strcmp(res.problems[2].reason, "dropping the USBGuard-only "
 	    "attributes (with-connect-type (column 7)) would allow every "
-	    "device") == 0, "an allow left without attributes is refused");
+	    "device") == 0, "an allow left without attributes is refused, "
+	    "--allow-wider or not");
 	import_result_free(&res);
+
+	/* A block rule that lost an attribute blocks more: no --allow-wider. */
+	{
+		static const char blk[] = "block id 1234:5678 parent-hash "
+		    "\"4PHGcaDKWtPjKDwYpIRG722cB9SlGz9l9Iea93+Gt9c=\"\n";
+
+		fp = fmemopen((void *)(uintptr_t)blk, sizeof(blk) - 1, "r");
+		ok(policy_import_usbguard_ex(fp, IMPORT_DROP_UNMAPPED, NULL,
+		    &res) == 0 && res.nrules == 1 && res.nproblems == 0,
+		    "a block rule that lost parent-hash: imported (it blocks "
+		    "more)");
+		fclose(fp);
+		import_result_free(&res);
+	}
 }
 
 int
