@@ -356,13 +356,20 @@ tlsrelay_pass(struct tlsrelay *r, bool *progress)
 	}
 	if (down->eof && down->len == 0)
 		return TLSRELAY_TLS_CLOSED;
-	if (up->eof && up->len == 0 && net_pending(r) == 0) {
-		/* close_notify, best effort: one send, no wait */
+	/*
+	 * The plain side ended and all it sent is on the wire: close_notify,
+	 * sent like the data (the caller bounds the wait: tlsshim's linger).
+	 */
+	if (up->eof && up->len == 0 && !r->shut && net_pending(r) == 0) {
 		(void)SSL_shutdown(r->ssl);
 		ERR_clear_error();
-		(void)net_flush(r, progress);
-		return TLSRELAY_PLAIN_CLOSED;
+		r->shut = true;
+		*progress = true;
+		if (net_flush(r, progress) == -1)
+			return TLSRELAY_PLAIN_CLOSED;	/* the peer is gone */
 	}
+	if (r->shut && net_pending(r) == 0)
+		return TLSRELAY_PLAIN_CLOSED;
 	return TLSRELAY_GOING;
 }
 

@@ -77,6 +77,7 @@ struct tlsrelay {
 	 * every pass, which would be a failing read(2) each time.
 	 */
 	bool			 net_rd_wait, plain_rd_wait;
+	bool			 shut;		/* close_notify queued */
 	char			 err[256];	/* TLSRELAY_TLS_FAILED: why */
 };
 

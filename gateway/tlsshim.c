@@ -329,7 +329,7 @@ tlsshim_start(struct event_base *base, SSL_CTX *ctx, evutil_socket_t fd,
 			return NULL;
 		}
 		SSL_set_connect_state(sh->ssl);
-		SSL_set_read_ahead(sh->ssl, 1);
+		tlsclient_ssl_tune(sh->ssl);	/* read-ahead buffer, modes */
 		sh->state = SH_HANDSHAKE;
 		event_assign(sh->io, base, fd, EV_WRITE | EV_PERSIST, sh_io,
 		    sh);
