@@ -334,7 +334,13 @@ peer_both_ways(SSL *ssl, unsigned wseed, unsigned rseed, size_t *sent)
 			(void)poll(&p, 1, 100);
 		}
 	}
-	SSL_shutdown(ssl);
+	/* close_notify, however long the relay takes to make room for it */
+	while (time(NULL) < end && (r = SSL_shutdown(ssl)) < 0 &&
+	    SSL_get_error(ssl, r) == SSL_ERROR_WANT_WRITE) {
+		ERR_clear_error();
+		p.events = POLLOUT;
+		(void)poll(&p, 1, 100);
+	}
 	return got;
 }
 
