@@ -57,6 +57,16 @@ wait_io(int fd, int sslerr, int64_t deadline)
 	}
 }
 
+void
+tlsclient_ssl_tune(SSL *ssl)
+{
+	SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* whole socket buffers per read(2), not a header and a body */
+	SSL_set_read_ahead(ssl, 1);
+	SSL_set_default_read_buffer_len(ssl, TLSCLIENT_NET_BUF);
+}
+
 SSL *
 tlsclient_connect(SSL_CTX *ctx, int fd, int timeout_ms, char *err,
     size_t errlen)
@@ -72,15 +82,13 @@ tlsclient_connect(SSL_CTX *ctx, int fd, int timeout_ms, char *err,
 		snprintf(err, errlen, "TLS: out of memory");
 		return NULL;
 	}
-	SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
-	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	tlsclient_ssl_tune(ssl);
 	/*
 	 * A gateway that ends the connection without close_notify (killed)
 	 * is an end of stream, not an error that would drop what it sent
 	 * before: USB/IP PDUs carry their own lengths, so a cut is seen.
 	 */
 	SSL_set_options(ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
-	SSL_set_read_ahead(ssl, 1);	/* fewer, larger reads */
 	for (;;) {
 		ERR_clear_error();
 		if ((r = SSL_connect(ssl)) == 1)
@@ -167,15 +175,30 @@ tlsclient_read(SSL *ssl, int fd, void *buf, size_t n, int timeout_ms,
 
 /* ---- the relay ----------------------------------------------------------- */
 
-void
+int
 tlsrelay_init(struct tlsrelay *r, SSL *ssl, int plainfd)
 {
+	BIO *sslside;
+
 	memset(r, 0, sizeof(*r));
+	/*
+	 * The SSL writes its records into sslside; the relay takes them
+	 * from netbio, the pair's other end, and sends them.  Reads stay on
+	 * the socket BIO, into the read-ahead buffer.  The pair's buffer
+	 * towards the SSL is never written: one byte.
+	 */
+	if (BIO_new_bio_pair(&sslside, TLSCLIENT_NET_BUF, &r->netbio, 1) != 1) {
+		ERR_clear_error();
+		return -1;
+	}
 	r->ssl = ssl;
+	r->netfd = SSL_get_wfd(ssl);
 	r->plainfd = plainfd;
+	SSL_set0_wbio(ssl, sslside);
 	r->down.b = xmalloc(TLSCLIENT_RELAY_BUF);
 	r->up.b = xmalloc(TLSCLIENT_RELAY_BUF);
 	(void)fcntl(plainfd, F_SETFL, fcntl(plainfd, F_GETFL) | O_NONBLOCK);
+	return 0;
 }
 
 void
@@ -184,6 +207,46 @@ tlsrelay_release(struct tlsrelay *r)
 	free(r->down.b);
 	free(r->up.b);
 	r->down.b = r->up.b = NULL;
+	BIO_free(r->netbio);	/* the SSL's end stays until SSL_free */
+	r->netbio = NULL;
+}
+
+/*
+ * Send what the SSL has encrypted (netbio) to netfd until it is all sent
+ * or the socket is full (then net_out).  0, or -1 with err set.
+ */
+static int
+net_flush(struct tlsrelay *r, bool *progress)
+{
+	char *p;
+	ssize_t n;
+	int avail;
+
+	while ((avail = BIO_nread0(r->netbio, &p)) > 0) {
+		n = send(r->netfd, p, (size_t)avail, MSG_NOSIGNAL);
+		if (n > 0) {
+			(void)BIO_nread(r->netbio, &p, (int)n);
+			*progress = true;
+			continue;
+		}
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			r->net_out = true;
+			return 0;
+		}
+		snprintf(r->err, sizeof(r->err), "TLS write: %s",
+		    n == 0 ? "nothing sent" : strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Bytes encrypted and not yet sent. */
+static size_t
+net_pending(const struct tlsrelay *r)
+{
+	return BIO_ctrl_pending(r->netbio);
 }
 
 static size_t
@@ -205,6 +268,10 @@ tlsrelay_pass(struct tlsrelay *r, bool *progress)
 	r->net_in = r->net_out = false;
 	/* TLS -> plain: SSL_read while there is room (it may hold records) */
 	while (!down->eof && rbuf_room(down) > 0) {
+		if (r->net_rd_wait && !SSL_has_pending(r->ssl)) {
+			r->net_in = true;	/* nothing new to read yet */
+			break;
+		}
 		ERR_clear_error();
 		rv = SSL_read(r->ssl, down->b + down->len,
 		    (int)(TLSCLIENT_RELAY_BUF - down->len));
@@ -215,9 +282,9 @@ tlsrelay_pass(struct tlsrelay *r, bool *progress)
 		}
 		e = SSL_get_error(r->ssl, rv);
 		if (e == SSL_ERROR_WANT_READ)
-			r->net_in = true;
+			r->net_in = r->net_rd_wait = true;
 		else if (e == SSL_ERROR_WANT_WRITE)
-			r->net_out = true;
+			;	/* netbio full: sent below, then again */
 		else if (e == SSL_ERROR_ZERO_RETURN ||
 		    (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
 			down->eof = true;
@@ -239,7 +306,7 @@ tlsrelay_pass(struct tlsrelay *r, bool *progress)
 		}
 	}
 	/* plain -> TLS */
-	if (!up->eof && rbuf_room(up) > 0) {
+	if (!up->eof && !r->plain_rd_wait && rbuf_room(up) > 0) {
 		n = read(r->plainfd, up->b + up->len,
 		    TLSCLIENT_RELAY_BUF - up->len);
 		if (n == 0) {
@@ -248,37 +315,71 @@ tlsrelay_pass(struct tlsrelay *r, bool *progress)
 		} else if (n > 0) {
 			up->len += (size_t)n;
 			*progress = true;
-		} else if (errno != EAGAIN && errno != EINTR)
+		} else if (errno == EAGAIN)
+			r->plain_rd_wait = true;
+		else if (errno != EINTR)
 			return TLSRELAY_PLAIN_FAILED;
 	}
-	while (up->len > 0) {
-		ERR_clear_error();
-		rv = SSL_write(r->ssl, up->b + up->off, (int)up->len);
-		if (rv > 0) {
-			up->off += (size_t)rv;
-			up->len -= (size_t)rv;
-			*progress = true;
-			continue;
+	/*
+	 * Encrypt into netbio until it is full (SSL_write: WANT_WRITE), send
+	 * it, again while sending made room.  SSL_read above may have queued
+	 * a record too (a KeyUpdate's answer): it goes out here as well.
+	 */
+	for (;;) {
+		bool sent = false;
+
+		while (up->len > 0) {
+			ERR_clear_error();
+			rv = SSL_write(r->ssl, up->b + up->off, (int)up->len);
+			if (rv > 0) {
+				up->off += (size_t)rv;
+				up->len -= (size_t)rv;
+				*progress = true;
+				continue;
+			}
+			e = SSL_get_error(r->ssl, rv);
+			if (e == SSL_ERROR_WANT_READ)
+				r->net_in = true;
+			else if (e != SSL_ERROR_WANT_WRITE) {
+				tlsid_ssl_error(r->ssl, rv, r->err,
+				    sizeof(r->err));
+				return TLSRELAY_TLS_FAILED;
+			}
+			break;
 		}
-		e = SSL_get_error(r->ssl, rv);
-		if (e == SSL_ERROR_WANT_WRITE)
-			r->net_out = true;
-		else if (e == SSL_ERROR_WANT_READ)
-			r->net_in = true;
-		else {
-			tlsid_ssl_error(r->ssl, rv, r->err, sizeof(r->err));
+		if (net_flush(r, &sent) == -1)
 			return TLSRELAY_TLS_FAILED;
-		}
-		break;
+		if (sent)
+			*progress = true;
+		if (!sent || up->len == 0 || r->net_out)
+			break;
 	}
 	if (down->eof && down->len == 0)
 		return TLSRELAY_TLS_CLOSED;
-	if (up->eof && up->len == 0) {
-		(void)SSL_shutdown(r->ssl);	/* close_notify, best effort */
+	/*
+	 * The plain side ended and all it sent is on the wire: close_notify,
+	 * sent like the data (the caller bounds the wait: tlsshim's linger).
+	 */
+	if (up->eof && up->len == 0 && !r->shut && net_pending(r) == 0) {
+		(void)SSL_shutdown(r->ssl);
 		ERR_clear_error();
-		return TLSRELAY_PLAIN_CLOSED;
+		r->shut = true;
+		*progress = true;
+		if (net_flush(r, progress) == -1)
+			return TLSRELAY_PLAIN_CLOSED;	/* the peer is gone */
 	}
+	if (r->shut && net_pending(r) == 0)
+		return TLSRELAY_PLAIN_CLOSED;
 	return TLSRELAY_GOING;
+}
+
+void
+tlsrelay_readable(struct tlsrelay *r, bool net, bool plain)
+{
+	if (net)
+		r->net_rd_wait = false;
+	if (plain)
+		r->plain_rd_wait = false;
 }
 
 bool
@@ -311,7 +412,10 @@ tlsclient_relay(SSL *ssl, int netfd, int plainfd, volatile sig_atomic_t *stop,
 	bool progress;
 
 	err[0] = '\0';
-	tlsrelay_init(&r, ssl, plainfd);
+	if (tlsrelay_init(&r, ssl, plainfd) == -1) {
+		snprintf(err, errlen, "TLS relay: out of memory");
+		return "out of memory";
+	}
 	while (stop == NULL || !*stop) {
 		progress = false;
 		if ((end = tlsrelay_pass(&r, &progress)) != TLSRELAY_GOING)
@@ -327,6 +431,8 @@ tlsclient_relay(SSL *ssl, int netfd, int plainfd, volatile sig_atomic_t *stop,
 			why = "poll failed";
 			break;
 		}
+		tlsrelay_readable(&r, p[0].revents & (POLLIN | POLLHUP | POLLERR),
+		    p[1].revents & (POLLIN | POLLHUP | POLLERR));
 		if (p[1].revents & POLLNVAL) {
 			end = TLSRELAY_PLAIN_FAILED;
 			break;

@@ -17,7 +17,25 @@
 #include <openssl/ssl.h>
 
 #define TLSCLIENT_RELAY_BUF	(256 * 1024)	/* per direction */
+/*
+ * TLS records are 16 KiB at most, and OpenSSL writes each with a write(2)
+ * of its own and, without read-ahead into a larger buffer, reads each
+ * with one (or two) read(2)s.  On a busy stream that is a system call per
+ * 16 KiB each way, which costs more than the cryptography where system
+ * calls are dear (a VM).  So the relay encrypts into TLSCLIENT_NET_BUF
+ * bytes of memory (a BIO pair) and sends them with one send(2), and reads
+ * ahead into a TLSCLIENT_NET_BUF buffer (SSL_set_default_read_buffer_len
+ * before the handshake: tlsclient_ssl_tune).  Measured (tests/bench/
+ * tls.sh, protocol.md 1.10.7 "Performance").
+ */
+#define TLSCLIENT_NET_BUF	(128 * 1024)
 
+/*
+ * The relay's settings for an SSL, before its handshake (both ends): read
+ * ahead into a TLSCLIENT_NET_BUF buffer, partial writes, a moving write
+ * buffer.
+ */
+void		 tlsclient_ssl_tune(SSL *);
 /*
  * TLS 1.3 handshake on fd (connected, made non-blocking here) with ctx,
  * within timeout_ms.  An SSL on success; NULL with the reason in err
@@ -47,10 +65,19 @@ struct tlsrelay_buf {
 
 struct tlsrelay {
 	SSL			*ssl;
+	int			 netfd;		/* the TLS connection's socket */
 	int			 plainfd;
+	BIO			*netbio;	/* encrypted, to send to netfd */
 	struct tlsrelay_buf	 down;		/* TLS -> plain */
 	struct tlsrelay_buf	 up;		/* plain -> TLS */
 	bool			 net_in, net_out;	/* TLS waits for these */
+	/*
+	 * The last read of that side found nothing: it is read again only
+	 * once the caller says it is readable (tlsrelay_readable), not on
+	 * every pass, which would be a failing read(2) each time.
+	 */
+	bool			 net_rd_wait, plain_rd_wait;
+	bool			 shut;		/* close_notify queued */
 	char			 err[256];	/* TLSRELAY_TLS_FAILED: why */
 };
 
@@ -62,8 +89,13 @@ enum tlsrelay_end {
 	TLSRELAY_PLAIN_FAILED,
 };
 
-/* plainfd is made non-blocking; the buffers are allocated. */
-void		 tlsrelay_init(struct tlsrelay *, SSL *, int plainfd);
+/*
+ * After the handshake: plainfd is made non-blocking, the buffers are
+ * allocated, and the SSL now writes into the relay's BIO pair (its
+ * records go out through tlsrelay_pass).  0, or -1 (out of memory: the
+ * SSL is as it was).
+ */
+int		 tlsrelay_init(struct tlsrelay *, SSL *, int plainfd);
 void		 tlsrelay_release(struct tlsrelay *);	/* the buffers */
 /*
  * Every step that can progress without blocking, once: sets *progress
@@ -71,6 +103,8 @@ void		 tlsrelay_release(struct tlsrelay *);	/* the buffers */
  * side waits for.  TLSRELAY_GOING, or how it ended.
  */
 enum tlsrelay_end tlsrelay_pass(struct tlsrelay *, bool *progress);
+/* The caller's loop saw netfd's or plainfd's readiness for reading. */
+void		 tlsrelay_readable(struct tlsrelay *, bool net, bool plain);
 bool		 tlsrelay_plain_wants_read(const struct tlsrelay *);
 bool		 tlsrelay_plain_wants_write(const struct tlsrelay *);
 

@@ -149,8 +149,8 @@ sh_pump(evutil_socket_t fd, short what, void *arg)
 	bool progress = true;
 	int i;
 
-	(void)fd;
-	(void)what;
+	if (what & EV_READ)	/* its socket is readable again */
+		tlsrelay_readable(r, fd == sh->fd, fd == sh->pfd);
 	for (i = 0; i < SH_PASSES && progress; i++) {
 		progress = false;
 		if ((end = tlsrelay_pass(r, &progress)) != TLSRELAY_GOING)
@@ -178,10 +178,13 @@ sh_pump(evutil_socket_t fd, short what, void *arg)
 	sh_arm(sh, sh->pio, sh->pfd, &sh->pioflags,
 	    (tlsrelay_plain_wants_read(r) ? EV_READ : 0) |
 	    (tlsrelay_plain_wants_write(r) ? EV_WRITE : 0), sh_pump);
-	/* more to do now: passes left over, or records decrypted and held */
+	/*
+	 * More to do now: passes left over, or records decrypted and held.
+	 * EV_TIMEOUT, not EV_READ: it says nothing of the socket.
+	 */
 	if (progress || (SSL_has_pending(sh->ssl) && !r->down.eof &&
 	    r->down.len < TLSCLIENT_RELAY_BUF))
-		event_active(sh->io, EV_READ, 0);
+		event_active(sh->io, EV_TIMEOUT, 0);
 }
 
 /* The handshake is done: the socketpair, the pump, and the caller's end. */
@@ -214,16 +217,14 @@ sh_established(struct tlsshim *sh)
 		sh_fail(sh, "out of descriptors", 0);
 		return;
 	}
-	if ((sh->pio = event_new(sh->base, -1, 0, sh_pump, sh)) == NULL) {
+	if ((sh->pio = event_new(sh->base, -1, 0, sh_pump, sh)) == NULL ||
+	    tlsrelay_init(&sh->relay, sh->ssl, sv[0]) == -1) {
 		close(sv[0]);
 		close(sv[1]);
 		sh_fail(sh, "out of memory", 0);
 		return;
 	}
 	sh->pfd = sv[0];
-	SSL_set_mode(sh->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
-	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-	tlsrelay_init(&sh->relay, sh->ssl, sh->pfd);
 	sh->state = SH_PUMP;
 	LIST_INSERT_HEAD(&pumps, sh, entry);
 	npumps++;
@@ -282,8 +283,7 @@ sh_io(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		SSL_set_accept_state(sh->ssl);
-		/* whole socket buffers per read, not a header and a body */
-		SSL_set_read_ahead(sh->ssl, 1);
+		tlsclient_ssl_tune(sh->ssl);	/* read-ahead buffer, modes */
 		sh->state = SH_HANDSHAKE;
 	}
 	ERR_clear_error();
@@ -340,7 +340,7 @@ tlsshim_start(struct event_base *base, SSL_CTX *ctx, evutil_socket_t fd,
 			return NULL;
 		}
 		SSL_set_connect_state(sh->ssl);
-		SSL_set_read_ahead(sh->ssl, 1);
+		tlsclient_ssl_tune(sh->ssl);	/* read-ahead buffer, modes */
 		sh->state = SH_HANDSHAKE;
 		event_assign(sh->io, base, fd, EV_WRITE | EV_PERSIST, sh_io,
 		    sh);

@@ -3,13 +3,15 @@
 # The script sets, before sourcing: NAME (for messages), and after:
 # W (its work directory), ADDR and BUSID (associative arrays by path
 # name), TC (usbip-tc), and optionally TC_PREFIX (an array: a command the
-# client runs under, e.g. ip netns exec NS).  It gets: a PIDS array of
-# background processes, killed and waited for at exit with W removed
-# (add its own steps with the CLEANUP_MORE function); die, wait_file,
-# field, median, run_tc and measure_rounds.
+# client runs under, e.g. ip netns exec NS) and TC_TLS (an associative
+# array: path name -> a --tls-dir for usbip-tc on that path).  It gets: a
+# PIDS array of background processes, killed and waited for at exit with
+# W removed (add its own steps with the CLEANUP_MORE function); die,
+# wait_file, free_port, field, median, run_tc and measure_rounds.
 
 PIDS=()
 TC_PREFIX=()
+declare -A TC_TLS=()
 CLEANUP_MORE() { :; }
 bench_cleanup() {
 	local p
@@ -39,6 +41,18 @@ wait_file() {		# wait_file FILE: up to 10 s for a non-empty FILE
 	return 1
 }
 
+free_port() {		# a TCP port nothing listens on (a guess, checked)
+	local p i
+	for ((i = 0; i < 100; i++)); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
 field() {		# field KEY TEXT: KEY= of the last RESULT line
 	printf '%s\n' "$2" | grep '^RESULT ' | tail -n 1 | tr ' ' '\n' |
 	    sed -n "s/^$1=//p" | head -n 1
@@ -54,10 +68,12 @@ median() {		# median of the numbers given
 # gateway needs a moment to reclaim the device after the last client).
 run_tc() {
 	local path=$1 out try
+	local tls=()
 	shift
+	[ -n "${TC_TLS[$path]:-}" ] && tls=(--tls-dir "${TC_TLS[$path]}")
 	for try in 1 2 3 4 5; do
 		if out=$("${TC_PREFIX[@]}" "$TC" "$1" "${ADDR[$path]}" \
-		    "${BUSID[$path]}" "${@:2}" 2>&1); then
+		    "${BUSID[$path]}" "${@:2}" "${tls[@]}" 2>&1); then
 			printf '%s\n' "$out"
 			return 0
 		fi

@@ -51,18 +51,6 @@ NAME=relay
 . "$(dirname "$0")/lib.sh"
 W=$(mktemp -d "${TMPDIR:-/tmp}/usbgw-bench-relay.XXXXXX") || exit 1
 
-free_port() {
-	local p i
-	for ((i = 0; i < 100; i++)); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-
 cat >"$W/sim.conf" <<'EOF'
 device 1-5 { type sourcesink; }
 EOF

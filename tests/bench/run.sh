@@ -27,6 +27,15 @@ for rate in ${BENCH_LINK_RATES:-1gbit 10gbit}; do
 	BENCH_LINK_RATE=$rate USBGW_BUILD=$B bash "$(dirname "$0")/relay-link.sh" || rc=1
 done
 
+# --- TLS for vhci hosts (owner: issue 15) ------------------------------
+# The same bulk and latency workloads over plain USB/IP, stunnel in front
+# of the plain listener (stunnel4, TLS 1.3, the gateway's certificates)
+# and the gateway's own tls-listen (usbip-tc --tls-dir); target: native
+# >= 1.3x stunnel's throughput, median latency no worse.  BENCH_SECONDS,
+# BENCH_REPEAT, BENCH_ITERATIONS.
+section "tls: plain, stunnel and native TLS (throughput and latency)"
+USBGW_BUILD=$B bash "$(dirname "$0")/tls.sh" || rc=1
+
 # --- policy decisions (owner: policy) ---------------------------------
 # 10,000 rules x 10,000 devices; target: median decision <= 20 us.
 section "policy: decision time"

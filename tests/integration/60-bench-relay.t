@@ -1,14 +1,15 @@
 #!/bin/bash
 # The relay benchmarks (make bench) work: relay-bare, the floor they
 # compare the gateway with, is a faithful relay; relay.sh measures all
-# four paths and prints every ratio; relay-link.sh (as root) shapes its
-# links to the rate asked and leaves no namespace behind.  No figure is
+# four paths and prints every ratio; tls.sh measures plain, stunnel and
+# native TLS and prints its one RESULT line; relay-link.sh (as root)
+# shapes its links to the rate asked and leaves no namespace behind.  No figure is
 # compared with a speed target here: that is the benchmark's job.
 . "$(dirname "$0")/../lib/common.sh"
 
 BARE=$USBGW_BUILD/relay-bare
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$BARE" socat
-plan 16
+plan 21
 
 num() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v v="$1" 'BEGIN { exit !(v > 0) }'; }
 
@@ -40,6 +41,22 @@ for k in gw_direct_ratio gw_socat_ratio gw_bare_ratio bare_direct_ratio; do
 done
 like "$OUT" $'\ngateway +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+\n' \
     "the gateway's row has its CPU per GB"
+
+# ---- tls.sh ---------------------------------------------------------------
+if ! command -v stunnel4 >/dev/null 2>&1 && ! command -v stunnel >/dev/null 2>&1; then
+	skip 5 "tls.sh needs stunnel (tests/deps.sh installs stunnel4)"
+else
+	run -t 180 env BENCH_SECONDS=1 BENCH_REPEAT=1 BENCH_ITERATIONS=100 \
+	    bash "$TOP/tests/bench/tls.sh"
+	is "$RC" 0 "tls.sh measured every figure" || _diag_output
+	is "$(printf '%s\n' "$OUT" | grep -c '^RESULT ')" 1 "tls.sh prints one RESULT line"
+	for k in tls_mb_s stunnel_mb_s tls_stunnel_ratio; do
+		if num "$(field $k "$OUT")"; then pass "tls.sh: $k is a positive number"; else
+			fail "tls.sh: $k is a positive number"
+			diag "got '$(field $k "$OUT")'"
+		fi
+	done
+fi
 
 # ---- relay-link.sh ----------------------------------------------------------
 if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
