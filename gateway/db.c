@@ -30,6 +30,9 @@ enum stmt_id {
 	S_EXP_STATUS,
 	S_EXP_LIST,
 	S_EXP_KIND,
+	S_EXP_SOURCE,
+	S_EXP_SEEN,
+	S_EXP_ERROR,
 	S_DEV_FIND,
 	S_DEV_TOUCH,
 	S_DEV_INSERT,
@@ -87,10 +90,18 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "UPDATE exporters SET status = ?2, last_seen = "
 	    "CASE WHEN ?2 = 'up' THEN ?3 ELSE last_seen END WHERE id = ?1",
 	[S_EXP_LIST] =
-	    "SELECT id, name, host, port, status, kind, tls FROM exporters "
+	    "SELECT id, name, host, port, status, kind, tls, source, "
+	    "last_seen, last_error, last_error_at FROM exporters "
 	    "WHERE removed_at IS NULL ORDER BY name",
 	[S_EXP_KIND] =
 	    "UPDATE exporters SET kind = ?2, tls = ?3 WHERE id = ?1",
+	[S_EXP_SOURCE] =
+	    "UPDATE exporters SET source = ?2 WHERE id = ?1",
+	[S_EXP_SEEN] =
+	    "UPDATE exporters SET last_seen = ?2 WHERE id = ?1",
+	[S_EXP_ERROR] =
+	    "UPDATE exporters SET last_error = ?2, last_error_at = ?3 "
+	    "WHERE id = ?1",
 	[S_DEV_FIND] =
 	    "SELECT id FROM devices WHERE exporter_id = ?1 AND "
 	    "exporter_busid = ?2 AND hash = ?3 AND serial = ?4 AND "
@@ -587,6 +598,42 @@ exec_section(struct db *db, const char *start, const char *end)
 	return 0;
 }
 
+/* Every view of the database dropped (one transaction). */
+static int
+drop_views(struct db *db)
+{
+	sqlite3_stmt *st;
+	char sql[200];
+	int rc = 0;
+
+	if (exec(db, "BEGIN IMMEDIATE") == -1)
+		return -1;
+	for (;;) {
+		if (sqlite3_prepare_v2(db->h, "SELECT name FROM sqlite_master "
+		    "WHERE type = 'view' LIMIT 1", -1, &st, NULL) != SQLITE_OK) {
+			rc = db_fail(db, "listing views");
+			break;
+		}
+		if (sqlite3_step(st) != SQLITE_ROW) {
+			sqlite3_finalize(st);
+			break;
+		}
+		snprintf(sql, sizeof(sql), "DROP VIEW \"%.150s\"",
+		    (const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+		if (strchr(sql + 11, '"') != sql + strlen(sql) - 1 ||
+		    exec(db, sql) == -1) {
+			rc = -1;
+			break;
+		}
+	}
+	if (rc == -1) {
+		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+		return -1;
+	}
+	return exec(db, "COMMIT");
+}
+
 static int
 migrate(struct db *db, int target, char *err, size_t errlen)
 {
@@ -600,6 +647,15 @@ migrate(struct db *db, int target, char *err, size_t errlen)
 	if (cur > db_schema_version()) {
 		snprintf(err, errlen, "database schema version %d is newer than "
 		    "this program's (%d)", cur, db_schema_version());
+		return -1;
+	}
+	/*
+	 * The views go first: they are made again after any migration, and
+	 * one that names a table a migration rebuilds (DROP, then RENAME
+	 * of the new one) makes SQLite refuse the RENAME ("error in view").
+	 */
+	if (cur < target && drop_views(db) == -1) {
+		snprintf(err, errlen, "dropping the views: %s", db->err);
 		return -1;
 	}
 	for (n = cur + 1; n <= target; n++) {
@@ -795,6 +851,43 @@ db_exporter_set_kind(struct db *db, int64_t id, const char *kind,
 }
 
 int
+db_exporter_set_source(struct db *db, int64_t id, const char *source)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_SOURCE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, source);
+	return step_done(db, st, "exporter source") == -1 ? -1 : 0;
+}
+
+int
+db_exporter_seen(struct db *db, int64_t id, int64_t when)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_SEEN)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, when);
+	return step_done(db, st, "exporter last seen") == -1 ? -1 : 0;
+}
+
+int
+db_exporter_error(struct db *db, int64_t id, const char *error, int64_t when)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_ERROR)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, error);
+	sqlite3_bind_int64(st, 3, when);
+	return step_done(db, st, "exporter last error") == -1 ? -1 : 0;
+}
+
+int
 db_exporter_remove(struct db *db, const char *name, int64_t now)
 {
 	sqlite3_stmt *st;
@@ -838,6 +931,10 @@ db_exporter_foreach(struct db *db, int (*cb)(void *, const struct db_exporter *)
 		col_text(st, 4, e.status, sizeof(e.status));
 		col_text(st, 5, e.kind, sizeof(e.kind));
 		col_text(st, 6, e.tls, sizeof(e.tls));
+		col_text(st, 7, e.source, sizeof(e.source));
+		e.last_seen = sqlite3_column_int64(st, 8);
+		col_text(st, 9, e.last_error, sizeof(e.last_error));
+		e.last_error_at = sqlite3_column_int64(st, 10);
 		if (cb(arg, &e) != 0) {
 			sqlite3_reset(st);
 			return 0;
