@@ -368,6 +368,60 @@ details_from_text(json_t *a, char *text)
 		json_array_append_new(a, json_string(line));
 }
 
+#define IMPORT_DETAILS_MAX	200	/* lines of details; then "N more" */
+
+static size_t detail_skip;	/* details_sort's FILE length (one thread) */
+
+static unsigned long
+detail_line(const json_t *v)
+{
+	const char *s = json_string_value(v);
+
+	return s != NULL && strlen(s) > detail_skip ?
+	    strtoul(s + detail_skip + 1, NULL, 10) : 0;
+}
+
+static int
+detail_cmp(const void *a, const void *b)
+{
+	unsigned long x = detail_line(*(json_t *const *)a),
+	    y = detail_line(*(json_t *const *)b);
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * "FILE:LINE: ..." strings in line order (stable enough: one message a
+ * line but for a rare second), at most IMPORT_DETAILS_MAX of them.
+ */
+static void
+details_sort(json_t *a, size_t skip)
+{
+	size_t i, n = json_array_size(a);
+	json_t **v;
+	char more[64];
+
+	if (n < 2)
+		return;
+	v = xcalloc(n, sizeof(*v));
+	for (i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(a, i));
+	detail_skip = skip;
+	qsort(v, n, sizeof(*v), detail_cmp);
+	json_array_clear(a);
+	for (i = 0; i < n; i++) {
+		if (i < IMPORT_DETAILS_MAX)
+			json_array_append(a, v[i]);
+		json_decref(v[i]);
+	}
+	if (n > IMPORT_DETAILS_MAX) {
+		snprintf(more, sizeof(more), "... and %zu more lines refused",
+		    n - IMPORT_DETAILS_MAX);
+		json_array_append_new(a, json_string(more));
+	}
+	free(v);
+}
+
 /*
  * Every entry against the exporters there are: a name the files own, a
  * name the database has (unless --replace), an address another exporter
@@ -455,15 +509,16 @@ h_exporter_import(json_t *args, const struct actor *who, json_t **res,
 		file = "import";
 	cfg = config_new();
 	details = json_array();
+	/* the lines that parse are checked against the exporters too */
 	if (config_parse_exporter_list(cfg, file, text, strlen(text), &errs) !=
 	    0)
 		details_from_text(details, errs);
-	else {
-		ops = xcalloc(cfg->nexporters + 1, sizeof(*ops));
-		import_check(cfg, file, replace, ops, details);
-	}
+	ops = xcalloc(cfg->nexporters + 1, sizeof(*ops));
+	import_check(cfg, file, replace, ops, details);
+	n = json_array_size(details);
+	details_sort(details, strlen(file));
 	free(errs);
-	if ((n = json_array_size(details)) > 0) {
+	if (n > 0) {
 		free(ops);
 		config_free(cfg);
 		*res = details;
