@@ -91,12 +91,12 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "CASE WHEN ?2 = 'up' THEN ?3 ELSE last_seen END WHERE id = ?1",
 	[S_EXP_LIST] =
 	    "SELECT id, name, host, port, status, kind, tls, source, "
-	    "last_seen, last_error, last_error_at FROM exporters "
+	    "last_seen, last_error, last_error_at, origin FROM exporters "
 	    "WHERE removed_at IS NULL ORDER BY name",
 	[S_EXP_KIND] =
 	    "UPDATE exporters SET kind = ?2, tls = ?3 WHERE id = ?1",
 	[S_EXP_SOURCE] =
-	    "UPDATE exporters SET source = ?2 WHERE id = ?1",
+	    "UPDATE exporters SET source = ?2, origin = ?3 WHERE id = ?1",
 	[S_EXP_SEEN] =
 	    "UPDATE exporters SET last_seen = ?2 WHERE id = ?1",
 	[S_EXP_ERROR] =
@@ -851,7 +851,8 @@ db_exporter_set_kind(struct db *db, int64_t id, const char *kind,
 }
 
 int
-db_exporter_set_source(struct db *db, int64_t id, const char *source)
+db_exporter_set_source(struct db *db, int64_t id, const char *source,
+    const char *origin)
 {
 	sqlite3_stmt *st;
 
@@ -859,6 +860,7 @@ db_exporter_set_source(struct db *db, int64_t id, const char *source)
 		return -1;
 	sqlite3_bind_int64(st, 1, id);
 	bind_text(st, 2, source);
+	bind_text(st, 3, origin);
 	return step_done(db, st, "exporter source") == -1 ? -1 : 0;
 }
 
@@ -935,6 +937,7 @@ db_exporter_foreach(struct db *db, int (*cb)(void *, const struct db_exporter *)
 		e.last_seen = sqlite3_column_int64(st, 8);
 		col_text(st, 9, e.last_error, sizeof(e.last_error));
 		e.last_error_at = sqlite3_column_int64(st, 10);
+		col_text(st, 11, e.origin, sizeof(e.origin));
 		if (cb(arg, &e) != 0) {
 			sqlite3_reset(st);
 			return 0;

@@ -82,6 +82,7 @@ struct db_exporter {
 	char		kind[16];	/* usbip, agent, agent-dialout */
 	char		tls[16];	/* off, optional, required */
 	char		source[8];	/* cli, file */
+	char		origin[96];	/* file: "FILE:LINE" */
 	int64_t		last_seen;	/* its last good list, 0: never */
 	char		last_error[256];	/* "": none */
 	int64_t		last_error_at;
@@ -93,8 +94,10 @@ int64_t		 db_exporter_upsert(struct db *, const char *name,
 /* Its kind and TLS setting (exporter.h's names).  0 or -1. */
 int		 db_exporter_set_kind(struct db *, int64_t id, const char *kind,
 		    const char *tls);
-/* Who owns it: "cli" (the database) or "file" (a config file).  0 or -1. */
-int		 db_exporter_set_source(struct db *, int64_t id, const char *);
+/* Who owns it: "cli" (the database) or "file" (a config file, origin
+ * "FILE:LINE", else NULL).  0 or -1. */
+int		 db_exporter_set_source(struct db *, int64_t id, const char *,
+		    const char *origin);
 /* Its last good device list; its last failure and when.  0 or -1. */
 int		 db_exporter_seen(struct db *, int64_t id, int64_t when);
 int		 db_exporter_error(struct db *, int64_t id, const char *error,

@@ -166,6 +166,7 @@ restore_cb(void *arg, const struct db_exporter *e)
 	exp->id = e->id;
 	exp->source = strcmp(e->source, "file") == 0 ? EXP_SRC_FILE :
 	    EXP_SRC_CLI;
+	usbgw_strlcpy(exp->origin, e->origin, sizeof(exp->origin));
 	exp->last_seen = exp->seen_saved = e->last_seen;
 	usbgw_strlcpy(exp->last_error, e->last_error, sizeof(exp->last_error));
 	exp->last_error_at = e->last_error_at;

@@ -553,7 +553,7 @@ h_exporter_import(json_t *args, const struct actor *who, json_t **res,
 		    atoi(ce->addr.port), (int64_t)time(NULL))) <= 0 ||
 		    db_exporter_set_kind(db, ids[i], exp_kind_name(ce->kind),
 		    exp_tls_name(ce->tls)) == -1 ||
-		    db_exporter_set_source(db, ids[i], "cli") == -1)
+		    db_exporter_set_source(db, ids[i], "cli", NULL) == -1)
 			fail = 1;
 	}
 	if (db != NULL && (fail || db_commit(db) == -1)) {

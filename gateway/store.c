@@ -848,7 +848,8 @@ store_exporter_put(struct exporter *exp)
 		db_exporter_set_kind(db, id, exp_kind_name(exp->kind),
 		    exp_tls_name(exp->tls));
 		db_exporter_set_source(db, id, exp->source == EXP_SRC_FILE ?
-		    "file" : "cli");
+		    "file" : "cli", exp->source == EXP_SRC_FILE ? exp->origin :
+		    NULL);
 	}
 }
 
