@@ -423,6 +423,23 @@ ALTER TABLE attachments ADD COLUMN up_cert TEXT;
 
 PRAGMA user_version = 9;
 
+-- @migration 10
+
+-- Exporters in bulk (issue 18 item 4, protocol.md 1.11): source 'file'
+-- for an exporter the config file or an exporters.d file declares (the
+-- files own it: a reload removes it when its line goes), 'cli' for one
+-- usbgw exporter add or import made (the database owns it); origin
+-- where a file declares it ("site-a.conf:3").  last_seen
+-- (already there) is the last good device list; last_error the last
+-- failure's reason and when (last_error_at), NULL until one.
+ALTER TABLE exporters ADD COLUMN source TEXT NOT NULL DEFAULT 'cli'
+    CHECK (source IN ('cli', 'file'));
+ALTER TABLE exporters ADD COLUMN origin TEXT;	-- a file's: "FILE:LINE"
+ALTER TABLE exporters ADD COLUMN last_error TEXT;
+ALTER TABLE exporters ADD COLUMN last_error_at INTEGER;
+
+PRAGMA user_version = 10;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

@@ -33,6 +33,7 @@ struct client {
 	int		 greeting;	/* the first call: is it usbgwd? */
 	int		 badproto;	/* ... and it did not speak the protocol */
 	json_t		*early_error;	/* id-less error (refused at connect) */
+	json_t		*details;	/* the last error reply's details */
 };
 
 static int call(struct client *, const char *, json_t *, json_t **,
@@ -217,7 +218,14 @@ client_close(struct client *cl)
 	free(cl->buf);
 	json_decref(cl->events);
 	json_decref(cl->early_error);
+	json_decref(cl->details);
 	free(cl);
+}
+
+json_t *
+client_error_details(struct client *cl)
+{
+	return cl != NULL ? cl->details : NULL;
 }
 
 int
@@ -604,6 +612,8 @@ call(struct client *cl, const char *cmd, json_t *args, json_t **result,
 	}
 	snprintf(emsg, emsglen, "%s", rep.message[0] != '\0' ? rep.message :
 	    rep.code_name);
+	json_decref(cl->details);
+	cl->details = rep.details != NULL ? json_incref(rep.details) : NULL;
 	if (!quiet) {
 		fprintf(stderr, "usbgw: ");
 		print_safe(stderr, emsg);

@@ -1,4 +1,5 @@
-/* usbgw exporter list|add|remove: the hosts the gateway polls. */
+/* usbgw exporter list|add|remove|import: the hosts the gateway polls. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +7,7 @@
 
 #include "config.h"
 #include "usbgw.h"
+#include "util.h"
 
 static int
 exporter_list_exec(struct cmd_ctx *ctx)
@@ -45,12 +47,17 @@ exporter_list_exec(struct cmd_ctx *ctx)
 			    jfmt(e, "port"), agent || tls ? " (" : "",
 			    agent ? "agent" : "", agent && tls ? ", " : "",
 			    tls ? "tls required)" : agent ? ")" : "");
-		fmt_time(seen, sizeof(seen),
-		    json_integer_value(json_object_get(e, "last_seen")));
+		/* Unix seconds or null: "never" (local time, zone said) */
+		if (json_integer_value(json_object_get(e, "last_seen")) > 0)
+			fmt_time(seen, sizeof(seen), json_integer_value(
+			    json_object_get(e, "last_seen")));
+		else
+			snprintf(seen, sizeof(seen), "never");
 		table_add(t, jstr(e, "name"), addr, *jstr(e, "status") != '\0' ?
 		    jstr(e, "status") : jstr(e, "state"), jfmt(e, "devices"),
 		    seen, *jstr(e, "last_error") != '\0' ?
-		    jstr(e, "last_error") : jstr(e, "reason"));
+		    jstr(e, "last_error") : *jstr(e, "reason") != '\0' ?
+		    jstr(e, "reason") : "-");
 	}
 	table_print(t, stdout);
 	table_free(t);
@@ -104,6 +111,100 @@ exporter_remove_exec(struct cmd_ctx *ctx)
 	return st;
 }
 
+/*
+ * The file's text, at most CONFIG_MAX_FILE bytes ("-": stdin).  NULL
+ * with a message printed.
+ */
+static char *
+import_read(const char *path, const char *shown)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	char *buf, *nul;
+	size_t len;
+
+	if (f == NULL) {
+		fprintf(stderr, "usbgw exporter import: %s: %s\n", shown,
+		    strerror(errno));
+		return NULL;
+	}
+	buf = xmalloc(CONFIG_MAX_FILE + 2);
+	len = fread(buf, 1, CONFIG_MAX_FILE + 1, f);
+	if (ferror(f)) {
+		fprintf(stderr, "usbgw exporter import: %s: read error\n", shown);
+		goto bad;
+	}
+	if (len > CONFIG_MAX_FILE) {
+		fprintf(stderr, "usbgw exporter import: %s: larger than %d "
+		    "bytes\n", shown, CONFIG_MAX_FILE);
+		goto bad;
+	}
+	buf[len] = '\0';
+	if ((nul = memchr(buf, '\0', len)) != NULL) {
+		size_t line = 1;
+
+		for (char *p = buf; p < nul; p++)
+			line += *p == '\n';
+		fprintf(stderr, "%s:%zu: expected text, got a NUL byte\n",
+		    shown, line);
+		goto bad;
+	}
+	if (f != stdin)
+		fclose(f);
+	return buf;
+bad:
+	if (f != stdin)
+		fclose(f);
+	free(buf);
+	return NULL;
+}
+
+/*
+ * Exporters from a file, one "NAME HOST[:PORT] [agent] [tls=...]" a
+ * line: the daemon checks every line and takes all of them or none
+ * (protocol.md 1.11.1); every refused line is printed with its number.
+ */
+static int
+exporter_import_exec(struct cmd_ctx *ctx)
+{
+	const char *path = ctx->argc > 0 ? ctx->argv[0] : "-";
+	const char *shown = strcmp(path, "-") == 0 ? "stdin" : path;
+	json_t *res = NULL, *text, *details, *v;
+	char *buf;
+	size_t i;
+	int st;
+
+	if ((buf = import_read(path, shown)) == NULL)
+		return EXIT_USAGE;
+	text = json_string(buf);
+	free(buf);
+	if (text == NULL) {
+		fprintf(stderr, "usbgw exporter import: %s: expected UTF-8 "
+		    "text\n", shown);
+		return EXIT_USAGE;
+	}
+	st = cmd_call(ctx, "exporter.import", json_pack("{s:o, s:s, s:b}",
+	    "text", text, "file", shown, "replace", arg_has(ctx, "replace")),
+	    &res);
+	if (st != EXIT_OK) {
+		details = client_error_details(ctx->cl);
+		json_array_foreach(details, i, v) {
+			print_safe(stderr, json_string_value(v) != NULL ?
+			    json_string_value(v) : "?");
+			fputc('\n', stderr);
+		}
+	} else if (!ctx->json) {
+		printf("imported %s exporters (%s removed)\n",
+		    jfmt(res, "imported"), jfmt(res, "removed"));
+		if (arg_has(ctx, "replace") &&
+		    json_integer_value(json_object_get(res, "file_exporters")) > 0)
+			printf("left %s exporters of the configuration files "
+			    "as they are: they are the files' (change them "
+			    "there and reload)\n", jfmt(res, "file_exporters"));
+	}
+	json_decref(res);
+	return st;
+}
+
 const struct cmd_entry cmd_exporter_list_entry = {
 	"exporter list", "[--json]", "list exporters and whether they answer",
 	PRIV_READ, 0, 0, NULL, exporter_list_exec
@@ -127,4 +228,17 @@ const struct cmd_entry cmd_exporter_remove_entry = {
 	"exporter remove", "NAME",
 	"remove an exporter; its devices go away",
 	PRIV_ADMIN, 1, 1, NULL, exporter_remove_exec
+};
+static const struct cmd_opt import_opts[] = {
+	{ "replace", 0, NULL, "the file is the whole set of exporters added "
+	    "with usbgw: the others are removed (their devices go); those "
+	    "of the config file and exporters.d are left as they are" },
+	{ NULL, 0, NULL, NULL }
+};
+
+const struct cmd_entry cmd_exporter_import_entry = {
+	"exporter import", "[FILE | -] [--replace]",
+	"add exporters from a file, one \"NAME HOST[:PORT] [agent] "
+	"[tls=required|off]\" a line: all of them, or none if a line is bad",
+	PRIV_ADMIN, 0, 1, import_opts, exporter_import_exec
 };

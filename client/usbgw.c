@@ -37,6 +37,7 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_exporter_list_entry,
 	&cmd_exporter_add_entry,
 	&cmd_exporter_remove_entry,
+	&cmd_exporter_import_entry,
 	&cmd_audit_entry,
 	&cmd_audit_verify_entry,
 	&cmd_audit_anchor_entry,

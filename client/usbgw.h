@@ -100,6 +100,8 @@ int		 client_call_quiet(struct client *, const char *cmd, json_t *args,
  */
 int		 client_next_event(struct client *, int timeout_ms, json_t **ev);
 int		 client_fd(struct client *);
+/* The last error reply's details (an array of strings), borrowed; NULL. */
+json_t		*client_error_details(struct client *);
 int		 client_pending_events(struct client *);
 /* Connect ctx->cl if not yet; returns EXIT_OK or a failure status. */
 int		 cmd_connect(struct cmd_ctx *);
@@ -147,7 +149,7 @@ extern const struct cmd_entry cmd_list_entry, cmd_show_entry,
     cmd_policy_list_entry, cmd_policy_add_entry, cmd_policy_insert_entry,
     cmd_policy_remove_entry, cmd_policy_move_entry, cmd_policy_test_entry,
     cmd_policy_apply_entry, cmd_policy_import_entry,
-    cmd_exporter_list_entry, cmd_exporter_add_entry,
+    cmd_exporter_list_entry, cmd_exporter_add_entry, cmd_exporter_import_entry,
     cmd_exporter_remove_entry, cmd_audit_entry, cmd_audit_verify_entry,
     cmd_audit_anchor_entry, cmd_audit_pubkey_entry,
     cmd_audit_prune_entry, cmd_watch_entry, cmd_status_entry,

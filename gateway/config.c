@@ -17,6 +17,7 @@
 
 #include <arpa/inet.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -109,6 +110,7 @@ static const struct key keys[] = {
 	{ "max-pairings",	K_UINT,		F(max_pairings), 1, 64 },
 	{ "max-pairings-per-minute", K_UINT,	F(max_pairings_per_minute), 1,
 	    1000 },
+	{ "exporters-dir",	K_PATH,		F(exporters_dir), 0, 0 },
 	{ "poll-interval",	K_DURATION,	F(poll_interval_ms), 100, 3600 * MS_S },
 	{ "probe-timeout",	K_DURATION,	F(probe_timeout_ms), 100, 300 * MS_S },
 	{ "attach-pending-wait", K_DURATION,	F(attach_pending_wait_ms),
@@ -158,6 +160,15 @@ struct parse {
 	int		 nerrs;
 	int		 key_line[nitems(keys)];
 	int		 listen_from_file;
+	int		 mode;		/* enum parse_mode */
+	unsigned short	 file;		/* exporter_files[] of this text */
+};
+
+/* What a text may hold: a config file, an exporters.d file, an import. */
+enum parse_mode {
+	PM_CONFIG = 0,
+	PM_EXPORTERS_D,		/* exporter and agent lines only */
+	PM_IMPORT,		/* NAME HOST[:PORT] [agent] [tls=...] */
 };
 
 static void perr(struct parse *, int, const char *, ...)
@@ -894,15 +905,104 @@ unquote(char *v)
 	return strchr(v, '"') != NULL ? -1 : 0;
 }
 
+void
+config_host_canon(char *host, size_t len)
+{
+	char addr[INET6_ADDRSTRLEN + 1], out[INET6_ADDRSTRLEN];
+	unsigned char bin[16];
+	const char *zone = strchr(host, '%');
+	size_t alen = zone != NULL ? (size_t)(zone - host) : strlen(host), i;
+
+	if (alen < sizeof(addr)) {
+		memcpy(addr, host, alen);
+		addr[alen] = '\0';
+		if ((strchr(addr, ':') != NULL &&
+		    inet_pton(AF_INET6, addr, bin) == 1 &&
+		    inet_ntop(AF_INET6, bin, out, sizeof(out)) != NULL) ||
+		    (zone == NULL && inet_pton(AF_INET, addr, bin) == 1 &&
+		    inet_ntop(AF_INET, bin, out, sizeof(out)) != NULL)) {
+			char z[CONFIG_HOST_MAX];
+
+			usbgw_strlcpy(z, zone != NULL ? zone : "", sizeof(z));
+			if (strlen(out) + strlen(z) < len)
+				snprintf(host, len, "%s%s", out, z);
+			return;
+		}
+	}
+	for (i = 0; i < alen; i++)
+		if (host[i] >= 'A' && host[i] <= 'Z')
+			host[i] = (char)(host[i] - 'A' + 'a');
+}
+
+const char *
+config_exporter_where(const struct config *c, const struct config_exporter *e,
+    char *buf, size_t len)
+{
+	snprintf(buf, len, "%s:%d", e->file < c->nexporter_files ?
+	    c->exporter_files[e->file] : "?", e->line);
+	return buf;
+}
+
+/* Where another declaration is, as this file's errors say it. */
+static const char *
+where_other(const struct config *c, const struct parse *p,
+    const struct config_exporter *e, char *buf, size_t len)
+{
+	if (e->file == p->file)
+		snprintf(buf, len, "line %d", e->line);
+	else
+		config_exporter_where(c, e, buf, len);
+	return buf;
+}
+
+/* A name or address declared before (any file of this configuration)? */
+static int
+exporter_dup(struct config *c, struct parse *p, int line, const char *what,
+    const char *name, const struct config_addr *a)
+{
+	const struct config_exporter *o;
+	char w[CONFIG_FILE_NAME_MAX + 16], shown[CONFIG_HOST_MAX + 16];
+	size_t i;
+
+	for (i = 0; i < c->nexporters; i++) {
+		o = &c->exporters[i];
+		if (strcmp(o->name, name) == 0) {
+			perr(p, line, "%s %s: already declared at %s", what, name,
+			    where_other(c, p, o, w, sizeof(w)));
+			return 1;
+		}
+	}
+	if (a == NULL)
+		return 0;		/* a dial-out agent: no address of its own */
+	for (i = 0; i < c->nexporters; i++) {
+		o = &c->exporters[i];
+		if (o->kind != 2 && strcmp(o->addr.host, a->host) == 0 &&
+		    strcmp(o->addr.port, a->port) == 0) {
+			snprintf(shown, sizeof(shown), strchr(a->host, ':') ?
+			    "[%s]:%s" : "%s:%s", a->host, a->port);
+			perr(p, line, "%s %s: address %s is exporter %s's "
+			    "(%s): one exporter, one name", what, name, shown,
+			    o->name, where_other(c, p, o, w, sizeof(w)));
+			return 1;
+		}
+	}
+	if (c->nexporters >= CONFIG_MAX_EXPORTERS) {
+		perr(p, line, "expected at most %d exporters",
+		    CONFIG_MAX_EXPORTERS);
+		return 1;
+	}
+	return 0;
+}
+
 static void
 parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 {
 	struct config_exporter *e;
 	char *name, *addr, *extra, *save;
-	const char *errstr;
+	const char *errstr, *form = p->mode == PM_IMPORT ?
+	    "NAME HOST[:PORT] [agent] [tls=required|off]" :
+	    "exporter NAME HOST[:PORT] [agent] [tls=required|off]";
 	struct config_addr a;
-	size_t i;
-
 	int kind = 0, tls = 0;
 
 	name = strtok_r(rest, " \t", &save);
@@ -928,8 +1028,7 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 		extra = strtok_r(NULL, " \t", &save);
 	}
 	if (name == NULL || addr == NULL || extra != NULL) {
-		perr(p, line, "expected \"exporter NAME HOST[:PORT] [agent] "
-		    "[tls=required|off]\"");
+		perr(p, line, "expected \"%s\"", form);
 		return;
 	}
 	if (!name_valid(name, 32) || strchr(name, '$') != NULL) {
@@ -946,23 +1045,16 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 		    addr);
 		return;
 	}
-	for (i = 0; i < c->nexporters; i++)
-		if (strcmp(c->exporters[i].name, name) == 0) {
-			perr(p, line, "exporter %s: already declared at line %d",
-			    name, c->exporters[i].line);
-			return;
-		}
-	if (c->nexporters >= CONFIG_MAX_EXPORTERS) {
-		perr(p, line, "expected at most %d exporters",
-		    CONFIG_MAX_EXPORTERS);
+	config_host_canon(a.host, sizeof(a.host));
+	if (exporter_dup(c, p, line, "exporter", name, &a))
 		return;
-	}
 	e = &c->exporters[c->nexporters++];
 	usbgw_strlcpy(e->name, name, sizeof(e->name));
 	e->addr = a;
 	e->kind = kind;
 	e->tls = tls;
 	e->line = line;
+	e->file = p->file;
 }
 
 /*
@@ -1018,7 +1110,6 @@ parse_agent(struct config *c, struct parse *p, int line, char *rest)
 	struct config_exporter *e;
 	char *name, *from, *net, *extra, *save, canon[CONFIG_HOST_MAX];
 	const char *errstr = NULL;
-	size_t i;
 	int tls = 0;
 
 	name = strtok_r(rest, " \t", &save);
@@ -1052,18 +1143,15 @@ parse_agent(struct config *c, struct parse *p, int line, char *rest)
 		perr(p, line, "agent %s: %s, got \"%s\"", name, errstr, net);
 		return;
 	}
-	for (i = 0; i < c->nexporters; i++)
-		if (strcmp(c->exporters[i].name, name) == 0) {
-			perr(p, line, "agent %s: already declared at line %d",
-			    name, c->exporters[i].line);
-			return;
-		}
+	if (exporter_dup(c, p, line, "agent", name, NULL))
+		return;
 	if (c->nexporters >= CONFIG_MAX_EXPORTERS) {
 		perr(p, line, "expected at most %d exporters",
 		    CONFIG_MAX_EXPORTERS);
 		return;
 	}
 	e = &c->exporters[c->nexporters++];
+	e->file = p->file;
 	usbgw_strlcpy(e->name, name, sizeof(e->name));
 	usbgw_strlcpy(e->addr.host, canon, sizeof(e->addr.host));
 	usbgw_strlcpy(e->addr.port, CONFIG_DEFAULT_PORT, sizeof(e->addr.port));
@@ -1144,8 +1232,24 @@ parse_line(struct config *c, struct parse *p, int line, char *s)
 			return;
 		}
 
+	if (p->mode == PM_IMPORT) {
+		/* "exporter NAME ..." too: a config file's lines pasted */
+		if (strncmp(s, "exporter", 8) == 0 && (s[8] == ' ' ||
+		    s[8] == '\t'))
+			s = skip_ws(s + 8);
+		parse_exporter(c, p, line, s);
+		return;
+	}
 	if (strncmp(s, "exporter", 8) == 0 && (s[8] == ' ' || s[8] == '\t')) {
 		parse_exporter(c, p, line, skip_ws(s + 8));
+		return;
+	}
+	if (p->mode == PM_EXPORTERS_D && !(strncmp(s, "agent", 5) == 0 &&
+	    (s[5] == ' ' || s[5] == '\t'))) {
+		perr(p, line, "expected \"exporter NAME HOST[:PORT] [agent] "
+		    "[tls=required|off]\" or \"agent NAME from "
+		    "ADDRESS[/PREFIX]\" (an exporters.d file holds exporters "
+		    "only; other settings go in the config file)");
 		return;
 	}
 	if (strncmp(s, "hook", 4) == 0 && (s[4] == ' ' || s[4] == '\t')) {
@@ -1192,26 +1296,53 @@ parse_line(struct config *c, struct parse *p, int line, char *s)
 		p->key_line[idx] = line;
 }
 
-int
-config_parse_buf(struct config *c, const char *name, const char *buf,
-    size_t len, char **errs)
+/* The part of a path after its last '/'. */
+static const char *
+base_name(const char *path)
 {
-	struct parse p;
+	const char *s = strrchr(path, '/');
+
+	return s != NULL && s[1] != '\0' ? s + 1 : path;
+}
+
+/* Register a file exporters are declared in; its index, or -1 if full. */
+static int
+exporter_file_add(struct config *c, const char *name)
+{
+	if (c->nexporter_files >= CONFIG_MAX_EXPORTER_FILES)
+		return -1;
+	usbgw_strlcpy(c->exporter_files[c->nexporter_files], base_name(name),
+	    CONFIG_FILE_NAME_MAX);
+	return (int)c->nexporter_files++;
+}
+
+static void
+parse_init(struct parse *p, const char *name, int mode)
+{
+	p->name = name;
+	p->errs[0] = '\0';
+	p->errlen = 0;
+	p->nerrs = 0;
+	memset(p->key_line, 0, sizeof(p->key_line));
+	p->listen_from_file = 0;
+	p->mode = mode;
+	p->file = 0;
+}
+
+/* Every line of buf through parse_line; 0, or -1 with *errs. */
+static int
+parse_text(struct config *c, struct parse *p, const char *buf, size_t len,
+    char **errs)
+{
 	char line[CONFIG_MAX_LINE + 1];
 	size_t i = 0, n;
 	const char *nl;
 	int lineno = 0;
 
-	p.name = name;
-	p.errs[0] = '\0';
-	p.errlen = 0;
-	p.nerrs = 0;
-	memset(p.key_line, 0, sizeof(p.key_line));
-	p.listen_from_file = 0;
 	*errs = NULL;
 	if (len > CONFIG_MAX_FILE) {
-		perr(&p, 0, "larger than %d bytes", CONFIG_MAX_FILE);
-		*errs = xstrdup(p.errs);
+		perr(p, 0, "larger than %d bytes", CONFIG_MAX_FILE);
+		*errs = xstrdup(p->errs);
 		return -1;
 	}
 	while (i < len) {
@@ -1219,22 +1350,50 @@ config_parse_buf(struct config *c, const char *name, const char *buf,
 		nl = memchr(buf + i, '\n', len - i);
 		n = nl != NULL ? (size_t)(nl - (buf + i)) : len - i;
 		if (n > CONFIG_MAX_LINE)
-			perr(&p, lineno, "line longer than %d bytes",
+			perr(p, lineno, "line longer than %d bytes",
 			    CONFIG_MAX_LINE);
 		else if (memchr(buf + i, '\0', n) != NULL)
-			perr(&p, lineno, "expected text, got a NUL byte");
+			perr(p, lineno, "expected text, got a NUL byte");
 		else {
 			memcpy(line, buf + i, n);
 			line[n] = '\0';
-			parse_line(c, &p, lineno, line);
+			parse_line(c, p, lineno, line);
 		}
 		i += n + (nl != NULL);
 	}
-	if (p.nerrs > 0) {
-		*errs = xstrdup(p.errs);
+	if (p->nerrs > 0) {
+		*errs = xstrdup(p->errs);
 		return -1;
 	}
 	return 0;
+}
+
+int
+config_parse_buf(struct config *c, const char *name, const char *buf,
+    size_t len, char **errs)
+{
+	struct parse p;
+
+	parse_init(&p, name, PM_CONFIG);
+	if (c->nexporter_files == 0)
+		exporter_file_add(c, name);
+	return parse_text(c, &p, buf, len, errs);
+}
+
+int
+config_parse_exporter_list(struct config *c, const char *name,
+    const char *buf, size_t len, char **errs)
+{
+	struct parse p;
+	int f;
+
+	parse_init(&p, name, PM_IMPORT);
+	if ((f = exporter_file_add(c, name)) < 0) {
+		xasprintf(errs, "%s: too many files\n", name);
+		return -1;
+	}
+	p.file = (unsigned short)f;
+	return parse_text(c, &p, buf, len, errs);
 }
 
 int
@@ -1251,6 +1410,131 @@ config_load(struct config *c, const char *path, int must_exist, char **errs)
 	if (rv == 0)
 		usbgw_strlcpy(c->path, path, sizeof(c->path));
 	free(buf);
+	return rv;
+}
+
+/* Append text to a malloc'd error text. */
+static void
+errs_cat(char **errs, const char *text)
+{
+	size_t a = *errs != NULL ? strlen(*errs) : 0, b = strlen(text);
+
+	*errs = xreallocarray(*errs, 1, a + b + 1);
+	memcpy(*errs + a, text, b + 1);
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The *.conf names in dir, sorted (caller frees); -1 with errno. */
+static int
+dir_conf_names(const char *dir, char ***names, size_t *n)
+{
+	DIR *d;
+	struct dirent *de;
+	size_t len, cap = 0;
+
+	*names = NULL;
+	*n = 0;
+	if ((d = opendir(dir)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (de->d_name[0] == '.' || len <= 5 ||
+		    strcmp(de->d_name + len - 5, ".conf") != 0)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			*names = xreallocarray(*names, cap, sizeof(**names));
+		}
+		(*names)[(*n)++] = xstrdup(de->d_name);
+	}
+	closedir(d);
+	if (*n > 1)
+		qsort(*names, *n, sizeof(**names), name_cmp);
+	return 0;
+}
+
+int
+config_load_exporters_dir(struct config *c, const char *conf_path, char *dirbuf,
+    size_t dirlen, char **errs)
+{
+	char dir[CONFIG_PATH_MAX], path[CONFIG_PATH_MAX * 2], msg[CONFIG_PATH_MAX * 2 + 128];
+	char **names, *buf, *ferrs;
+	const char *slash;
+	struct parse *p;
+	size_t i, n, len;
+	int f, rv = 0;
+
+	*errs = NULL;
+	if (dirbuf != NULL && dirlen > 0)
+		dirbuf[0] = '\0';
+	if (strcmp(c->exporters_dir, "none") == 0)
+		return 0;
+	slash = conf_path != NULL ? strrchr(conf_path, '/') : NULL;
+	if (c->exporters_dir[0] == '/')
+		usbgw_strlcpy(dir, c->exporters_dir, sizeof(dir));
+	else if (snprintf(dir, sizeof(dir), "%.*s%s%s",
+	    slash != NULL ? (int)(slash - conf_path) : 1,
+	    slash != NULL ? conf_path : ".", "/", c->exporters_dir[0] != '\0' ?
+	    c->exporters_dir : "exporters.d") >= (int)sizeof(dir)) {
+		xasprintf(errs, "exporters-dir: the path is longer than %d "
+		    "bytes\n", CONFIG_PATH_MAX - 1);
+		return -1;
+	}
+	if (dirbuf != NULL)
+		usbgw_strlcpy(dirbuf, dir, dirlen);
+	if (c->nexporter_files == 0)
+		exporter_file_add(c, conf_path != NULL ? conf_path : "-");
+	if (dir_conf_names(dir, &names, &n) == -1) {
+		if (errno == ENOENT)
+			return 0;		/* no directory: no exporters */
+		xasprintf(errs, "%s: cannot read the exporters directory: "
+		    "%s\n", dir, strerror(errno));
+		return -1;
+	}
+	p = xcalloc(1, sizeof(*p));
+	for (i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (strlen(names[i]) >= CONFIG_FILE_NAME_MAX) {
+			snprintf(msg, sizeof(msg), "%s: expected a file name "
+			    "of at most %d bytes\n", path,
+			    CONFIG_FILE_NAME_MAX - 1);
+			errs_cat(errs, msg);
+			rv = -1;
+			continue;
+		}
+		if ((f = exporter_file_add(c, names[i])) < 0) {
+			snprintf(msg, sizeof(msg), "%s: expected at most %d "
+			    "files in the exporters directory\n", path,
+			    CONFIG_MAX_EXPORTER_FILES - 1);
+			errs_cat(errs, msg);
+			rv = -1;
+			break;
+		}
+		if (usbgw_read_config_file(path, CONFIG_MAX_FILE, 1, &buf,
+		    &len, &ferrs) != 0) {
+			errs_cat(errs, ferrs);
+			free(ferrs);
+			rv = -1;
+			continue;
+		}
+		parse_init(p, path, PM_EXPORTERS_D);
+		p->file = (unsigned short)f;
+		if (parse_text(c, p, buf, len, &ferrs) != 0) {
+			errs_cat(errs, ferrs);
+			free(ferrs);
+			rv = -1;
+		}
+		free(buf);
+	}
+	free(p);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
 	return rv;
 }
 
@@ -1305,10 +1589,13 @@ config_dump(const struct config *c)
 		switch (k->type) {
 		case K_PATH:
 		case K_SOCKET:
-			if (*fld == '\0')	/* audit-key, tls-dir: derived */
+			if (*fld == '\0')	/* audit-key, tls-dir, ...: derived */
 				dump_add(&out, &len, "# %s = %s (default)\n",
 				    k->name, strcmp(k->name, "tls-dir") == 0 ?
-				    "DATABASE's directory/tls" : "DATABASE.key");
+				    "DATABASE's directory/tls" :
+				    strcmp(k->name, "exporters-dir") == 0 ?
+				    "exporters.d (beside the config file)" :
+				    "DATABASE.key");
 			else
 				dump_add(&out, &len, "%s = %s\n", k->name, fld);
 			break;
@@ -1408,6 +1695,12 @@ config_dump(const struct config *c)
 		    " tls=required" };
 		const char *tw = c->exporters[i].tls >= 0 &&
 		    c->exporters[i].tls <= 2 ? tlsw[c->exporters[i].tls] : "";
+
+		if (c->exporters[i].file != 0 && (i == 0 ||
+		    c->exporters[i - 1].file != c->exporters[i].file) &&
+		    c->exporters[i].file < c->nexporter_files)
+			dump_add(&out, &len, "# from exporters.d: %s\n",
+			    c->exporter_files[c->exporters[i].file]);
 
 		if (c->exporters[i].kind == 2) {
 			dump_add(&out, &len, "agent %s from %s%s\n",

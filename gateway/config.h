@@ -34,7 +34,9 @@
 #define CONFIG_MAX_LINE		4096
 #define CONFIG_MAX_ERRORS	50		/* reported; then "too many errors" */
 #define CONFIG_MAX_LISTEN	16
-#define CONFIG_MAX_EXPORTERS	256
+#define CONFIG_MAX_EXPORTERS	4096		/* config file + exporters.d */
+#define CONFIG_MAX_EXPORTER_FILES 256		/* the config file + exporters.d */
+#define CONFIG_FILE_NAME_MAX	64		/* a file's name in exporters.d */
 #define CONFIG_MAX_PRINCIPALS	64		/* per privilege class */
 #define CONFIG_MAX_HOOKS	16
 #define CONFIG_NAME_MAX		64		/* exporter, user, group names */
@@ -62,7 +64,8 @@ struct config_exporter {
 	struct config_addr addr;
 	int		kind;
 	int		tls;		/* enum exp_tls: 0 off, 1 optional, 2 required */
-	int		line;		/* where it was declared */
+	int		line;		/* where it was declared: */
+	unsigned short	file;		/* struct config's exporter_files[] */
 };
 
 /* A user ("alice", or a numeric uid) or a group ("@ops", "@1001"). */
@@ -130,6 +133,15 @@ struct config {
 	unsigned	max_pairings_per_minute;	/* new pairing sessions */
 	struct config_exporter	exporters[CONFIG_MAX_EXPORTERS];
 	size_t		nexporters;
+	/*
+	 * Where exporters are declared: [0] the config file's name, then the
+	 * exporters.d files read, in name order (base names, for messages:
+	 * "site-a.conf:3").  exporters_dir: "" DIR(config)/exporters.d,
+	 * "none" no directory; relative to the config file's directory.
+	 */
+	char		exporter_files[CONFIG_MAX_EXPORTER_FILES][CONFIG_FILE_NAME_MAX];
+	size_t		nexporter_files;
+	char		exporters_dir[CONFIG_PATH_MAX];
 	unsigned	poll_interval_ms;
 	unsigned	probe_timeout_ms;
 	unsigned	attach_pending_wait_ms;		/* 0 = ST_NA at once */
@@ -223,6 +235,45 @@ int		 config_parse_listen(const char *s, struct config_addr *out,
 int		 config_tls_optional(const struct config *);
 size_t		 config_listen_addrs(const struct config *,
 		    const struct config_addr **addrs);
+
+/*
+ * The exporters.d directory (exporters-dir; protocol.md 1.11.2): every
+ * "*.conf" file in it, in name order, each in the config file's
+ * exporter syntax ("exporter ..." and "agent ..." lines only), added to
+ * cfg's exporters.  conf_path is the config file's path (the default
+ * directory and relative ones are beside it).  A missing directory is
+ * none.  Returns 0, or -1 with *errs as config_load's ("FILE:LINE: ..."
+ * for every error of every file).  The directory read into dir (may be
+ * NULL) when it is not "none".
+ */
+int		 config_load_exporters_dir(struct config *cfg, const char *conf_path,
+		    char *dir, size_t dirlen, char **errs);
+
+/*
+ * An import file (usbgw exporter import): one "NAME HOST[:PORT] [agent]
+ * [tls=required|off]" a line (a leading "exporter" word allowed), '#'
+ * comments and blank lines skipped.  Every line is checked as the config
+ * file's exporter lines are (name, address, port, options, a duplicate
+ * name or address in the file); the entries are added to cfg (a fresh
+ * one: config_new()).  Returns 0, or -1 with *errs ("NAME:LINE: ..."
+ * lines, the caller frees).  Pure: fuzzable.
+ */
+int		 config_parse_exporter_list(struct config *cfg, const char *name,
+		    const char *buf, size_t len, char **errs);
+
+/*
+ * An exporter's host written one way for one address: IPv4 and IPv6
+ * literals as inet_ntop writes them (2001:DB8:0::2 -> 2001:db8::2, the
+ * zone after '%' kept as written), host names in lower case.  Two
+ * exporters with the same canonical host and port are one exporter
+ * (config, exporters.d, exporter add and import refuse the second).
+ * Names are not resolved: "localhost" and "127.0.0.1" differ.
+ */
+void		 config_host_canon(char *host, size_t len);
+
+/* "FILE:LINE" of an exporter, into buf (its file by name). */
+const char	*config_exporter_where(const struct config *,
+		    const struct config_exporter *, char *buf, size_t len);
 
 /* Write the effective configuration, in file syntax, to a malloc'd text. */
 char		*config_dump(const struct config *);

@@ -599,11 +599,17 @@ conn_request(struct ctl_conn *c, json_t *msg)
 			return;
 		}
 	}
-	json_decref(result);
 	if (err[0] == '\0')
 		usbgw_strlcpy(err, ctl_err_name(rc), sizeof(err));
 	if (rc == CTL_E_REFUSED)
 		refusal(&c->who, cmd->name, err);
+	/* a handler's result on an error: the error's details (one a line) */
+	if (json_is_array(result) && json_array_size(result) > 0) {
+		conn_send(c, ctl_response_error_details(req.has_id, req.id, rc,
+		    err, result));
+		return;
+	}
+	json_decref(result);
 	conn_reply_error(c, req.has_id, req.id, rc, err);
 }
 

@@ -88,7 +88,9 @@ const char	*ctl_err_name(enum ctl_err);
  * (tests provide a fake one) and calls fn with the request's "args"
  * object.  fn returns CTL_OK with *result set to a new JSON value (owned
  * by the caller; NULL means {}), or an error with a one-line human
- * message in err.  Busid arguments may be unambiguous prefixes.
+ * message in err and, if it has more to say (every bad line of an
+ * import), *result set to an array of strings: the reply's
+ * error.details.  Busid arguments may be unambiguous prefixes.
  * Handlers never block the event loop.
  */
 typedef enum ctl_err (*ctl_fn)(json_t *args, const struct actor *who,

@@ -189,11 +189,20 @@ json_t *
 ctl_response_error(int has_id, json_int_t id, enum ctl_err code,
     const char *message)
 {
+	return ctl_response_error_details(has_id, id, code, message, NULL);
+}
+
+json_t *
+ctl_response_error_details(int has_id, json_int_t id, enum ctl_err code,
+    const char *message, json_t *details)
+{
 	json_t *m, *e;
 
 	m = msg_head(has_id, id);
-	if (m == NULL)
+	if (m == NULL) {
+		json_decref(details);
 		return NULL;
+	}
 	json_object_set_new(m, "ok", json_false());
 	e = json_object();
 	json_object_set_new(e, "code", json_string(ctl_err_name(code)));
@@ -202,6 +211,8 @@ ctl_response_error(int has_id, json_int_t id, enum ctl_err code,
 	    json_string(message != NULL ? message : "")) != 0)
 		json_object_set_new(e, "message",
 		    json_string("(message not valid UTF-8)"));
+	if (details != NULL)
+		json_object_set_new(e, "details", details);
 	json_object_set_new(m, "error", e);
 	return m;
 }
@@ -310,5 +321,7 @@ ctl_reply_parse(json_t *msg, struct ctl_reply *rep, char *err, size_t errlen)
 	    (enum ctl_err)code;
 	j = json_object_get(e, "message");
 	rep->message = json_is_string(j) ? json_string_value(j) : "";
+	j = json_object_get(e, "details");
+	rep->details = json_is_array(j) ? j : NULL;
 	return CTL_OK;
 }

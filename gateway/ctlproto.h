@@ -74,6 +74,9 @@ json_t		*ctl_request_new(json_int_t id, const char *cmd, json_t *args);
 json_t		*ctl_response_ok(int has_id, json_int_t id, json_t *result);
 json_t		*ctl_response_error(int has_id, json_int_t id, enum ctl_err,
 		    const char *message);
+/* An error with details: an array of strings, one a line (stolen). */
+json_t		*ctl_response_error_details(int has_id, json_int_t id,
+		    enum ctl_err, const char *message, json_t *details);
 json_t		*ctl_event_msg(const char *type, double time, json_t *data);
 
 /* A daemon-to-client message, decoded (client side).  Borrowed pointers. */
@@ -87,6 +90,7 @@ struct ctl_reply {
 	enum ctl_err	 code;		/* !ok */
 	const char	*code_name;	/* !ok, as sent (may be unknown to us) */
 	const char	*message;	/* !ok, "" if none */
+	json_t		*details;	/* !ok: an array, or NULL */
 	/* event */
 	const char	*event;
 	double		 time;

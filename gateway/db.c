@@ -30,6 +30,9 @@ enum stmt_id {
 	S_EXP_STATUS,
 	S_EXP_LIST,
 	S_EXP_KIND,
+	S_EXP_SOURCE,
+	S_EXP_SEEN,
+	S_EXP_ERROR,
 	S_DEV_FIND,
 	S_DEV_TOUCH,
 	S_DEV_INSERT,
@@ -101,10 +104,18 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "UPDATE exporters SET status = ?2, last_seen = "
 	    "CASE WHEN ?2 = 'up' THEN ?3 ELSE last_seen END WHERE id = ?1",
 	[S_EXP_LIST] =
-	    "SELECT id, name, host, port, status, kind, tls FROM exporters "
+	    "SELECT id, name, host, port, status, kind, tls, source, "
+	    "last_seen, last_error, last_error_at, origin FROM exporters "
 	    "WHERE removed_at IS NULL ORDER BY name",
 	[S_EXP_KIND] =
 	    "UPDATE exporters SET kind = ?2, tls = ?3 WHERE id = ?1",
+	[S_EXP_SOURCE] =
+	    "UPDATE exporters SET source = ?2, origin = ?3 WHERE id = ?1",
+	[S_EXP_SEEN] =
+	    "UPDATE exporters SET last_seen = ?2 WHERE id = ?1",
+	[S_EXP_ERROR] =
+	    "UPDATE exporters SET last_error = ?2, last_error_at = ?3 "
+	    "WHERE id = ?1",
 	[S_DEV_FIND] =
 	    "SELECT id FROM devices WHERE exporter_id = ?1 AND "
 	    "exporter_busid = ?2 AND hash = ?3 AND serial = ?4 AND "
@@ -624,26 +635,40 @@ exec_section(struct db *db, const char *start, const char *end)
 	return 0;
 }
 
-/*
- * Drop the views (the DROP VIEW statements that open the views section)
- * in the first migration's transaction: they are created again after the
- * last.  A view may read a column a later migration adds, and a
- * migration that rebuilds a table (ALTER TABLE ... RENAME) checks every
- * view of the schema: a database made at an older version with today's
- * views (db_open_version) could not be migrated otherwise.
- */
+/* Every view of the database dropped (one transaction). */
 static int
-views_drop(struct db *db)
+drop_views(struct db *db)
 {
-	const char	*s, *e, *c;
+	sqlite3_stmt *st;
+	char sql[200];
+	int rc = 0;
 
-	if (schema_section(0, &s, &e) == -1) {
-		snprintf(db->err, sizeof(db->err), "schema.sql has no views");
+	if (exec(db, "BEGIN IMMEDIATE") == -1)
+		return -1;
+	for (;;) {
+		if (sqlite3_prepare_v2(db->h, "SELECT name FROM sqlite_master "
+		    "WHERE type = 'view' LIMIT 1", -1, &st, NULL) != SQLITE_OK) {
+			rc = db_fail(db, "listing views");
+			break;
+		}
+		if (sqlite3_step(st) != SQLITE_ROW) {
+			sqlite3_finalize(st);
+			break;
+		}
+		snprintf(sql, sizeof(sql), "DROP VIEW \"%.150s\"",
+		    (const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+		if (strchr(sql + 11, '"') != sql + strlen(sql) - 1 ||
+		    exec(db, sql) == -1) {
+			rc = -1;
+			break;
+		}
+	}
+	if (rc == -1) {
+		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
 		return -1;
 	}
-	if ((c = strstr(s, "\nCREATE VIEW")) != NULL && c < e)
-		e = c;
-	return exec_section(db, s, e);
+	return exec(db, "COMMIT");
 }
 
 static int
@@ -661,13 +686,21 @@ migrate(struct db *db, int target, char *err, size_t errlen)
 		    "this program's (%d)", cur, db_schema_version());
 		return -1;
 	}
+	/*
+	 * The views go first: they are made again after any migration, and
+	 * one that names a table a migration rebuilds (DROP, then RENAME
+	 * of the new one) makes SQLite refuse the RENAME ("error in view").
+	 */
+	if (cur < target && drop_views(db) == -1) {
+		snprintf(err, errlen, "dropping the views: %s", db->err);
+		return -1;
+	}
 	for (n = cur + 1; n <= target; n++) {
 		if (schema_section(n, &s, &e) == -1) {
 			snprintf(err, errlen, "schema.sql has no migration %d", n);
 			return -1;
 		}
 		if (exec(db, "BEGIN IMMEDIATE") == -1 ||
-		    (n == cur + 1 && views_drop(db) == -1) ||
 		    exec_section(db, s, e) == -1 || db_version(db) != n) {
 			snprintf(err, errlen, "migration to version %d: %s", n,
 			    db->err[0] ? db->err : "user_version not set");
@@ -855,6 +888,45 @@ db_exporter_set_kind(struct db *db, int64_t id, const char *kind,
 }
 
 int
+db_exporter_set_source(struct db *db, int64_t id, const char *source,
+    const char *origin)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_SOURCE)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, source);
+	bind_text(st, 3, origin);
+	return step_done(db, st, "exporter source") == -1 ? -1 : 0;
+}
+
+int
+db_exporter_seen(struct db *db, int64_t id, int64_t when)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_SEEN)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, when);
+	return step_done(db, st, "exporter last seen") == -1 ? -1 : 0;
+}
+
+int
+db_exporter_error(struct db *db, int64_t id, const char *error, int64_t when)
+{
+	sqlite3_stmt *st;
+
+	if ((st = stmt(db, S_EXP_ERROR)) == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	bind_text(st, 2, error);
+	sqlite3_bind_int64(st, 3, when);
+	return step_done(db, st, "exporter last error") == -1 ? -1 : 0;
+}
+
+int
 db_exporter_remove(struct db *db, const char *name, int64_t now)
 {
 	sqlite3_stmt *st;
@@ -898,6 +970,11 @@ db_exporter_foreach(struct db *db, int (*cb)(void *, const struct db_exporter *)
 		col_text(st, 4, e.status, sizeof(e.status));
 		col_text(st, 5, e.kind, sizeof(e.kind));
 		col_text(st, 6, e.tls, sizeof(e.tls));
+		col_text(st, 7, e.source, sizeof(e.source));
+		e.last_seen = sqlite3_column_int64(st, 8);
+		col_text(st, 9, e.last_error, sizeof(e.last_error));
+		e.last_error_at = sqlite3_column_int64(st, 10);
+		col_text(st, 11, e.origin, sizeof(e.origin));
 		if (cb(arg, &e) != 0) {
 			sqlite3_reset(st);
 			return 0;

@@ -81,6 +81,11 @@ struct db_exporter {
 	char		status[8];	/* unknown, up, down */
 	char		kind[16];	/* usbip, agent, agent-dialout */
 	char		tls[16];	/* off, optional, required */
+	char		source[8];	/* cli, file */
+	char		origin[96];	/* file: "FILE:LINE" */
+	int64_t		last_seen;	/* its last good list, 0: never */
+	char		last_error[256];	/* "": none */
+	int64_t		last_error_at;
 };
 
 /* Add or update (and un-remove) by name.  Returns the id. */
@@ -89,6 +94,14 @@ int64_t		 db_exporter_upsert(struct db *, const char *name,
 /* Its kind and TLS setting (exporter.h's names).  0 or -1. */
 int		 db_exporter_set_kind(struct db *, int64_t id, const char *kind,
 		    const char *tls);
+/* Who owns it: "cli" (the database) or "file" (a config file, origin
+ * "FILE:LINE", else NULL).  0 or -1. */
+int		 db_exporter_set_source(struct db *, int64_t id, const char *,
+		    const char *origin);
+/* Its last good device list; its last failure and when.  0 or -1. */
+int		 db_exporter_seen(struct db *, int64_t id, int64_t when);
+int		 db_exporter_error(struct db *, int64_t id, const char *error,
+		    int64_t when);
 /* Mark removed.  1 if done, 0 if no such (active) exporter. */
 int		 db_exporter_remove(struct db *, const char *name, int64_t now);
 /* status "up" (also sets last_seen), "down" or "unknown".  0 or -1. */

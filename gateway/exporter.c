@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -31,6 +32,12 @@
 #define EXP_JITTER_PCT		10	/* every poll interval, +- */
 #define EXP_DOWN_TIMEOUTS	3	/* polls timed out in a row: down */
 #define EXP_AGENT_POLL_MS	60000	/* an agent's backstop poll, pushing */
+/*
+ * last_seen and last_error are written to the database when they change
+ * meaning (first time, another error) or are this old there: a good list
+ * every poll interval from hundreds of exporters is not a write each.
+ */
+#define EXP_SAVE_AFTER_S	60
 
 static const struct exporter_agent_ops *agent_ops;
 
@@ -262,12 +269,61 @@ gw_urb_rate(void)
 	return rate;
 }
 
+struct exporter *
+exporter_find_addr(const char *host, uint16_t port, const struct exporter *skip)
+{
+	struct exporter *exp;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		if (!exp->dead && exp != skip && exp->kind != EXP_KIND_DIALOUT &&
+		    exp->port == port && strcmp(exp->host, host) == 0)
+			return exp;
+	return NULL;
+}
+
+const char *
+exporter_origin(const struct exporter *exp, char *buf, size_t len)
+{
+	if (exp->source == EXP_SRC_FILE)
+		snprintf(buf, len, "declared at %s", exp->origin[0] != '\0' ?
+		    exp->origin : "the config file");
+	else
+		snprintf(buf, len, "added with usbgw exporter add or import");
+	return buf;
+}
+
+void
+exporter_seen(struct exporter *exp)
+{
+	exp->last_seen = (int64_t)time(NULL);
+	if (exp->seen_saved == 0 ||
+	    exp->last_seen - exp->seen_saved >= EXP_SAVE_AFTER_S)
+		store_exporter_seen(exp);
+}
+
+void
+exporter_failed(struct exporter *exp, const char *why)
+{
+	int64_t now = (int64_t)time(NULL), before = exp->last_error_at;
+	bool same;
+
+	if (why == NULL || *why == '\0')
+		why = "failed (no reason given)";
+	same = strncmp(exp->last_error, why, sizeof(exp->last_error) - 1) == 0;
+	usbgw_strlcpy(exp->last_error, why, sizeof(exp->last_error));
+	exp->last_error_at = now;
+	if (!same || now - before >= EXP_SAVE_AFTER_S)
+		store_exporter_error(exp);
+}
+
 /* Tear down every device of the exporter and remove it. */
 void
 exporter_free(struct exporter *exp)
 {
 	struct device *dev;
 
+	if (exp->last_seen != exp->seen_saved)
+		store_exporter_seen(exp);	/* what the next start shows */
 	exp->dead = true;
 	if (agent_ops != NULL)
 		agent_ops->stop(exp);
@@ -349,6 +405,7 @@ exp_poll_failed(struct exporter *exp, const char *why)
 	exp_poll_close(exp);
 	exp->fails++;
 	exp->lists_ok = 0;
+	exporter_failed(exp, why);
 	exp_set_state(exp, EXP_DOWN, why);
 	exp_schedule(exp, exp_backoff(exp->fails));
 }
@@ -373,6 +430,9 @@ exp_poll_timed_out(struct exporter *exp)
 	}
 	log_info("exporter %s: device list timed out (%d in a row): "
 	    "polled again", exp->name, exp->timeouts);
+	snprintf(why, sizeof(why), "device list timed out (%d in a row)",
+	    exp->timeouts);
+	exporter_failed(exp, why);
 	exp_poll_close(exp);
 	exp->fails++;
 	exp_schedule(exp, exp_backoff(exp->fails));
@@ -699,6 +759,7 @@ exp_read(struct bufferevent *bev, void *arg)
 	exp->fails = 0;
 	exp->timeouts = 0;
 	exp->last_ok = now_usec();
+	exporter_seen(exp);
 	exp_set_state(exp, EXP_UP, NULL);
 	exp_devlist(exp, p, (size_t)r);
 	exp_settle(exp);
@@ -729,6 +790,11 @@ exporter_ctl_changed(struct exporter *exp, const char *why)
 		return;
 	if (exp->kind == EXP_KIND_DIALOUT) {
 		/* its control connection is all the gateway sees of it */
+		if (exp->ctl != NULL)
+			exporter_seen(exp);
+		else
+			exporter_failed(exp, why != NULL ? why :
+			    "control connection closed");
 		exp_set_state(exp, exp->ctl != NULL ? EXP_UP : EXP_DOWN, why);
 		return;
 	}
@@ -789,6 +855,7 @@ exporter_snapshot_end(struct exporter *exp)
 	if (exp->dead)
 		return;
 	exp->listed_once = true;
+	exporter_seen(exp);
 	if (exp->lists_ok < 2)
 		exp->lists_ok++;
 	TAILQ_FOREACH(dev, &exp->devices, entry) {

@@ -92,6 +92,18 @@ exp_tls_parse(const char *s)
 	return -1;
 }
 
+/*
+ * Who owns an exporter (protocol.md 1.11): the database (usbgw exporter
+ * add or import) or a file (the config file or exporters.d, which a
+ * reload makes the exporters match: a line deleted, its exporter goes).
+ */
+enum exp_source {
+	EXP_SRC_CLI,
+	EXP_SRC_FILE,
+};
+
+#define EXP_ERROR_MAX	160	/* last_error's text */
+
 struct exporter {
 	TAILQ_ENTRY(exporter)	 entry;
 	struct gw		*gw;
@@ -121,6 +133,13 @@ struct exporter {
 	unsigned		 good_lists;	/* since start, up to 2 */
 	unsigned		 lists_ok;	/* good lists in a row */
 	unsigned		 probing;	/* claims in a probe slot (upstream.c) */
+	enum exp_source		 source;
+	char			 origin[96];	/* a file's: "FILE:LINE" */
+	/* what exporter list shows: Unix seconds, 0 never; "" no error */
+	int64_t			 last_seen;	/* its last good list */
+	int64_t			 seen_saved;	/* last_seen as the db has it */
+	char			 last_error[EXP_ERROR_MAX];
+	int64_t			 last_error_at;
 };
 
 
@@ -160,6 +179,14 @@ double		 gw_urb_rate(void);
 void		 gw_exporter_event(struct exporter *, const char *why);
 void		 gw_audit_exporter(struct exporter *, const char *action,
 		    const char *detail);
+/* Live exporter (not dial-out) at canonical host:port, but for skip. */
+struct exporter	*exporter_find_addr(const char *host, uint16_t port,
+		    const struct exporter *skip);
+/* Where it was declared, for messages: "(FILE:LINE)" or "(usbgw ...)". */
+const char	*exporter_origin(const struct exporter *, char *, size_t);
+/* Its last good list / last failure (kept, and saved where cheap). */
+void		 exporter_seen(struct exporter *);
+void		 exporter_failed(struct exporter *, const char *why);
 /* A TLS connection to it refused: log line, tls-refused row (budgeted). */
 void		 exporter_tls_refused(struct exporter *, const char *why);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "db.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
@@ -29,47 +30,146 @@ gw_exporter_new(const char *name, int kind, int tls, const char *host,
 	return exp;
 }
 
-/* Bring the exporter list in line with the config file's. */
+/* Is name declared in the configuration's files?  Its entry or NULL. */
+static const struct config_exporter *
+cfg_declared(const struct config *cfg, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->nexporters; i++)
+		if (strcmp(cfg->exporters[i].name, name) == 0)
+			return &cfg->exporters[i];
+	return NULL;
+}
+
+/*
+ * Before a configuration is used: does a file declare an exporter at
+ * the address of one the database owns (usbgw exporter add or import)
+ * under another name?  That exporter stays; the configuration is
+ * refused (at start: usbgwd does not start; on SIGHUP: the old one is
+ * kept).  0, or -1 with *errs ("FILE:LINE: ..." lines, caller frees).
+ */
+int
+gw_check_exporters(const struct config *cfg, char **errs)
+{
+	const struct config_exporter *ce;
+	struct exporter *exp;
+	long long port;
+	const char *es;
+	char where[128], line[512], *out = NULL;
+	size_t i, len = 0, n;
+
+	*errs = NULL;
+	for (i = 0; i < cfg->nexporters; i++) {
+		ce = &cfg->exporters[i];
+		if (ce->kind == EXP_KIND_DIALOUT ||
+		    parse_num(ce->addr.port, 1, 65535, &port, &es) == -1)
+			continue;
+		exp = exporter_find_addr(ce->addr.host, (uint16_t)port, NULL);
+		if (exp == NULL || exp->source == EXP_SRC_FILE ||
+		    strcmp(exp->name, ce->name) == 0 ||
+		    cfg_declared(cfg, exp->name) != NULL)
+			continue;
+		n = (size_t)snprintf(line, sizeof(line), "%s: exporter %s: "
+		    "address %s%s%s:%s is exporter %s's (added with usbgw "
+		    "exporter add or import): one exporter, one name\n",
+		    config_exporter_where(cfg, ce, where, sizeof(where)),
+		    ce->name, strchr(ce->addr.host, ':') ? "[" : "",
+		    ce->addr.host, strchr(ce->addr.host, ':') ? "]" : "",
+		    ce->addr.port, exp->name);
+		if (n >= sizeof(line))
+			n = sizeof(line) - 1;
+		out = xreallocarray(out, 1, len + n + 1);
+		memcpy(out + len, line, n + 1);
+		len += n;
+	}
+	*errs = out;
+	return out != NULL ? -1 : 0;
+}
+
+/*
+ * Make the file-owned exporters what the configuration's files declare
+ * (the config file and exporters.d): one whose line was deleted is
+ * removed as usbgw exporter remove does (its claims end, its devices are
+ * gone, an attachment ends: fail closed), a changed one is made again,
+ * a new one added.  Exporters the database owns are left alone, but one
+ * a file now declares by the same name becomes the file's.
+ */
 void
 gw_sync_exporters(const struct config *cfg)
 {
-	struct exporter *exp;
+	struct exporter *exp, *next;
+	const struct config_exporter *ce;
 	size_t i;
 	long long port;
 	const char *es;
+	char where[96], detail[160];
 
+	for (exp = TAILQ_FIRST(&gw->exporters); exp != NULL; exp = next) {
+		next = TAILQ_NEXT(exp, entry);
+		if (exp->dead || exp->source != EXP_SRC_FILE ||
+		    cfg_declared(cfg, exp->name) != NULL)
+			continue;
+		snprintf(detail, sizeof(detail), "no longer in the "
+		    "configuration (was %s)", exp->origin[0] != '\0' ?
+		    exp->origin : "the config file");
+		log_info("exporter %s: %s: removed", exp->name, detail);
+		store_exporter_delete(exp, NULL, detail);
+		exporter_free(exp);
+	}
 	for (i = 0; i < cfg->nexporters; i++) {
-		const struct config_exporter *ce = &cfg->exporters[i];
-
+		ce = &cfg->exporters[i];
 		if (parse_num(ce->addr.port, 1, 65535, &port, &es) == -1)
 			continue;
+		config_exporter_where(cfg, ce, where, sizeof(where));
 		exp = exporter_find(ce->name);
 		if (exp != NULL) {
 			if (strcmp(exp->host, ce->addr.host) == 0 &&
 			    exp->port == port && (int)exp->kind == ce->kind &&
-			    (int)exp->tls == ce->tls)
+			    (int)exp->tls == ce->tls) {
+				if (exp->source != EXP_SRC_FILE ||
+				    strcmp(exp->origin, where) != 0) {
+					exp->source = EXP_SRC_FILE;
+					usbgw_strlcpy(exp->origin, where,
+					    sizeof(exp->origin));
+					store_exporter_put(exp);
+				}
 				continue;
+			}
+			log_info("exporter %s: changed in %s: made again",
+			    exp->name, where);
 			exporter_free(exp);
 		}
 		exp = gw_exporter_new(ce->name, ce->kind, ce->tls,
 		    ce->addr.host, (uint16_t)port);
+		exp->source = EXP_SRC_FILE;
+		usbgw_strlcpy(exp->origin, where, sizeof(exp->origin));
 		store_exporter_save(exp, NULL);
 	}
 }
 
 static int
-restore_cb(void *arg, const char *name, const char *host, int port,
-    int64_t id, const char *kind, const char *tls)
+restore_cb(void *arg, const struct db_exporter *e)
 {
 	struct exporter *exp;
-	int k = exp_kind_parse(kind), t = exp_tls_parse(tls);
+	int k = exp_kind_parse(e->kind), t = exp_tls_parse(e->tls);
+	char host[sizeof(e->host)];
 
-	if (exporter_find(name) != NULL || port < 1 || port > 65535)
+	if (exporter_find(e->name) != NULL || e->port < 1 || e->port > 65535)
 		return 0;
+	usbgw_strlcpy(host, e->host, sizeof(host));
+	if (k != EXP_KIND_DIALOUT)
+		config_host_canon(host, sizeof(host));
 	/* an unreadable tls setting: required (fail closed) */
-	exp = gw_exporter_new(name, k < 0 ? EXP_KIND_USBIP : k,
-	    t < 0 ? EXP_TLS_REQUIRED : t, host, (uint16_t)port);
-	exp->id = id;
+	exp = gw_exporter_new(e->name, k < 0 ? EXP_KIND_USBIP : k,
+	    t < 0 ? EXP_TLS_REQUIRED : t, host, (uint16_t)e->port);
+	exp->id = e->id;
+	exp->source = strcmp(e->source, "file") == 0 ? EXP_SRC_FILE :
+	    EXP_SRC_CLI;
+	usbgw_strlcpy(exp->origin, e->origin, sizeof(exp->origin));
+	exp->last_seen = exp->seen_saved = e->last_seen;
+	usbgw_strlcpy(exp->last_error, e->last_error, sizeof(exp->last_error));
+	exp->last_error_at = e->last_error_at;
 	return 0;
 }
 

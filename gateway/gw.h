@@ -36,6 +36,7 @@ struct config;
 void		 gw_restore(void);
 struct exporter	*gw_exporter_new(const char *name, int kind, int tls,
 		    const char *host, uint16_t port);
+int		 gw_check_exporters(const struct config *, char **errs);
 void		 gw_sync_exporters(const struct config *);
 void		 gw_shutdown(void);
 

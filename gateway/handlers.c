@@ -14,6 +14,7 @@
 #include "config.h"
 #include "control.h"
 #include "ctlproto.h"
+#include "db.h"
 #include "enroll.h"
 #include "gw.h"
 #include "hooks.h"
@@ -222,17 +223,30 @@ static json_t *
 exporter_json(const struct exporter *exp)
 {
 	const struct device *dev;
+	json_t *o;
 	int n = 0;
 
 	TAILQ_FOREACH(dev, &exp->devices, entry)
 		if (dev->state != DEV_GONE)
 			n++;
-	return json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:b, s:s}", "name",
+	o = json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:b, s:s}", "name",
 	    exp->name, "host", exp->host, "port", (int)exp->port,
 	    "status", exp->state == EXP_UP ? "up" : exp->state == EXP_DOWN ?
 	    "down" : "connecting", "devices", n, "kind",
 	    exp_kind_name(exp->kind), "control", exp->ctl != NULL, "tls",
 	    exp_tls_name(exp->tls));
+	/* what exporter list shows (protocol.md 1.11.4): null for none */
+	json_object_set_new(o, "last_seen", exp->last_seen > 0 ?
+	    json_integer(exp->last_seen) : json_null());
+	json_object_set_new(o, "last_error", exp->last_error[0] != '\0' ?
+	    json_string(exp->last_error) : json_null());
+	json_object_set_new(o, "last_error_at", exp->last_error[0] != '\0' ?
+	    json_integer(exp->last_error_at) : json_null());
+	json_object_set_new(o, "source", json_string(exp->source ==
+	    EXP_SRC_FILE ? "file" : "cli"));
+	json_object_set_new(o, "file", exp->source == EXP_SRC_FILE &&
+	    exp->origin[0] != '\0' ? json_string(exp->origin) : json_null());
+	return o;
 }
 
 static enum ctl_err
@@ -248,13 +262,23 @@ h_exporter_list(json_t *args, const struct actor *who, json_t **res,
 	return CTL_OK;
 }
 
+/* "HOST:PORT" or "[V6]:PORT". */
+static const char *
+fmt_hostport(const char *host, unsigned port, char *buf, size_t len)
+{
+	snprintf(buf, len, strchr(host, ':') != NULL ? "[%s]:%u" : "%s:%u",
+	    host, port);
+	return buf;
+}
+
 static enum ctl_err
 h_exporter_add(json_t *args, const struct actor *who, json_t **res,
     char *err, size_t errlen)
 {
 	const char *name, *host, *tls = "off";
 	json_int_t port = USBIP_PORT;
-	struct exporter *exp;
+	struct exporter *exp, *other;
+	char canon[sizeof(exp->host)], ap[300], orig[128];
 	enum ctl_err e;
 	int agent = 0, t;
 
@@ -282,8 +306,15 @@ h_exporter_add(json_t *args, const struct actor *who, json_t **res,
 		    "address, got \"%.64s\"", host);
 	if (exporter_find(name) != NULL)
 		ERR(CTL_E_REFUSED, "exporter %s exists", name);
-	exp = agent ? exporter_new_agent(name, EXP_KIND_AGENT, host,
-	    (uint16_t)port) : exporter_new(name, host, (uint16_t)port);
+	usbgw_strlcpy(canon, host, sizeof(canon));
+	config_host_canon(canon, sizeof(canon));
+	if ((other = exporter_find_addr(canon, (uint16_t)port, NULL)) != NULL)
+		ERR(CTL_E_REFUSED, "exporter %s: address %s is exporter %s's "
+		    "(%s): one exporter, one name", name, fmt_hostport(canon,
+		    (unsigned)port, ap, sizeof(ap)), other->name,
+		    exporter_origin(other, orig, sizeof(orig)));
+	exp = agent ? exporter_new_agent(name, EXP_KIND_AGENT, canon,
+	    (uint16_t)port) : exporter_new(name, canon, (uint16_t)port);
 	exp->tls = (enum exp_tls)t;	/* before its first connection (a timer) */
 	store_exporter_save(exp, who);
 	*res = exporter_json(exp);
@@ -302,9 +333,285 @@ h_exporter_remove(json_t *args, const struct actor *who, json_t **res,
 		return e;
 	if ((exp = exporter_find(name)) == NULL)
 		ERR(CTL_E_NOTFOUND, "no exporter named %.64s", name);
-	store_exporter_delete(exp, who);
+	store_exporter_delete(exp, who, NULL);
 	exporter_free(exp);
 	*res = json_object();
+	return CTL_OK;
+}
+
+/* ---- exporter.import (protocol.md 1.11.1) ---------------------------- */
+
+#define IMPORT_FILE_MAX	200	/* the file's name, for messages */
+
+/* One entry of an import, what it does to the exporter of its name. */
+enum imp_op { IMP_ADD, IMP_CHANGE, IMP_SAME };
+
+/* Is name one of the file's entries? */
+static bool
+import_declares(const struct config *cfg, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->nexporters; i++)
+		if (strcmp(cfg->exporters[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* "FILE:LINE: message" lines into an array of strings. */
+static void
+details_from_text(json_t *a, char *text)
+{
+	char *line, *save;
+
+	for (line = strtok_r(text, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save))
+		json_array_append_new(a, json_string(line));
+}
+
+#define IMPORT_DETAILS_MAX	200	/* lines of details; then "N more" */
+
+static size_t detail_skip;	/* details_sort's FILE length (one thread) */
+
+static unsigned long
+detail_line(const json_t *v)
+{
+	const char *s = json_string_value(v);
+
+	return s != NULL && strlen(s) > detail_skip ?
+	    strtoul(s + detail_skip + 1, NULL, 10) : 0;
+}
+
+static int
+detail_cmp(const void *a, const void *b)
+{
+	unsigned long x = detail_line(*(json_t *const *)a),
+	    y = detail_line(*(json_t *const *)b);
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * "FILE:LINE: ..." strings in line order (stable enough: one message a
+ * line but for a rare second), at most IMPORT_DETAILS_MAX of them.
+ */
+static void
+details_sort(json_t *a, size_t skip)
+{
+	size_t i, n = json_array_size(a);
+	json_t **v;
+	char more[64];
+
+	if (n < 2)
+		return;
+	v = xcalloc(n, sizeof(*v));
+	for (i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(a, i));
+	detail_skip = skip;
+	qsort(v, n, sizeof(*v), detail_cmp);
+	json_array_clear(a);
+	for (i = 0; i < n; i++) {
+		if (i < IMPORT_DETAILS_MAX)
+			json_array_append(a, v[i]);
+		json_decref(v[i]);
+	}
+	if (n > IMPORT_DETAILS_MAX) {
+		snprintf(more, sizeof(more), "... and %zu more lines refused",
+		    n - IMPORT_DETAILS_MAX);
+		json_array_append_new(a, json_string(more));
+	}
+	free(v);
+}
+
+/*
+ * Every entry against the exporters there are: a name the files own, a
+ * name the database has (unless --replace), an address another exporter
+ * has (unless --replace removes that one).  Adds to details; ops[i]
+ * what entry i does.
+ */
+static void
+import_check(const struct config *cfg, const char *file, int replace,
+    enum imp_op *ops, json_t *details)
+{
+	const struct config_exporter *ce;
+	struct exporter *exp, *other;
+	char msg[600], ap[300], orig[128];
+	size_t i;
+
+	for (i = 0; i < cfg->nexporters; i++) {
+		ce = &cfg->exporters[i];
+		exp = exporter_find(ce->name);
+		ops[i] = IMP_ADD;
+		if (exp != NULL && exp->source == EXP_SRC_FILE) {
+			snprintf(msg, sizeof(msg), "%s:%d: exporter %s is "
+			    "declared at %s: the configuration's, not the "
+			    "database's (change it there)", file, ce->line,
+			    ce->name, exp->origin[0] != '\0' ? exp->origin :
+			    "the config file");
+			json_array_append_new(details, json_string(msg));
+			continue;
+		}
+		if (exp != NULL && !replace) {
+			snprintf(msg, sizeof(msg), "%s:%d: exporter %s exists "
+			    "(--replace makes the file the set of exporters "
+			    "added with usbgw)", file, ce->line, ce->name);
+			json_array_append_new(details, json_string(msg));
+			continue;
+		}
+		if (exp != NULL)
+			ops[i] = strcmp(exp->host, ce->addr.host) == 0 &&
+			    exp->port == atoi(ce->addr.port) &&
+			    (int)exp->kind == ce->kind &&
+			    (int)exp->tls == ce->tls ? IMP_SAME : IMP_CHANGE;
+		other = exporter_find_addr(ce->addr.host,
+		    (uint16_t)atoi(ce->addr.port), exp);
+		if (other == NULL || (replace && other->source == EXP_SRC_CLI &&
+		    !import_declares(cfg, other->name)))
+			continue;	/* none, or one --replace removes */
+		if (replace && other->source == EXP_SRC_CLI)
+			continue;	/* the file moves it: checked there */
+		snprintf(msg, sizeof(msg), "%s:%d: exporter %s: address %s is "
+		    "exporter %s's (%s): one exporter, one name", file,
+		    ce->line, ce->name, fmt_hostport(ce->addr.host,
+		    (unsigned)atoi(ce->addr.port), ap, sizeof(ap)), other->name,
+		    exporter_origin(other, orig, sizeof(orig)));
+		json_array_append_new(details, json_string(msg));
+	}
+}
+
+/*
+ * exporter.import {"text", "file", "replace"}: every line checked, then
+ * all of it in one transaction, or nothing; one audit row.
+ */
+static enum ctl_err
+h_exporter_import(json_t *args, const struct actor *who, json_t **res,
+    char *err, size_t errlen)
+{
+	const char *text, *file = "import";
+	struct config *cfg;
+	struct exporter *exp, *next;
+	const struct config_exporter *ce;
+	struct db *db = store_db();
+	enum imp_op *ops = NULL;
+	int64_t *ids = NULL;
+	json_t *details, *removed;
+	char *errs = NULL, detail[400];
+	size_t i, nadd = 0, nchange = 0, nsame = 0, nfile = 0, n;
+	int replace = 0, fail = 0;
+	enum ctl_err e;
+
+	if ((e = ctl_arg_str(args, "text", 1, &text, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_str(args, "file", 0, &file, err, errlen)) != CTL_OK ||
+	    (e = ctl_arg_bool(args, "replace", &replace, err, errlen)) !=
+	    CTL_OK)
+		return e;
+	if (file == NULL || *file == '\0' || strlen(file) > IMPORT_FILE_MAX ||
+	    strpbrk(file, "\n\r\t") != NULL)
+		file = "import";
+	cfg = config_new();
+	details = json_array();
+	/* the lines that parse are checked against the exporters too */
+	if (config_parse_exporter_list(cfg, file, text, strlen(text), &errs) !=
+	    0)
+		details_from_text(details, errs);
+	ops = xcalloc(cfg->nexporters + 1, sizeof(*ops));
+	import_check(cfg, file, replace, ops, details);
+	n = json_array_size(details);
+	details_sort(details, strlen(file));
+	free(errs);
+	if (n > 0) {
+		free(ops);
+		config_free(cfg);
+		*res = details;
+		ERR(CTL_E_USAGE, "%s: %zu line%s refused; nothing imported", file,
+		    n, n == 1 ? "" : "s");
+	}
+	json_decref(details);
+
+	/* the database first, in one transaction: nothing half done */
+	ids = xcalloc(cfg->nexporters + 1, sizeof(*ids));
+	removed = json_array();
+	if (db != NULL && db_begin(db) == -1)
+		fail = 1;
+	TAILQ_FOREACH(exp, &gw->exporters, entry) {
+		if (exp->dead)
+			continue;
+		if (exp->source == EXP_SRC_FILE)
+			nfile++;
+		else if (replace && !import_declares(cfg, exp->name)) {
+			json_array_append_new(removed, json_string(exp->name));
+			if (!fail && db != NULL &&
+			    db_exporter_remove(db, exp->name, (int64_t)time(NULL)) ==
+			    -1)
+				fail = 1;
+		}
+	}
+	for (i = 0; i < cfg->nexporters && !fail; i++) {
+		ce = &cfg->exporters[i];
+		if (ops[i] == IMP_SAME || db == NULL)
+			continue;
+		if ((ids[i] = db_exporter_upsert(db, ce->name, ce->addr.host,
+		    atoi(ce->addr.port), (int64_t)time(NULL))) <= 0 ||
+		    db_exporter_set_kind(db, ids[i], exp_kind_name(ce->kind),
+		    exp_tls_name(ce->tls)) == -1 ||
+		    db_exporter_set_source(db, ids[i], "cli", NULL) == -1)
+			fail = 1;
+	}
+	if (db != NULL && (fail || db_commit(db) == -1)) {
+		db_rollback(db);
+		free(ops);
+		free(ids);
+		json_decref(removed);
+		config_free(cfg);
+		ERR(CTL_E_INTERNAL, "database: %s (nothing imported)",
+		    db_errmsg(db));
+	}
+
+	/* then the exporters themselves */
+	for (exp = TAILQ_FIRST(&gw->exporters); exp != NULL; exp = next) {
+		next = TAILQ_NEXT(exp, entry);
+		if (!exp->dead && exp->source == EXP_SRC_CLI && replace &&
+		    !import_declares(cfg, exp->name))
+			exporter_free(exp);	/* claims end, devices gone */
+	}
+	for (i = 0; i < cfg->nexporters; i++) {
+		ce = &cfg->exporters[i];
+		if (ops[i] == IMP_SAME) {
+			nsame++;
+			continue;
+		}
+		if (ops[i] == IMP_CHANGE) {
+			nchange++;
+			if ((exp = exporter_find(ce->name)) != NULL)
+				exporter_free(exp);
+		} else
+			nadd++;
+		exp = ce->kind == EXP_KIND_AGENT ? exporter_new_agent(ce->name,
+		    EXP_KIND_AGENT, ce->addr.host, (uint16_t)atoi(ce->addr.port)) :
+		    exporter_new(ce->name, ce->addr.host,
+		    (uint16_t)atoi(ce->addr.port));
+		/* before its first connection (a timer); never optional here */
+		exp->tls = ce->tls == EXP_TLS_REQUIRED ? EXP_TLS_REQUIRED :
+		    EXP_TLS_OFF;
+		exp->id = ids[i];
+		exp->source = EXP_SRC_CLI;
+	}
+	snprintf(detail, sizeof(detail), "%.200s: %zu exporters (%zu added, "
+	    "%zu changed, %zu unchanged), %zu removed%s", file,
+	    cfg->nexporters, nadd, nchange, nsame, json_array_size(removed),
+	    replace ? " (--replace)" : "");
+	store_audit("exporter-import", who, "exporters", detail);
+	log_info("exporter import by %s: %s", who->name, detail);
+	*res = json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:I}",
+	    "imported", (json_int_t)cfg->nexporters,
+	    "added", (json_int_t)nadd, "changed", (json_int_t)nchange,
+	    "unchanged", (json_int_t)nsame,
+	    "removed", (json_int_t)json_array_size(removed),
+	    "removed_names", removed,
+	    "file_exporters", (json_int_t)nfile);
+	free(ops);
+	free(ids);
+	config_free(cfg);
 	return CTL_OK;
 }
 
@@ -358,6 +665,7 @@ static const struct ctl_cmd gw_ctl_cmds[] = {
 	{ "revoke",		PRIV_APPROVE,	h_revoke },
 	{ "exporter.add",	PRIV_ADMIN,	h_exporter_add },
 	{ "exporter.remove",	PRIV_ADMIN,	h_exporter_remove },
+	{ "exporter.import",	PRIV_ADMIN,	h_exporter_import },
 	{ "attach",		PRIV_ADMIN,	local_ctl_attach },
 	{ "detach",		PRIV_ADMIN,	local_ctl_detach },
 };

@@ -912,11 +912,9 @@ store_device_history(struct device *dev, int limit)
 }
 
 void
-store_exporter_save(struct exporter *exp, const struct actor *who)
+store_exporter_put(struct exporter *exp)
 {
 	int64_t id;
-	struct audit_event ev;
-	char detail[300];
 
 	if (db == NULL)
 		return;
@@ -925,7 +923,21 @@ store_exporter_save(struct exporter *exp, const struct actor *who)
 		exp->id = id;
 		db_exporter_set_kind(db, id, exp_kind_name(exp->kind),
 		    exp_tls_name(exp->tls));
+		db_exporter_set_source(db, id, exp->source == EXP_SRC_FILE ?
+		    "file" : "cli", exp->source == EXP_SRC_FILE ? exp->origin :
+		    NULL);
 	}
+}
+
+void
+store_exporter_save(struct exporter *exp, const struct actor *who)
+{
+	struct audit_event ev;
+	char detail[400];
+
+	if (db == NULL)
+		return;
+	store_exporter_put(exp);
 	memset(&ev, 0, sizeof(ev));
 	ev.event = "exporter-add";
 	ev.exporter = exp->name;
@@ -939,23 +951,37 @@ store_exporter_save(struct exporter *exp, const struct actor *who)
 		snprintf(detail, sizeof(detail), "%s:%u%s%s", exp->host,
 		    exp->port, exp->kind == EXP_KIND_AGENT ? " agent" : "",
 		    exp->tls == EXP_TLS_REQUIRED ? " tls=required" : "");
+	if (exp->source == EXP_SRC_FILE && exp->origin[0] != '\0') {
+		usbgw_strlcat(detail, " (", sizeof(detail));
+		usbgw_strlcat(detail, exp->origin, sizeof(detail));
+		usbgw_strlcat(detail, ")", sizeof(detail));
+	}
 	ev.detail = detail;
 	append(&ev);
 }
 
 void
-store_exporter_delete(struct exporter *exp, const struct actor *who)
+store_exporter_drop(struct exporter *exp)
+{
+	if (db != NULL)
+		db_exporter_remove(db, exp->name, now_s());
+}
+
+void
+store_exporter_delete(struct exporter *exp, const struct actor *who,
+    const char *detail)
 {
 	struct audit_event ev;
 
 	if (db == NULL)
 		return;
-	db_exporter_remove(db, exp->name, now_s());
+	store_exporter_drop(exp);
 	memset(&ev, 0, sizeof(ev));
 	ev.event = "exporter-remove";
 	ev.exporter = exp->name;
 	ev.object = exp->name;
 	ev.who = who;
+	ev.detail = detail;
 	append(&ev);
 }
 
@@ -967,30 +993,29 @@ store_exporter_status(struct exporter *exp)
 		    exp->state == EXP_DOWN ? "down" : "unknown", now_s());
 }
 
-struct exporters_foreach {
-	int	(*cb)(void *, const char *, const char *, int, int64_t,
-		    const char *, const char *);
-	void	*arg;
-};
-
-static int
-exporters_cb(void *arg, const struct db_exporter *e)
+void
+store_exporter_seen(struct exporter *exp)
 {
-	struct exporters_foreach *f = arg;
+	if (db != NULL && exp->id > 0 && exp->last_seen > 0 &&
+	    db_exporter_seen(db, exp->id, exp->last_seen) == 0)
+		exp->seen_saved = exp->last_seen;
+}
 
-	return f->cb(f->arg, e->name, e->host, (int)e->port, e->id, e->kind,
-	    e->tls);
+void
+store_exporter_error(struct exporter *exp)
+{
+	if (db != NULL && exp->id > 0)
+		db_exporter_error(db, exp->id, exp->last_error[0] != '\0' ?
+		    exp->last_error : NULL, exp->last_error_at);
 }
 
 /* Every exporter the database knows (not removed). */
 void
-store_exporters_foreach(int (*cb)(void *, const char *name, const char *host,
-    int port, int64_t id, const char *kind, const char *tls), void *arg)
+store_exporters_foreach(int (*cb)(void *, const struct db_exporter *),
+    void *arg)
 {
-	struct exporters_foreach f = { cb, arg };
-
 	if (db != NULL)
-		db_exporter_foreach(db, exporters_cb, &f);
+		db_exporter_foreach(db, cb, arg);
 }
 
 int

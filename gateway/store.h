@@ -86,11 +86,20 @@ json_t		*store_device_history(struct device *, int limit);
 	"exporter, object"
 struct sqlite3_stmt;
 json_t		*store_audit_row_json(struct sqlite3_stmt *);
+/* An exporter's row written (id set), with an exporter-add row. */
 void		 store_exporter_save(struct exporter *, const struct actor *);
-void		 store_exporter_delete(struct exporter *, const struct actor *);
-void		 store_exporters_foreach(int (*)(void *, const char *name,
-		    const char *host, int port, int64_t id, const char *kind,
-		    const char *tls), void *);
+/* The same without the audit row (an import audits once). */
+void		 store_exporter_put(struct exporter *);
+/* Marked removed, with an exporter-remove row (detail may be NULL). */
+void		 store_exporter_delete(struct exporter *, const struct actor *,
+		    const char *detail);
+void		 store_exporter_drop(struct exporter *);	/* no row */
+/* last_seen and last_error as the exporter has them. */
+void		 store_exporter_seen(struct exporter *);
+void		 store_exporter_error(struct exporter *);
+struct db_exporter;
+void		 store_exporters_foreach(int (*)(void *,
+		    const struct db_exporter *), void *);
 #define USBGW_RESTART_REASON \
 	"gateway restarted (the previous run ended without closing it)"
 /* What a killed daemon left open (after the lock, before the exporters). */

@@ -71,15 +71,32 @@ add_flag(const char *key, const char *val)
 }
 
 /* Read the file, then apply the flags over it.  NULL on error. */
+/* Errors ("FILE:LINE: ..." lines): on stderr at start, logged on SIGHUP. */
+static void
+config_errors(const char *errs, int reload)
+{
+	char *copy, *line, *save;
+
+	if (!reload) {
+		fprintf(stderr, "%s", errs);
+		return;
+	}
+	copy = xstrdup(errs);
+	for (line = strtok_r(copy, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save))
+		log_warnx("%s", line);
+	free(copy);
+}
+
 static struct config *
-load_config(void)
+load_config(int reload)
 {
 	struct config *cfg = config_new();
-	char *errs = NULL, err[256];
+	char *errs = NULL, err[256], dir[CONFIG_PATH_MAX];
 	int i, nlisten = 0;
 
 	if (config_load(cfg, conf_path, conf_must_exist, &errs) != 0) {
-		fprintf(stderr, "%s", errs);
+		config_errors(errs, reload);
 		free(errs);
 		config_free(cfg);
 		return NULL;
@@ -107,6 +124,16 @@ load_config(void)
 			return NULL;
 		}
 	}
+	/* exporters.d, after the flags: -c decides where it is */
+	if (config_load_exporters_dir(cfg, conf_path, dir, sizeof(dir),
+	    &errs) != 0) {
+		config_errors(errs, reload);
+		free(errs);
+		config_free(cfg);
+		return NULL;
+	}
+	if (cfg->nexporter_files > 1)
+		log_debug("%s: %zu files read", dir, cfg->nexporter_files - 1);
 	return cfg;
 }
 
@@ -341,12 +368,20 @@ static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct config *cfg, *old;
+	char *errs;
 	struct hostname_opts ho;
 
 	switch (sig) {
 	case SIGHUP:
 		log_info("SIGHUP: reloading configuration");
-		if ((cfg = load_config()) == NULL) {
+		if ((cfg = load_config(1)) == NULL) {
+			log_warnx("configuration has errors; keeping the old one");
+			return;
+		}
+		if (gw_check_exporters(cfg, &errs) != 0) {
+			config_errors(errs, 1);
+			free(errs);
+			config_free(cfg);
 			log_warnx("configuration has errors; keeping the old one");
 			return;
 		}
@@ -501,6 +536,7 @@ main(int argc, char *argv[])
 	};
 	struct event_base *base;
 	struct config *cfg;
+	char *errs;
 	const struct ctl_cmd *ctl_table;
 	size_t nctl;
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
@@ -556,7 +592,7 @@ main(int argc, char *argv[])
 		conf_path = CONFIG_DEFAULT_PATH;
 		conf_must_exist = 0;
 	}
-	if ((cfg = load_config()) == NULL)
+	if ((cfg = load_config(0)) == NULL)
 		return 2;
 	if (check_only) {
 		int bad = check_principals(cfg);
@@ -648,7 +684,12 @@ main(int argc, char *argv[])
 		evsignal_add(gw->sigev[i], NULL);
 	}
 	gw_restore();			/* exporters and devices from the db */
-	gw_sync_exporters(cfg);		/* and from the config file */
+	if (gw_check_exporters(cfg, &errs) != 0) {
+		config_errors(errs, 1);
+		fatalx("the configuration declares an exporter the database "
+		    "has under another name (see above)");
+	}
+	gw_sync_exporters(cfg);		/* and from the files */
 	local_start();			/* local mode: vhci, reconciliation */
 	log_info("usbgwd %s started (pid %ld)", USBGWD_VERSION, (long)getpid());
 	store_audit("daemon-start", NULL, "usbgwd", USBGWD_VERSION);

@@ -289,7 +289,7 @@ is "$RC" 2 "import of a missing file: exit 2"
 # ---- exporters -------------------------------------------------------------
 run "${U[@]}" exporter list
 likel "$OUT" '^NAME +ADDRESS +STATUS +DEVICES +LAST SEEN +ERROR$' "exporter list header"
-likel "$OUT" '^desk-2 +\[2001:db8::2\]:3240 +down +2 +- +connection refused$' \
+likel "$OUT" '^desk-2 +\[2001:db8::2\]:3240 +down +2 +never +connection refused$' \
     "IPv6 exporter, down, with its error"
 run "${U[@]}" exporter add tc99 '[2001:db8::99]:3300'
 is "$RC" 0 "exporter add with IPv6"

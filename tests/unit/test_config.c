@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "hooks.h"
 #include "log.h"
 #include "tap.h"
+#include "util.h"
 
 static struct config *
 parse(const char *text, char **errs)
@@ -628,6 +630,220 @@ test_durations(void)
 	is_str(es, "too large", "over max message");
 }
 
+/* Exporter hosts written one way (issue 18 item 4). */
+static void
+test_host_canon(void)
+{
+	static const struct { const char *in, *out; } v[] = {
+		{ "2001:DB8:0:0::2", "2001:db8::2" },
+		{ "0:0:0:0:0:0:0:1", "::1" },
+		{ "fe80::1%Eth0", "fe80::1%Eth0" },
+		{ "FE80:0::1%eth0", "fe80::1%eth0" },
+		{ "192.0.2.7", "192.0.2.7" },
+		{ "Thin-Client.Example", "thin-client.example" },
+		{ "::ffff:192.0.2.1", "::ffff:192.0.2.1" },
+	};
+	char h[CONFIG_HOST_MAX];
+	size_t i;
+
+	for (i = 0; i < nitems(v); i++) {
+		usbgw_strlcpy(h, v[i].in, sizeof(h));
+		config_host_canon(h, sizeof(h));
+		is_str(h, v[i].out, "canonical host of %s", v[i].in);
+	}
+}
+
+/* A duplicate address: refused in the config file, naming both. */
+static void
+test_dup_addr(void)
+{
+	bad("exporter a 192.0.2.1\nexporter b 192.0.2.1:3240\n", "t.conf:2: "
+	    "exporter b: address 192.0.2.1:3240 is exporter a's (line 1): one "
+	    "exporter, one name\n");
+	bad("exporter a [2001:db8::1]:9\nexporter b [2001:DB8:0::1]:9\n",
+	    "t.conf:2: exporter b: address [2001:db8::1]:9 is exporter a's "
+	    "(line 1): one exporter, one name\n");
+	bad("exporter a Host.Example:1\nexporter b host.example:1 agent\n",
+	    "t.conf:2: exporter b: address host.example:1 is exporter a's "
+	    "(line 1): one exporter, one name\n");
+	{
+		char *errs;
+		struct config *c = parse("exporter a h:1\nexporter b h:2\n"
+		    "agent c from 10.0.0.0/8\nagent d from 10.0.0.0/8\n", &errs);
+
+		ok(c != NULL, "other ports, and dial-out agents from one "
+		    "network: not duplicates");
+		config_free(c);
+		free(errs);
+	}
+}
+
+/* usbgw exporter import's file: every bad line, nothing taken. */
+static void
+test_import_list(void)
+{
+	static const char good[] =
+	    "# thin clients, floor 2\n"
+	    "\n"
+	    "tc201 192.0.2.201\n"
+	    "  tc202   192.0.2.202:3300   # no: a comment is a line\n";
+	static const char ok_text[] =
+	    "# thin clients\n\ntc201 192.0.2.201\n"
+	    "tc202 [2001:DB8::202]:3300 agent tls=required\n"
+	    "exporter tc203 TC203.example\n";
+	static const char five[] =
+	    "tc1 192.0.2.1\n"
+	    "bad/name 192.0.2.2\n"		/* name rules */
+	    "tc3 192.0.2.3:0\n"			/* port */
+	    "tc4 192.0.2.4:99999\n"		/* port */
+	    "tc5 host name\n"			/* form */
+	    "tc1 192.0.2.6\n"			/* duplicate name */
+	    "tc7 192.0.2.1:3240\n"		/* duplicate address */
+	    "tc8 192.0.2.8 tls=optional\n"	/* option */
+	    "tc9 [::1\n";			/* address */
+	struct config *c = config_new();
+	char *errs = NULL;
+
+	ok(config_parse_exporter_list(c, "f.txt", good, strlen(good), &errs) ==
+	    -1, "a trailing word (an inline comment) is refused");
+	is_str(errs, "f.txt:4: expected \"NAME HOST[:PORT] [agent] "
+	    "[tls=required|off]\"\n", "... with the line and the form");
+	free(errs);
+	config_free(c);
+
+	c = config_new();
+	is_int(config_parse_exporter_list(c, "f.txt", ok_text, strlen(ok_text),
+	    &errs), 0, "a good import file");
+	is_int(c->nexporters, 3, "three exporters");
+	is_str(c->exporters[1].addr.host, "2001:db8::202", "IPv6 canonical");
+	is_int(c->exporters[1].kind, 1, "agent option");
+	is_int(c->exporters[1].tls, 2, "tls=required option");
+	is_str(c->exporters[2].name, "tc203", "a leading \"exporter\" word");
+	is_str(c->exporters[2].addr.host, "tc203.example", "host name lower "
+	    "case");
+	is_int(c->exporters[2].line, 5, "line numbers count every line");
+	config_free(c);
+
+	c = config_new();
+	is_int(config_parse_exporter_list(c, "f.txt", five, strlen(five),
+	    &errs), -1, "a file with bad lines is refused");
+	is_str(errs,
+	    "f.txt:2: exporter: expected a name of 1 to 31 letters, digits, "
+	    "'.', '-' or '_', got \"bad/name\"\n"
+	    "f.txt:3: exporter tc3: expected a port number from 1 to 65535, "
+	    "got \"192.0.2.3:0\"\n"
+	    "f.txt:4: exporter tc4: expected a port number from 1 to 65535, "
+	    "got \"192.0.2.4:99999\"\n"
+	    "f.txt:5: expected \"NAME HOST[:PORT] [agent] [tls=required|off]\"\n"
+	    "f.txt:6: exporter tc1: already declared at line 1\n"
+	    "f.txt:7: exporter tc7: address 192.0.2.1:3240 is exporter tc1's "
+	    "(line 1): one exporter, one name\n"
+	    "f.txt:8: exporter tc8: expected tls=required or tls=off, got "
+	    "\"tls=optional\" (optional is offered for dial-out agents only: "
+	    "the gateway would fall back to plaintext on a connection an "
+	    "attacker can make fail)\n"
+	    "f.txt:9: exporter tc9: expected ']' after an IPv6 address, got "
+	    "\"[::1\"\n",
+	    "every bad line named, with what was expected");
+	free(errs);
+	config_free(c);
+
+	c = config_new();
+	is_int(config_parse_exporter_list(c, "f.txt", "agent x from ::1\n", 17,
+	    &errs), -1, "no dial-out agents in an import");
+	free(errs);
+	config_free(c);
+}
+
+/* exporters.d: read in name order, errors by file:line, dups across. */
+static void
+test_exporters_dir(void)
+{
+	char dir[] = "/tmp/test_config.XXXXXX", conf[128], d[256], p[300];
+	char got[1400], *errs;
+	struct config *c;
+	FILE *f;
+
+	if (mkdtemp(dir) == NULL) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	snprintf(conf, sizeof(conf), "%s/usbgwd.conf", dir);
+	c = config_new();
+	is_int(config_load_exporters_dir(c, conf, got, sizeof(got), &errs), 0,
+	    "no exporters.d: no exporters, no error");
+	snprintf(d, sizeof(d), "%s/exporters.d", dir);
+	is_str(got, d, "the default directory is beside the config file");
+	is_int(c->nexporters, 0, "none");
+	config_free(c);
+
+	mkdir(d, 0755);
+	snprintf(p, sizeof(p), "%s/b.conf", d);
+	f = fopen(p, "w");
+	fputs("# floor 2\nexporter tc2 192.0.2.2\nagent dial from 10.0.0.0/8\n",
+	    f);
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/a.conf", d);
+	f = fopen(p, "w");
+	fputs("exporter tc1 192.0.2.1\n", f);
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/c.conf.off", d);
+	f = fopen(p, "w");
+	fputs("garbage\n", f);
+	fclose(f);
+	c = config_new();
+	config_parse_buf(c, conf, "exporter main 192.0.2.9\n", 24, &errs);
+	is_int(config_load_exporters_dir(c, conf, NULL, 0, &errs), 0,
+	    "exporters.d read");
+	is_int(c->nexporters, 4, "the config file's and two files' exporters "
+	    "(not *.conf.off)");
+	is_str(c->exporters[1].name, "tc1", "a.conf before b.conf");
+	is_str(config_exporter_where(c, &c->exporters[2], got, sizeof(got)),
+	    "b.conf:2", "where: file:line");
+	is_str(config_exporter_where(c, &c->exporters[0], got, sizeof(got)),
+	    "usbgwd.conf:1", "the config file's");
+	config_free(c);
+
+	/* a duplicate across files, and a setting in exporters.d */
+	snprintf(p, sizeof(p), "%s/c.conf", d);
+	f = fopen(p, "w");
+	fputs("exporter tc3 192.0.2.1\nexporter tc1 192.0.2.33\n"
+	    "poll-interval = 1s\n", f);
+	fclose(f);
+	c = config_new();
+	config_parse_buf(c, conf, "exporter main 192.0.2.9\n", 24, &errs);
+	is_int(config_load_exporters_dir(c, conf, NULL, 0, &errs), -1,
+	    "a bad exporters.d file: refused");
+	snprintf(got, sizeof(got), "%s/c.conf:1: exporter tc3: address "
+	    "192.0.2.1:3240 is exporter tc1's (a.conf:1): one exporter, one "
+	    "name\n%s/c.conf:2: exporter tc1: already declared at a.conf:1\n"
+	    "%s/c.conf:3: expected \"exporter NAME HOST[:PORT] [agent] "
+	    "[tls=required|off]\" or \"agent NAME from ADDRESS[/PREFIX]\" (an "
+	    "exporters.d file holds exporters only; other settings go in the "
+	    "config file)\n", d, d, d);
+	is_str(errs, got, "every error, by file:line, naming the other file");
+	free(errs);
+	config_free(c);
+
+	/* exporters-dir = none; a relative one */
+	c = config_new();
+	usbgw_strlcpy(c->exporters_dir, "none", sizeof(c->exporters_dir));
+	is_int(config_load_exporters_dir(c, conf, NULL, 0, &errs), 0,
+	    "exporters-dir none");
+	is_int(c->nexporters, 0, "... reads nothing");
+	config_free(c);
+
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/a.conf", d);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/b.conf", d);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/c.conf.off", d);
+	unlink(p);
+	rmdir(d);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -638,5 +854,9 @@ main(void)
 	test_errors();
 	test_set_and_load();
 	test_durations();
+	test_host_canon();
+	test_dup_addr();
+	test_import_list();
+	test_exporters_dir();
 	return done_testing();
 }

@@ -320,6 +320,16 @@ store_exporter_status(struct exporter *x)
 {
 }
 
+void
+store_exporter_seen(struct exporter *x)
+{
+}
+
+void
+store_exporter_error(struct exporter *x)
+{
+}
+
 int
 store_exporter_settle(int64_t exporter_id,
     int (*present)(void *, const char *), void *arg, const char *why)
