@@ -33,7 +33,7 @@ struct parse {
 	int		 lineno;
 	/* where single keys were set */
 	int		 name_line, audit_line, state_line, maxconn_line;
-	int		 tls_line, tlsdir_line;
+	int		 tls_line, tlsdir_line, rdays_line, rcheck_line;
 	int		 listen_line, none_line;
 };
 
@@ -117,6 +117,8 @@ aconf_new(void)
 	usbgw_strlcpy(c->state_file, ACONF_DEFAULT_STATE, sizeof(c->state_file));
 	usbgw_strlcpy(c->tls_dir, ACONF_DEFAULT_TLS_DIR, sizeof(c->tls_dir));
 	c->max_connections = 64;
+	c->renew_days = 30;
+	c->renew_check_ms = 12 * 3600 * 1000ULL;
 	return c;
 }
 
@@ -535,6 +537,31 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 		}
 		c->gateways_tls[c->ngateways] = gtls;
 		c->gateways[c->ngateways++] = a;
+	} else if (strcmp(key, "tls-renew-days") == 0) {
+		if ((v = one_value(p, key, &rest, "a number of days")) == NULL ||
+		    once(p, key, v, &p->rdays_line) == -1)
+			return;
+		if (parse_num(v, 1, 3650, &n, &errstr) == -1) {
+			perr(p, v, "tls-renew-days: expected a number of days "
+			    "from 1 to 3650, got '%s'", shown(v, sb,
+			    sizeof(sb)));
+			return;
+		}
+		c->renew_days = (unsigned)n;
+	} else if (strcmp(key, "tls-renew-check") == 0) {
+		uint64_t ms;
+
+		if ((v = one_value(p, key, &rest, "a duration")) == NULL ||
+		    once(p, key, v, &p->rcheck_line) == -1)
+			return;
+		if (config_parse_duration(v, 7 * 86400 * 1000ULL, &ms,
+		    &errstr) == -1 || ms < 1000) {
+			perr(p, v, "tls-renew-check: expected a duration from "
+			    "1s to 7d (12h, 30m, 10s), got '%s'", shown(v, sb,
+			    sizeof(sb)));
+			return;
+		}
+		c->renew_check_ms = ms;
 	} else if (strcmp(key, "max-connections") == 0) {
 		if ((v = one_value(p, key, &rest, "a number")) == NULL ||
 		    once(p, key, v, &p->maxconn_line) == -1)
@@ -549,7 +576,8 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 	} else
 		perr(p, key, "unknown key '%s': expected name, listen, "
 		    "allow-from, keep-local, export, no-reset, audit-log, "
-		    "state-file, gateway, max-connections, tls or tls-dir",
+		    "state-file, gateway, max-connections, tls, tls-dir, "
+		    "tls-renew-days or tls-renew-check",
 		    shown(key, sb, sizeof(sb)));
 }
 

@@ -70,6 +70,11 @@ struct aconf {
 	 */
 	bool		 tls_required;
 	char		 tls_dir[ACONF_PATH_MAX];
+	/* Renewal on a timer (protocol.md 1.10.10): every renew_check_ms,
+	 * a certificate ending within renew_days is renewed through the
+	 * first gateway line dialled over TLS. */
+	unsigned	 renew_days;
+	uint64_t	 renew_check_ms;
 	unsigned	 max_connections;
 
 	/* Internal: the first -l replaces the file's listen lines. */

@@ -24,6 +24,7 @@
 #include "tlsid.h"
 #include "usbdev.h"
 #include "util.h"
+#include "worker.h"
 
 #define AGENT_VERSION	"0.1"
 #define AGENT_MAX_FLAGS	64
@@ -367,11 +368,56 @@ enroll_main(int argc, char **argv)
  * use.  gw_tls[i] says whether gateway line i is dialled over TLS.
  */
 static SSL_CTX *
-agent_tls(const struct aconf *c, bool gw_tls[ACONF_MAX_GATEWAYS])
+agent_tls_load(const struct aconf *c, long *expires_in, char *err,
+    size_t errlen)
 {
 	struct tlsid_client *cl;
 	SSL_CTX *ctx;
-	char err[512], cn[TLSID_NAME_MAX + 1];
+	char e[512], cn[TLSID_NAME_MAX + 1];
+
+	if ((cl = tlsid_client_key(c->tls_dir, c->name, TLSID_ROLE_AGENT,
+	    e, sizeof(e))) == NULL) {
+		snprintf(err, errlen, "TLS: %s", e);
+		return NULL;
+	}
+	if (!tlsid_client_enrolled(cl)) {
+		snprintf(err, errlen, "TLS: %.600s/agent.pem and gateway-ca.pem: "
+		    "missing: the agent has no certificate (enroll it, or set "
+		    "tls off and no gateway line with tls)", c->tls_dir);
+		tlsid_client_free(cl);
+		return NULL;
+	}
+	if (X509_NAME_get_text_by_NID(X509_get_subject_name(
+	    tlsid_client_cert(cl)), NID_commonName, cn, sizeof(cn)) <= 0 ||
+	    strcmp(cn, c->name) != 0) {
+		snprintf(err, errlen, "TLS: %.600s/agent.pem is the certificate of "
+		    "\"%s\": expected the agent's name, \"%s\" (the gateway "
+		    "binds the name to the certificate)", c->tls_dir, cn,
+		    c->name);
+		tlsid_client_free(cl);
+		return NULL;
+	}
+	if (expires_in != NULL) {
+		/* the first of 1 h, 1 d, ... that it ends within (coarse) */
+		long s;
+
+		for (s = 3600; s < 3650L * 86400 &&
+		    !tlsid_expires_within(tlsid_client_cert(cl), s); s *= 2)
+			;
+		*expires_in = s;
+	}
+	if ((ctx = tlsid_ctx_client(cl, 0, NULL, NULL, e, sizeof(e))) ==
+	    NULL)
+		snprintf(err, errlen, "TLS client context: %s", e);
+	tlsid_client_free(cl);
+	return ctx;
+}
+
+static SSL_CTX *
+agent_tls(const struct aconf *c, bool gw_tls[ACONF_MAX_GATEWAYS])
+{
+	SSL_CTX *ctx;
+	char err[1024];
 	bool any = c->tls_required;
 	size_t i;
 
@@ -382,26 +428,175 @@ agent_tls(const struct aconf *c, bool gw_tls[ACONF_MAX_GATEWAYS])
 	}
 	if (!any)
 		return NULL;
-	if ((cl = tlsid_client_key(c->tls_dir, c->name, TLSID_ROLE_AGENT,
-	    err, sizeof(err))) == NULL)
-		fatalx("TLS: %s", err);
-	if (!tlsid_client_enrolled(cl))
-		fatalx("TLS: %s/agent.pem and gateway-ca.pem: missing: the "
-		    "agent has no certificate (enroll it, or set tls off and "
-		    "no gateway line with tls)", c->tls_dir);
-	if (X509_NAME_get_text_by_NID(X509_get_subject_name(
-	    tlsid_client_cert(cl)), NID_commonName, cn, sizeof(cn)) <= 0 ||
-	    strcmp(cn, c->name) != 0)
-		fatalx("TLS: %s/agent.pem is the certificate of \"%s\": "
-		    "expected the agent's name, \"%s\" (the gateway binds "
-		    "the name to the certificate)", c->tls_dir, cn, c->name);
-	if ((ctx = tlsid_ctx_client(cl, 0, NULL, NULL, err, sizeof(err))) ==
-	    NULL)
-		fatalx("TLS client context: %s", err);
-	tlsid_client_free(cl);
-	log_info("TLS identity %s/agent.pem: CN=%s%s", c->tls_dir, cn,
+	if ((ctx = agent_tls_load(c, NULL, err, sizeof(err))) == NULL)
+		fatalx("%s", err);
+	log_info("TLS identity %s/agent.pem: CN=%s%s", c->tls_dir, c->name,
 	    c->tls_required ? ", tls required" : "");
 	return ctx;
+}
+
+/*
+ * Renewal on a timer (protocol.md 1.10.10): every tls-renew-check, if
+ * agent.pem ends within tls-renew-days, a worker thread renews it
+ * (enrollc_renew: a new CSR for the same key over a session the current
+ * certificate authenticates) through the first gateway line dialled
+ * over TLS; then a new client context goes to the listeners and the
+ * control connections, for new connections only: the ones running keep
+ * theirs, and no attachment drops.  A failure is logged and tried again
+ * at the next check.
+ */
+static struct {
+	struct event	*ev;
+	struct worker	*w;
+	bool		 running;
+	bool		 gw_tls[ACONF_MAX_GATEWAYS];
+	SSL_CTX		*ctx;		/* in force; one reference ours */
+} rn;
+
+struct renew_job {
+	struct enrollc_opts	 o;
+	char			 gateway[CONFIG_HOST_MAX + 16];
+	char			 dir[ACONF_PATH_MAX];
+	char			 name[TLSID_NAME_MAX + 1];
+	char			*out;
+	size_t			 outlen;
+	int			 rc;
+};
+
+static void
+renew_run(void *arg)
+{
+	struct renew_job *j = arg;
+	FILE *f;
+
+	if ((f = open_memstream(&j->out, &j->outlen)) == NULL) {
+		j->rc = ENROLLC_USAGE;
+		return;
+	}
+	j->o.out = f;
+	j->rc = enrollc_renew(&j->o);
+	fclose(f);
+}
+
+static void
+renew_done(void *arg)
+{
+	struct renew_job *j = arg;
+	char err[1024], *line, *save = NULL;
+	SSL_CTX *ctx;
+
+	rn.running = false;
+	for (line = j->out != NULL ? strtok_r(j->out, "\n", &save) : NULL;
+	    line != NULL; line = strtok_r(NULL, "\n", &save))
+		log_info("TLS renewal: %s", line);
+	if (j->rc != ENROLLC_OK)
+		log_warnx("TLS renewal through %s failed (exit %d): trying "
+		    "again in %llu s", j->gateway, j->rc, (unsigned long long)
+		    agent.conf->renew_check_ms / 1000);
+	else if ((ctx = agent_tls_load(agent.conf, NULL, err,
+	    sizeof(err))) == NULL)
+		log_warnx("TLS renewal: %s: the old certificate stays in use",
+		    err);
+	else {
+		export_set_tls(ctx);
+		ctlconn_set_tls(ctx, rn.gw_tls, agent.conf->ngateways);
+		SSL_CTX_free(rn.ctx);
+		rn.ctx = ctx;
+		log_info("TLS renewal: %s/agent.pem renewed through %s: new "
+		    "connections use it, the running ones go on",
+		    agent.conf->tls_dir, j->gateway);
+	}
+	free(j->out);
+	free(j);
+}
+
+static void
+renew_drop(void *arg)
+{
+	struct renew_job *j = arg;
+
+	free(j->out);
+	free(j);
+}
+
+static void
+renew_tick(evutil_socket_t fd, short what, void *arg)
+{
+	const struct aconf *c = agent.conf;
+	struct renew_job *j;
+	struct timeval tv;
+	SSL_CTX *probe;
+	char err[1024];
+	long left = 0;
+	size_t i;
+
+	tv.tv_sec = (time_t)(c->renew_check_ms / 1000);
+	tv.tv_usec = (suseconds_t)(c->renew_check_ms % 1000) * 1000;
+	evtimer_add(rn.ev, &tv);
+	if (rn.running)
+		return;
+	if ((probe = agent_tls_load(c, &left, err, sizeof(err))) == NULL) {
+		log_warnx("TLS renewal: %s", err);
+		return;
+	}
+	SSL_CTX_free(probe);
+	if (left > (long)c->renew_days * 86400)
+		return;		/* not due */
+	for (i = 0; i < c->ngateways; i++)
+		if (rn.gw_tls[i])
+			break;
+	if (i == c->ngateways) {
+		log_warnx("TLS: %s/agent.pem ends within %u days and no "
+		    "gateway line is dialled over TLS to renew it through: "
+		    "run usbgw-agent renew", c->tls_dir, c->renew_days);
+		return;
+	}
+	j = xcalloc(1, sizeof(*j));
+	if (strchr(c->gateways[i].host, ':') != NULL)
+		snprintf(j->gateway, sizeof(j->gateway), "[%s]:%s",
+		    c->gateways[i].host, c->gateways[i].port);
+	else
+		snprintf(j->gateway, sizeof(j->gateway), "%s:%s",
+		    c->gateways[i].host, c->gateways[i].port);
+	usbgw_strlcpy(j->dir, c->tls_dir, sizeof(j->dir));
+	usbgw_strlcpy(j->name, c->name, sizeof(j->name));
+	j->o.gateway = j->gateway;
+	j->o.dir = j->dir;
+	j->o.name = j->name;
+	j->o.role = TLSID_ROLE_AGENT;
+	j->o.connect_s = ENROLLC_CONNECT_S;
+	j->o.wait_s = ENROLLC_WAIT_S;
+	j->o.renew_days = (int)c->renew_days;
+	rn.running = true;
+	log_info("TLS: %s/agent.pem ends within %u days: renewing it through "
+	    "%s", c->tls_dir, c->renew_days, j->gateway);
+	worker_submit(rn.w, renew_run, renew_done, renew_drop, j);
+}
+
+static void
+renew_start(SSL_CTX *ctx, const bool gw_tls[ACONF_MAX_GATEWAYS])
+{
+	rn.ctx = ctx;
+	if (ctx == NULL)
+		return;
+	SSL_CTX_up_ref(ctx);
+	memcpy(rn.gw_tls, gw_tls, sizeof(rn.gw_tls));
+	if ((rn.w = worker_new(agent.base, "certificate renewal", 1)) == NULL ||
+	    (rn.ev = evtimer_new(agent.base, renew_tick, NULL)) == NULL) {
+		log_warnx("TLS: no renewal timer");
+		return;
+	}
+	/* the first check soon after the start (the control connections
+	 * are up by then), then every tls-renew-check */
+	{
+		struct timeval tv;
+		uint64_t ms = agent.conf->renew_check_ms < 10000 ?
+		    agent.conf->renew_check_ms : 10000;
+
+		tv.tv_sec = (time_t)(ms / 1000);
+		tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+		evtimer_add(rn.ev, &tv);
+	}
 }
 
 int
@@ -522,12 +717,17 @@ main(int argc, char *argv[])
 		log_info("listen none: no USB/IP listener");
 	/* dial-out to the gateway lines (if any); listen-mode control
 	 * connections arrive through the engine's extension hook */
+	/*
+	 * TLS before the first dial: ctlconn_init dials at once, and a
+	 * connection takes its transport when it starts (it was plaintext
+	 * for the first dial-out with tls required: the control hello and
+	 * the device list in clear to whoever answered).
+	 */
+	ctlconn_set_tls(tls_ctx, gw_tls, agent.conf->ngateways);
 	if (ctlconn_init(agent.base, agent.conf->name, agent.conf->gateways,
 	    agent.conf->ngateways, agent.usb ? usbdev_foreach_exportable :
-	    NULL, export_adopt) == 0) {
-		ctlconn_set_tls(tls_ctx, gw_tls, agent.conf->ngateways);
+	    NULL, export_adopt) == 0)
 		export_set_extension(ctlconn_accept);
-	}
 	else if (agent.conf->ngateways > 0)
 		fatalx("cannot dial out as \"%s\"", agent.conf->name);
 	else
@@ -541,11 +741,16 @@ main(int argc, char *argv[])
 			fatalx("cannot handle signal %d", signums[i]);
 	log_info("usbgw-agent %s started (pid %ld, name %s)", AGENT_VERSION,
 	    (long)getpid(), agent.conf->name);
+	renew_start(tls_ctx, gw_tls);
 
 	event_base_dispatch(agent.base);
 
 	ctlconn_shutdown();
 	ctlconn_set_tls(NULL, NULL, 0);
+	export_set_tls(NULL);
+	if (rn.ev != NULL)
+		event_free(rn.ev);
+	SSL_CTX_free(rn.ctx);
 	SSL_CTX_free(tls_ctx);
 	export_stop_listening();
 	export_closeall();

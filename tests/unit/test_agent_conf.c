@@ -164,7 +164,8 @@ t_errors(void)
 
 	bad("nmae x\n", "a.conf:1:1: unknown key 'nmae': expected name, "
 	    "listen, allow-from, keep-local, export, no-reset, audit-log, "
-	    "state-file, gateway, max-connections, tls or tls-dir\n");
+	    "state-file, gateway, max-connections, tls, tls-dir, tls-renew-days "
+	    "or tls-renew-check\n");
 	bad("listen 1.2.3.4:99999\n", "a.conf:1:8: listen: expected a port "
 	    "number from 0 to 65535, got '1.2.3.4:99999'\n");
 	bad("listen host.example:1\n", "a.conf:1:8: listen: expected a "
@@ -262,5 +263,37 @@ main(void)
 	t_defaults();
 	t_keys();
 	t_errors();
+	/* tls-renew-days, tls-renew-check */
+	{
+		struct aconf *rc = aconf_new();
+		char *e = NULL;
+		int n;
+		static const char ok_txt[] = "name tc17\ntls-renew-days 7\n"
+		    "tls-renew-check 90m\n";
+		static const char bad_txt[] = "tls-renew-days 0\n"
+		    "tls-renew-check 500ms\n";
+
+		is_int(aconf_parse_buf(rc, "r.conf", ok_txt, sizeof(ok_txt) - 1,
+		    &e), 0, "tls-renew-days 7, tls-renew-check 90m");
+		ok(rc->renew_days == 7 && rc->renew_check_ms == 90 * 60 * 1000,
+		    "... in force (%u days, %llu ms)", rc->renew_days,
+		    (unsigned long long)rc->renew_check_ms);
+		free(e);
+		e = NULL;
+		aconf_free(rc);
+		rc = aconf_new();
+		ok(rc->renew_days == 30 && rc->renew_check_ms == 12 * 3600 *
+		    1000ULL, "defaults: 30 days, every 12 h");
+		n = aconf_parse_buf(rc, "r.conf", bad_txt, sizeof(bad_txt) - 1,
+		    &e);
+		ok(n != 0 && e != NULL && strstr(e, "r.conf:1:16: "
+		    "tls-renew-days: expected a number of days from 1 to 3650, "
+		    "got '0'") != NULL && strstr(e, "r.conf:2:17: "
+		    "tls-renew-check: expected a duration from 1s to 7d") !=
+		    NULL, "bad values refused, each named: %s", e ? e : "");
+		free(e);
+		aconf_free(rc);
+	}
+
 	return done_testing();
 }
