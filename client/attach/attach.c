@@ -61,8 +61,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: usbgw-attach [-v] [-t seconds] [-T -c dir] "
 	    "[-R root] gateway[:port] busid\n"
-	    "       usbgw-attach --follow [-v] [-t seconds] [-T -c dir] "
-	    "[-R root] gateway[:port] ...\n"
+	    "       usbgw-attach --follow [-v] [-t seconds] [-T -c dir "
+	    "[--renew-check seconds]] [-R root] gateway[:port] ...\n"
 	    "       usbgw-attach enroll -c dir [--name name] [-t seconds] "
 	    "gateway[:port]\n"
 	    "       usbgw-attach renew -c dir [--days n | --force] "
@@ -152,7 +152,7 @@ enroll_main(int argc, char **argv)
  * key, a session of its own); a failure is only logged (the certificate
  * in hand is still tried).
  */
-static void
+static int
 autorenew(const char *dir, const char *gateway)
 {
 	struct enrollc_opts o;
@@ -162,16 +162,16 @@ autorenew(const char *dir, const char *gateway)
 
 	snprintf(pem, sizeof(pem), "%s/host.pem", dir);
 	if (access(pem, F_OK) == -1)
-		return;		/* not enrolled: att_tls_context says so */
+		return 0;	/* not enrolled: att_tls_context says so */
 	enrollc_default_name(name, sizeof(name), "host");
 	if ((cl = tlsid_client_key(dir, name, TLSID_ROLE_HOST, pem,
 	    sizeof(pem))) == NULL)
-		return;		/* att_tls_context says why */
+		return 0;	/* att_tls_context says why */
 	due = tlsid_client_enrolled(cl) && tlsid_expires_within(
 	    tlsid_client_cert(cl), (long)ENROLLC_RENEW_DAYS * 86400);
 	tlsid_client_free(cl);
 	if (!due)
-		return;
+		return 0;
 	log_info("%s: the host certificate expires within %d days: renewing",
 	    gateway, ENROLLC_RENEW_DAYS);
 	memset(&o, 0, sizeof(o));
@@ -183,9 +183,32 @@ autorenew(const char *dir, const char *gateway)
 	o.renew_days = ENROLLC_RENEW_DAYS;
 	o.stop = &att_stop;
 	o.out = stderr;
-	if (enrollc_renew(&o) != ENROLLC_OK)
+	if (enrollc_renew(&o) != ENROLLC_OK) {
 		log_warnx("%s: renewal failed; trying the certificate held",
 		    gateway);
+		return 0;
+	}
+	return 1;
+}
+
+/* follow mode's renewal check: a new context if renewed, else NULL. */
+struct renew_arg {
+	const char	*dir, *gateway;
+};
+
+static SSL_CTX *
+follow_renew_cb(void *arg)
+{
+	struct renew_arg *ra = arg;
+	SSL_CTX *ctx;
+	char err[512];
+
+	if (autorenew(ra->dir, ra->gateway) != 1)
+		return NULL;
+	if ((ctx = att_tls_context(ra->dir, err, sizeof(err))) == NULL)
+		log_warnx("follow: the renewed certificate: %s (the old one "
+		    "stays in use)", err);
+	return ctx;
 }
 
 /*
@@ -254,8 +277,11 @@ main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "tls", no_argument, NULL, 'T' },
 		{ "follow", no_argument, NULL, 'F' },
+		{ "renew-check", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 }
 	};
+	struct follow_renew frn = { follow_renew_cb, NULL, 12 * 3600 };
+	struct renew_arg ra;
 	struct vhci	*v;
 	struct vhci_params vp;
 	SSL_CTX		*ctx = NULL;
@@ -278,6 +304,19 @@ main(int argc, char **argv)
 		case 'F':
 			follow = 1;
 			break;
+		case 'K': {
+			const char *e = NULL;
+			long long t;
+
+			if (parse_num(optarg, 1, 7 * 86400, &t, &e) == -1) {
+				fprintf(stderr, "usbgw-attach: --renew-check "
+				    "%s: %s (expected 1 to 604800 seconds)\n",
+				    optarg, e);
+				return ATT_EXIT_USAGE;
+			}
+			frn.check_s = (unsigned)t;
+			break;
+		}
 		case 'R':
 			root = optarg;
 			break;
@@ -356,8 +395,11 @@ main(int argc, char **argv)
 		SSL_CTX_free(ctx);
 		return ATT_EXIT_VHCI;
 	}
+	ra.dir = tls_dir;
+	ra.gateway = argv[0];
+	frn.arg = &ra;
 	if (follow)
-		rc = follow_run(v, ctx, argv, argc, timeout_s);
+		rc = follow_run(v, ctx, argv, argc, timeout_s, &frn);
 	else
 		rc = attach_once(v, ctx, argv[0], argv[1], timeout_s);
 	SSL_CTX_free(ctx);

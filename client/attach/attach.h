@@ -63,8 +63,18 @@ int		 att_import(struct att_conn *, const char *busid,
 const char	*att_relay(struct att_conn *, int kern, char *err,
 		    size_t errsz);
 
-/* follow.c: usbgw-attach --follow; returns the exit status. */
+/*
+ * follow.c: usbgw-attach --follow; returns the exit status.  Every
+ * renew_check_s seconds renew() is called (from the main thread); a new
+ * context it returns (one reference, given) replaces the one connections
+ * are made with from then on; the running ones go on.
+ */
+struct follow_renew {
+	SSL_CTX		*(*renew)(void *);
+	void		 *arg;
+	unsigned	  check_s;
+};
 int		 follow_run(struct vhci *, SSL_CTX *, char **gateways,
-		    int ngateways, int timeout_s);
+		    int ngateways, int timeout_s, const struct follow_renew *);
 
 #endif

@@ -156,6 +156,28 @@ att_done(struct fatt *a, struct att_conn *c)
 	wake(g);
 }
 
+/*
+ * The context connections are made with: renewal (follow_run's main
+ * thread) swaps it under ctx_mu; a connection takes a reference of its
+ * own for its handshake (the SSL keeps one after).
+ */
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int
+att_connect_ctx(struct att_conn *c, struct fgw *g, char *err, size_t errsz)
+{
+	SSL_CTX *ctx;
+	int r;
+
+	pthread_mutex_lock(&ctx_mu);
+	if ((ctx = g->ctx) != NULL)
+		SSL_CTX_up_ref(ctx);
+	pthread_mutex_unlock(&ctx_mu);
+	r = att_connect(c, g->addr, ctx, g->timeout_s, err, errsz);
+	SSL_CTX_free(ctx);
+	return r;
+}
+
 static void *
 att_main(void *arg)
 {
@@ -169,8 +191,7 @@ att_main(void *arg)
 	int		 sv[2], r;
 	bool		 cancel;
 
-	if (att_connect(&c, g->addr, g->ctx, g->timeout_s, err,
-	    sizeof(err)) == -1) {
+	if (att_connect_ctx(&c, g, err, sizeof(err)) == -1) {
 		log_warnx("%s: %s", a->busid, err);
 		goto out;
 	}
@@ -369,8 +390,7 @@ sub_open(struct fgw *g)
 	int r;
 
 	g->up_since = att_mono_ms();
-	if (att_connect(&g->sub, g->addr, g->ctx, g->timeout_s, err,
-	    sizeof(err)) == -1) {
+	if (att_connect_ctx(&g->sub, g, err, sizeof(err)) == -1) {
 		log_warnx("follow: %s", err);
 		goto fail;
 	}
@@ -638,10 +658,12 @@ fgw_main(void *arg)
 
 int
 follow_run(struct vhci *v, SSL_CTX *ctx, char **gateways, int n,
-    int timeout_s)
+    int timeout_s, const struct follow_renew *rn)
 {
 	struct fgw *gs;
+	struct timespec ts;
 	sigset_t set;
+	SSL_CTX *nctx, *old;
 	int i, sig;
 
 	vh = v;
@@ -657,6 +679,8 @@ follow_run(struct vhci *v, SSL_CTX *ctx, char **gateways, int n,
 
 		g->addr = gateways[i];
 		g->ctx = ctx;
+		if (ctx != NULL)
+			SSL_CTX_up_ref(ctx);	/* each gateway holds one */
 		g->timeout_s = timeout_s;
 		g->sub.fd = -1;
 		TAILQ_INIT(&g->atts);
@@ -668,12 +692,39 @@ follow_run(struct vhci *v, SSL_CTX *ctx, char **gateways, int n,
 	}
 	log_info("follow: %d gateway%s, %s", n, n == 1 ? "" : "s",
 	    ctx != NULL ? "TLS" : "plain USB/IP");
-	do {
-		if (sigwait(&set, &sig) != 0)
-			sig = SIGTERM;
-		if (sig == SIGHUP)
-			log_info("follow: SIGHUP ignored");
-	} while (sig == SIGHUP);
+	for (;;) {
+		if (rn == NULL || rn->renew == NULL || ctx == NULL) {
+			if (sigwait(&set, &sig) != 0)
+				sig = SIGTERM;
+		} else {
+			ts.tv_sec = rn->check_s;
+			ts.tv_nsec = 0;
+			if ((sig = sigtimedwait(&set, NULL, &ts)) == -1 &&
+			    errno == EAGAIN) {
+				/* the renewal check */
+				if ((nctx = rn->renew(rn->arg)) == NULL)
+					continue;
+				pthread_mutex_lock(&ctx_mu);
+				for (i = 0; i < n; i++) {
+					old = gs[i].ctx;
+					SSL_CTX_up_ref(nctx);
+					gs[i].ctx = nctx;
+					SSL_CTX_free(old);
+				}
+				pthread_mutex_unlock(&ctx_mu);
+				SSL_CTX_free(nctx);
+				log_info("follow: the renewed certificate is in "
+				    "use for new connections; the running "
+				    "ones go on");
+				continue;
+			}
+			if (sig == -1)
+				continue;	/* EINTR */
+		}
+		if (sig != SIGHUP)
+			break;
+		log_info("follow: SIGHUP ignored");
+	}
 	log_info("follow: signal %d: detaching everything", sig);
 	fstop = 1;
 	for (i = 0; i < n; i++)
@@ -682,6 +733,7 @@ follow_run(struct vhci *v, SSL_CTX *ctx, char **gateways, int n,
 		pthread_join(gs[i].tid, NULL);
 		close(gs[i].wake[0]);
 		close(gs[i].wake[1]);
+		SSL_CTX_free(gs[i].ctx);
 		pthread_mutex_destroy(&gs[i].mu);
 	}
 	free(gs);
