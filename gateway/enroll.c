@@ -244,19 +244,33 @@ enroll_pairing_accept(int fd, const struct tlsid_peer *peer,
 	struct pairing *p, *q;
 	const char *why = NULL;
 	time_t now = now_t();
-	unsigned nopen = 0;
+	unsigned nopen = 0, nall = 0;
 
 	if (now - E.window >= 60) {
 		E.window = now;
 		E.nwindow = 0;
 	}
 	TAILQ_FOREACH(q, &E.list, entry) {
+		if (!q->renew)
+			nall++;
 		if (q->renew || q->state == PR_CLOSING || q->refuse[0] != '\0')
 			continue;
 		nopen++;
 		if (strcmp(q->host, host) == 0)
 			why = "a pairing from this address is in progress "
 			    "(one per address)";
+	}
+	/*
+	 * Every pairing session holds a TLS pump until it is answered (a
+	 * refused one for up to 10 s, so that its client reads why): all of
+	 * them, refused ones too, are bounded, and past that a new one is
+	 * closed at once, without an answer or an audit row (a flood).
+	 */
+	if (nall >= 2 * E.c.max_pairings + 8) {
+		log_debug("enroll: pairing session from %s closed: %u pairing "
+		    "sessions held", host, nall);
+		evutil_closesocket(fd);
+		return;
 	}
 	if (why == NULL && nopen >= E.c.max_pairings)
 		why = "too many pairings in progress (max-pairings)";
@@ -787,7 +801,13 @@ end_actives(const char *name, const char *state, const char *event,
 	for (i = 0; i < x.n; i++) {
 		if (db_agent_end(store_db(), x.a[i].id, state, why, now_t()) == -1)
 			return -1;
-		cut = tlsshim_cut(x.a[i].fpr);
+		/*
+		 * By name and role, not only by this row's fingerprint: the
+		 * connections a renewed-away (replaced) certificate of the
+		 * name authenticated run on, and must end too.
+		 */
+		cut = tlsshim_cut(x.a[i].fpr) + tlsshim_cut_identity(name,
+		    tlsid_role_parse(x.a[i].role));
 		total += cut;
 		snprintf(detail, sizeof(detail), "%s (%s) certificate %.16s... "
 		    "%s: %s; %u connection%s cut", name, x.a[i].role,

@@ -1582,6 +1582,21 @@ tlsid_ctx_client(const struct tlsid_client *c, int flags,
 }
 
 int
+tlsid_recheck(SSL *ssl, char *why, size_t whylen)
+{
+	struct ssldata *d = ssl_idx < 0 ? NULL : SSL_get_ex_data(ssl, ssl_idx);
+	struct ctxdata *cd = ctx_idx < 0 ? NULL :
+	    SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_idx);
+
+	if (d == NULL || d->pairing || !d->checked || cd == NULL ||
+	    cd->check == NULL)
+		return 0;
+	if (cd->check(&d->peer, cd->arg, why, whylen) != 0)
+		return -1;
+	return 0;
+}
+
+int
 tlsid_peer(SSL *ssl, struct tlsid_peer *p)
 {
 	struct ssldata *d = ssl_idx < 0 ? NULL : SSL_get_ex_data(ssl, ssl_idx);

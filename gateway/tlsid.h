@@ -60,6 +60,13 @@ enum tlsid_role {
 
 /* "gateway", "agent", "host", or "none". */
 const char	*tlsid_role_name(enum tlsid_role);
+/*
+ * The context's check again, at the end of the handshake, for the peer
+ * it judged while the handshake ran (the peer may have sent its
+ * certificate, then held back its Finished while it was revoked): 0
+ * allows (also: no check, a pairing peer), -1 denies with why.
+ */
+int		 tlsid_recheck(SSL *, char *why, size_t whylen);
 /* The role of that name, TLSID_ROLE_NONE for anything else. */
 enum tlsid_role	 tlsid_role_parse(const char *);
 

@@ -48,6 +48,9 @@ struct tlsshim {
 	int			 flags;		/* TLSSHIM_CLIENT */
 	bool			 ending;	/* a side ended: delivering the rest */
 	char			 fpr[TLSID_FPR_HEX + 1];	/* the peer's */
+	char			 name[TLSID_NAME_MAX + 1];	/* its CN */
+	enum tlsid_role		 role;
+	bool			 pairing;	/* a placeholder's session */
 };
 
 static LIST_HEAD(, tlsshim) pumps = LIST_HEAD_INITIALIZER(pumps);
@@ -204,6 +207,17 @@ sh_established(struct tlsshim *sh)
 		    "certificate" : "no verified client certificate", 1);
 		return;
 	}
+	if (!peer.pairing) {
+		char why[300], msg[320];
+
+		/* revoked while the handshake ran (it was judged when the
+		 * peer's certificate came, not at its Finished) */
+		if (tlsid_recheck(sh->ssl, why, sizeof(why)) == -1) {
+			snprintf(msg, sizeof(msg), "refused: %s", why);
+			sh_fail(sh, msg, 1);
+			return;
+		}
+	}
 	memset(&pair, 0, sizeof(pair));
 	if (peer.pairing && (tlsid_pair_code(sh->ssl, pair.code) == -1 ||
 	    tlsid_peer_key_fpr(sh->ssl, pair.key_fpr) == -1)) {
@@ -211,6 +225,9 @@ sh_established(struct tlsshim *sh)
 		return;
 	}
 	memcpy(sh->fpr, peer.fpr, sizeof(sh->fpr));
+	memcpy(sh->name, peer.name, sizeof(sh->name));
+	sh->role = peer.role;
+	sh->pairing = peer.pairing != 0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 	    sv) == -1) {
 		log_warn("tls: socketpair");
@@ -375,6 +392,23 @@ tlsshim_cut(const char *fpr)
 	for (sh = LIST_FIRST(&pumps); sh != NULL; sh = next) {
 		next = LIST_NEXT(sh, entry);
 		if (strcmp(sh->fpr, fpr) == 0) {
+			tlsshim_free(sh);
+			n++;
+		}
+	}
+	return n;
+}
+
+unsigned
+tlsshim_cut_identity(const char *name, enum tlsid_role role)
+{
+	struct tlsshim *sh, *next;
+	unsigned n = 0;
+
+	for (sh = LIST_FIRST(&pumps); sh != NULL; sh = next) {
+		next = LIST_NEXT(sh, entry);
+		if (!sh->pairing && sh->role == role &&
+		    strcmp(sh->name, name) == 0) {
 			tlsshim_free(sh);
 			n++;
 		}

@@ -93,6 +93,12 @@ unsigned	 tlsshim_npumps(void);
  * end sees EOF.  The number closed.
  */
 unsigned	 tlsshim_cut(const char *fpr);
+/*
+ * Every pump a certificate of that name and role authenticated, whatever
+ * the certificate (a renewal leaves the running ones on the old one):
+ * cut.  Pairing sessions are not (a re-enrollment's own has that CN).
+ */
+unsigned	 tlsshim_cut_identity(const char *name, enum tlsid_role);
 /* Close every pump (at exit). */
 void		 tlsshim_shutdown(void);
 

@@ -450,6 +450,9 @@ static struct {
 	struct worker	*w;
 	bool		 running;
 	bool		 gw_tls[ACONF_MAX_GATEWAYS];
+	size_t		 ngw;		/* the gateway lines dialled (at start:
+					   a reload does not change them) */
+	struct config_addr gws[ACONF_MAX_GATEWAYS];
 	SSL_CTX		*ctx;		/* in force; one reference ours */
 } rn;
 
@@ -499,7 +502,7 @@ renew_done(void *arg)
 		    err);
 	else {
 		export_set_tls(ctx);
-		ctlconn_set_tls(ctx, rn.gw_tls, agent.conf->ngateways);
+		ctlconn_set_tls(ctx, rn.gw_tls, rn.ngw);
 		SSL_CTX_free(rn.ctx);
 		rn.ctx = ctx;
 		log_info("TLS renewal: %s/agent.pem renewed through %s: new "
@@ -542,22 +545,22 @@ renew_tick(evutil_socket_t fd, short what, void *arg)
 	SSL_CTX_free(probe);
 	if (left > (long)c->renew_days * 86400)
 		return;		/* not due */
-	for (i = 0; i < c->ngateways; i++)
+	for (i = 0; i < rn.ngw; i++)
 		if (rn.gw_tls[i])
 			break;
-	if (i == c->ngateways) {
+	if (i == rn.ngw) {
 		log_warnx("TLS: %s/agent.pem ends within %u days and no "
 		    "gateway line is dialled over TLS to renew it through: "
 		    "run usbgw-agent renew", c->tls_dir, c->renew_days);
 		return;
 	}
 	j = xcalloc(1, sizeof(*j));
-	if (strchr(c->gateways[i].host, ':') != NULL)
+	if (strchr(rn.gws[i].host, ':') != NULL)
 		snprintf(j->gateway, sizeof(j->gateway), "[%s]:%s",
-		    c->gateways[i].host, c->gateways[i].port);
+		    rn.gws[i].host, rn.gws[i].port);
 	else
 		snprintf(j->gateway, sizeof(j->gateway), "%s:%s",
-		    c->gateways[i].host, c->gateways[i].port);
+		    rn.gws[i].host, rn.gws[i].port);
 	usbgw_strlcpy(j->dir, c->tls_dir, sizeof(j->dir));
 	usbgw_strlcpy(j->name, c->name, sizeof(j->name));
 	j->o.gateway = j->gateway;
@@ -581,6 +584,8 @@ renew_start(SSL_CTX *ctx, const bool gw_tls[ACONF_MAX_GATEWAYS])
 		return;
 	SSL_CTX_up_ref(ctx);
 	memcpy(rn.gw_tls, gw_tls, sizeof(rn.gw_tls));
+	rn.ngw = agent.conf->ngateways;
+	memcpy(rn.gws, agent.conf->gateways, sizeof(rn.gws));
 	if ((rn.w = worker_new(agent.base, "certificate renewal", 1)) == NULL ||
 	    (rn.ev = evtimer_new(agent.base, renew_tick, NULL)) == NULL) {
 		log_warnx("TLS: no renewal timer");

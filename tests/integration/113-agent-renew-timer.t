@@ -13,7 +13,7 @@
 ISSUE=$USBGW_BUILD/tlsid-issue
 AGENT=$USBGW_BUILD/usbgw-agent
 need_prog "$USBGWD" "$USBGW" "$EJSON" "$ISSUE" "$AGENT" openssl
-plan 17
+plan 20
 
 TLSP=$(free_port)
 gw_conf gw "agent tc30 from 127.0.0.1/32 tls=required" "host-names = no" \
@@ -63,9 +63,16 @@ is "$(grep -c 'renewed through' "$T/agent.log")" 1 "a certificate not due is lef
 awk '/control .*state=up/ { u = 1 } /control .*state=down/ { u = 0 }
     /renewed through/ { if (u) r = 1 } END { exit !r }' "$T/agent.log"
 check $? "the renewal came while the control connection was up"
-# a new connection uses the new certificate
+# revoke: the control connection runs on the renewed-away (replaced)
+# certificate, and is cut all the same (revoke cuts by name and role)
+gwctl gw agent revoke tc30
+is "$RC" 0 "agent revoke tc30"
+wait_for -t 3 sh -c "! '$USBGW' -s '$(gw_sock gw)' exporter list --json 2>/dev/null |
+    '$EJSON' get control name=tc30 2>/dev/null | grep -qx true"
+check $? "... its control connection, made with the replaced certificate, is cut"
+like "$(cat "$T/gw.log")" 'certificate [0-9a-f]{16}\.\.\. revoked: .*[1-9] connections? cut' \
+    "... and the log counts it"
+wait_log gw 'TLS connection refused: refused: certificate CN=tc30 .* is revoked' 15
+check $? "its next handshake (the renewed certificate) is refused: revoked"
 stop_bg agent
-start_bg agent2 "$AGENT" -f -c "$T/agent.conf"
-wait_for -t 10 _ctl_up tc30
-check $? "the agent started again connects with the renewed certificate"
 gw_finish gw

@@ -47,7 +47,8 @@ raw(uint8_t type, const uint8_t *body, size_t blen)
 	buf[5] = type;
 	buf[6] = (uint8_t)(blen >> 8);
 	buf[7] = (uint8_t)blen;
-	memcpy(buf + 8, body, blen);
+	if (blen > 0)	/* memcpy's source may not be NULL, even for 0 */
+		memcpy(buf + 8, body, blen);
 	return 8 + blen;
 }
 

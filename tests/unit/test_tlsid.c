@@ -185,6 +185,12 @@ raw_ctx(const char *keyfile, const char *certpem, int maxver)
 
 /* --- handshakes over a socketpair, the server in a thread ------------- */
 
+struct revoked {
+	char		 serial[TLSID_SERIAL_HEX + 1];
+	int		 calls;
+	struct tlsid_peer seen;
+};
+
 struct side {
 	SSL_CTX		*ctx;		/* client NULL: plain bytes */
 	const char	*plain;
@@ -197,12 +203,23 @@ struct side {
 	int		 have_code;
 	char		 code[TLSID_CODE_LEN + 1];
 	unsigned char	 mat[32];
+	int		 recheck;	/* tlsid_recheck after the handshake */
+	struct revoked	*revoke_mid;	/* ... having revoked the peer */
+	int		 recheck_rc;
+	char		 recheck_why[256];
 };
+
+static void	revoke_serial(struct revoked *, const char *);
 
 static void
 after_handshake(SSL *ssl, struct side *s)
 {
 	s->have_peer = tlsid_peer(ssl, &s->peer) == 0;
+	s->recheck_why[0] = '\0';
+	if (s->revoke_mid != NULL && s->have_peer)
+		revoke_serial(s->revoke_mid, s->peer.serial);
+	s->recheck_rc = s->recheck ? tlsid_recheck(ssl, s->recheck_why,
+	    sizeof(s->recheck_why)) : 0;
 	s->have_code = tlsid_pair_code(ssl, s->code) == 0 &&
 	    tlsid_pair_material(ssl, s->mat) == 0;
 }
@@ -286,11 +303,12 @@ handshake(struct side *srv, struct side *cli)
 
 /* --- the check hook (revocation) -------------------------------------- */
 
-struct revoked {
-	char		 serial[TLSID_SERIAL_HEX + 1];
-	int		 calls;
-	struct tlsid_peer seen;
-};
+
+static void
+revoke_serial(struct revoked *r, const char *serial)
+{
+	snprintf(r->serial, sizeof(r->serial), "%s", serial);
+}
 
 static int
 check_revoked(const struct tlsid_peer *p, void *arg, char *why, size_t len)
@@ -781,6 +799,20 @@ test_handshakes(struct tlsid_store *s, struct tlsid_store *other)
 	ok(!srv.ok && !cli.ok, "revoked agent refused");
 	like(srv.err, "refused: revoked (serial ", "... the hook's reason");
 	like(cli.err, "peer refused our certificate", "... the agent is told");
+	rv.serial[0] = '\0';
+
+	/* Revoked while the handshake ran (after its certificate was
+	 * judged): tlsid_recheck at the end says so (tlsshim drops it). */
+	srv.recheck = 1;
+	handshake(&srv, &cli);
+	ok(srv.ok && srv.recheck_rc == 0, "not revoked: the recheck allows");
+	srv.revoke_mid = &rv;
+	handshake(&srv, &cli);
+	srv.revoke_mid = NULL;
+	srv.recheck = 0;
+	ok(srv.recheck_rc == -1, "revoked during the handshake: the recheck "
+	    "at its end denies");
+	like(srv.recheck_why, "revoked (serial ", "... with the hook's reason");
 	rv.serial[0] = '\0';
 	SSL_CTX_free(cli.ctx);
 
