@@ -260,3 +260,21 @@ decided_by_name(enum decided_by by)
 	}
 	return "unknown";
 }
+
+bool
+decision_iface_allowed(const struct decision *d, uint8_t config,
+    uint8_t number, uint8_t alt)
+{
+	size_t	i;
+
+	if (d->verdict != VERDICT_ALLOW)
+		return false;
+	if (d->niface == 0)
+		return true;
+	for (i = 0; i < d->niface; i++) {
+		if (d->iface[i].config == config &&
+		    d->iface[i].number == number && d->iface[i].alt == alt)
+			return d->iface[i].allow;
+	}
+	return false;
+}

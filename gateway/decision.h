@@ -131,6 +131,22 @@ struct decision_in {
 	void				*arg;
 };
 
+/*
+ * Per-interface verdicts (issue 17, protocol.md part 3): one for every
+ * interface descriptor (configuration value, bInterfaceNumber,
+ * bAlternateSetting) of every configuration the probe read.  niface 0:
+ * the decision is for the whole device (no interface-policy applies),
+ * every interface shares its verdict.
+ */
+#define DECISION_IFACE_MAX	128
+struct iface_verdict {
+	uint8_t			 config;	/* bConfigurationValue */
+	uint8_t			 number;	/* bInterfaceNumber */
+	uint8_t			 alt;		/* bAlternateSetting */
+	uint8_t			 cls, subcls, proto;
+	bool			 allow;
+};
+
 struct decision {
 	enum verdict		 verdict;
 	enum decided_by		 by;
@@ -141,10 +157,21 @@ struct decision {
 	/* The earliest time the answer may change with the clock, or
 	 * RULE_NEVER: decide again then (early is harmless, never late). */
 	int64_t			 recheck_at;
+	size_t			 niface;
+	struct iface_verdict	 iface[DECISION_IFACE_MAX];
 };
 
 void		 decide(const struct decision_in *, struct decision *);
 const char	*verdict_name(enum verdict);
+/*
+ * May the host use this interface (configuration value, interface
+ * number, alternate setting)?  Only an allowed decision allows anything;
+ * with niface 0 every interface follows the device; with verdicts, an
+ * interface descriptor the decision does not list is denied (fail
+ * closed: nobody decided on it).
+ */
+bool		 decision_iface_allowed(const struct decision *, uint8_t config,
+		    uint8_t number, uint8_t alt);
 const char	*decided_by_name(enum decided_by);
 
 #endif
