@@ -47,63 +47,6 @@ enrollc_default_name(char *out, size_t len, const char *fallback)
 		usbgw_strlcpy(out, fallback, len);
 }
 
-/* A TCP connection to HOST[:PORT] within timeout_s.  fd, or -1 (err). */
-static int
-dial(const char *hostport, int timeout_s, char *err, size_t errsz)
-{
-	struct config_addr a;
-	struct addrinfo hints, *res, *ai;
-	const char *why;
-	int fd = -1, r, one = 1;
-
-	if (config_parse_addr(hostport, "3240", &a, &why) == -1 ||
-	    a.host[0] == '\0') {
-		snprintf(err, errsz, "%s: expected host[:port] (%s)", hostport,
-		    a.host[0] == '\0' ? "no host" : why);
-		return -1;
-	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	if ((r = getaddrinfo(a.host, a.port, &hints, &res)) != 0) {
-		snprintf(err, errsz, "%s: %s", hostport, gai_strerror(r));
-		return -1;
-	}
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		struct pollfd p;
-		socklen_t sl = sizeof(r);
-
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
-		    SOCK_NONBLOCK, ai->ai_protocol);
-		if (fd == -1)
-			continue;
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1 &&
-		    errno != EINPROGRESS)
-			goto next;
-		p.fd = fd;
-		p.events = POLLOUT;
-		if (poll(&p, 1, timeout_s * 1000) != 1) {
-			errno = ETIMEDOUT;
-			goto next;
-		}
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &r, &sl) == -1 ||
-		    r != 0) {
-			errno = r;
-			goto next;
-		}
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-		    sizeof(one));
-		freeaddrinfo(res);
-		return fd;
-next:
-		snprintf(err, errsz, "%s: connect: %s", hostport,
-		    strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	return -1;
-}
-
 /* What has been read from the gateway: messages can arrive together
  * (PENDING and, at once, ISSUED or REFUSED), so what follows the one
  * returned is kept for the next call. */
@@ -183,7 +126,7 @@ open_session(const struct enrollc_opts *o, SSL_CTX *ctx, int *fd, char *err,
 {
 	SSL *ssl;
 
-	if ((*fd = dial(o->gateway, o->connect_s, err, errlen)) == -1)
+	if ((*fd = tlsclient_dial(o->gateway, o->connect_s, err, errlen)) == -1)
 		return NULL;
 	if ((ssl = tlsclient_connect(ctx, *fd, o->connect_s * 1000, err,
 	    errlen)) == NULL) {

@@ -4,8 +4,12 @@
  */
 #include <sys/socket.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -18,6 +22,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 
+#include "config.h"
 #include "tlsclient.h"
 #include "tlsid.h"
 #include "util.h"
@@ -490,4 +495,72 @@ tlsclient_pipe(SSL *ssl, int netfd, const char *prog, pthread_t *tid)
 		return -1;
 	}
 	return sv[1];
+}
+
+/*
+ * A TCP connection to HOST[:PORT] (port 3240 by default) within
+ * timeout_s, blocking: the callers are usbgw-attach and the enrollment
+ * client, never the daemon's loop.  fd (TCP_NODELAY, SO_KEEPALIVE), or -1
+ * with a message in err.
+ */
+int
+tlsclient_dial(const char *hostport, int timeout_s, char *err, size_t errsz)
+{
+	struct config_addr a;
+	struct addrinfo	 hints, *res, *ai;
+	const char	*why;
+	int		 fd = -1, r, one = 1;
+
+	if (config_parse_addr(hostport, "3240", &a, &why) == -1) {
+		snprintf(err, errsz, "%s: expected host[:port] (%s)", hostport,
+		    why);
+		return -1;
+	}
+	if (a.host[0] == '\0') {
+		snprintf(err, errsz, "%s: expected host[:port] (no host)",
+		    hostport);
+		return -1;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if ((r = getaddrinfo(a.host, a.port, &hints, &res)) != 0) {
+		snprintf(err, errsz, "%s: %s", hostport, gai_strerror(r));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		struct pollfd	 p;
+		socklen_t	 sl = sizeof(r);
+
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
+		    SOCK_NONBLOCK, ai->ai_protocol);
+		if (fd == -1)
+			continue;
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1 &&
+		    errno != EINPROGRESS)
+			goto next;
+		p.fd = fd;
+		p.events = POLLOUT;
+		if (poll(&p, 1, timeout_s * 1000) != 1) {
+			errno = ETIMEDOUT;
+			goto next;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &r, &sl) == -1 ||
+		    r != 0) {
+			errno = r;
+			goto next;
+		}
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+		    sizeof(one));
+		(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one,
+		    sizeof(one));
+		freeaddrinfo(res);
+		return fd;
+next:
+		snprintf(err, errsz, "%s: connect: %s", hostport,
+		    strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return -1;
 }

@@ -129,4 +129,8 @@ const char	*tlsclient_relay(SSL *, int netfd, int plainfd,
 int		 tlsclient_pipe(SSL *, int netfd, const char *prog,
 		    pthread_t *tid);
 
+/* Blocking TCP connect with a deadline (usbgw-attach, enrollment). */
+int		 tlsclient_dial(const char *hostport, int timeout_s, char *err,
+		    size_t errsz);
+
 #endif

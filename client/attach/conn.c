@@ -72,69 +72,6 @@ att_check_gateway(const char *hostport, char *err, size_t errsz)
 	return 0;
 }
 
-/* Connect with a deadline; -1 with a message in err. */
-static int
-dial(const char *hostport, int timeout_s, char *err, size_t errsz)
-{
-	struct config_addr a;
-	struct addrinfo	 hints, *res, *ai;
-	const char	*why;
-	int		 fd = -1, r, one = 1;
-
-	if (config_parse_addr(hostport, "3240", &a, &why) == -1) {
-		snprintf(err, errsz, "%s: expected host[:port] (%s)", hostport,
-		    why);
-		return -1;
-	}
-	if (a.host[0] == '\0') {
-		snprintf(err, errsz, "%s: expected host[:port] (no host)",
-		    hostport);
-		return -1;
-	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	if ((r = getaddrinfo(a.host, a.port, &hints, &res)) != 0) {
-		snprintf(err, errsz, "%s: %s", hostport, gai_strerror(r));
-		return -1;
-	}
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		struct pollfd	 p;
-		socklen_t	 sl = sizeof(r);
-
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
-		    SOCK_NONBLOCK, ai->ai_protocol);
-		if (fd == -1)
-			continue;
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1 &&
-		    errno != EINPROGRESS)
-			goto next;
-		p.fd = fd;
-		p.events = POLLOUT;
-		if (poll(&p, 1, timeout_s * 1000) != 1) {
-			errno = ETIMEDOUT;
-			goto next;
-		}
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &r, &sl) == -1 ||
-		    r != 0) {
-			errno = r;
-			goto next;
-		}
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-		    sizeof(one));
-		(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one,
-		    sizeof(one));
-		freeaddrinfo(res);
-		return fd;
-next:
-		snprintf(err, errsz, "%s: connect: %s", hostport,
-		    strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	return -1;
-}
-
 /* Read exactly n bytes before the deadline (non-blocking fd). */
 static int
 read_full(int fd, uint8_t *buf, size_t n, int64_t deadline)
@@ -239,7 +176,7 @@ att_connect(struct att_conn *c, const char *gateway, SSL_CTX *ctx,
 	char why[256];
 
 	c->tls = NULL;
-	if ((c->fd = dial(gateway, timeout_s, err, errsz)) == -1)
+	if ((c->fd = tlsclient_dial(gateway, timeout_s, err, errsz)) == -1)
 		return -1;
 	if (ctx == NULL)
 		return 0;
