@@ -119,6 +119,7 @@ elif [ -n "${_USBGW_DEB_NS:-}" ]; then
 		for n in null zero random urandom; do
 			: >"$R/dev/$n" && mount --bind "/dev/$n" "$R/dev/$n" || bail_out "cannot bind /dev/$n"
 		done
+		ln -s /proc/self/fd "$R/dev/fd"
 		# Unmounted before common.sh's cleanup removes $T.
 		trap '_st=$?; umount -R -l "$R" 2>/dev/null; (exit $_st); _cleanup' EXIT
 	fi
@@ -165,15 +166,19 @@ unit_keys() { sed -n "s/^$2=//p" "$R$UNITS/$1"; }
 # Every program an Exec*= line starts is installed and executable (but
 # for a "-" line, whose failure the unit ignores: usbgw-attach's
 # /sbin/modprobe, from kmod, which the package recommends).
-bad=
+bad= n=0
 for u in usbgwd.service usbgwd-local.service usbgw-agent.service usbgw-attach.service; do
+	[ -f "$R$UNITS/$u" ] || { bad+=" $u:missing"; continue; }
 	while read -r cmd _; do
+		n=$((n + 1))
 		case $cmd in -*) continue ;; esac
 		cmd=${cmd#[+@!:]}; cmd=${cmd#[+@!:]}
-		[ -x "$R$cmd" ] || bad+=" $u:$cmd"
-	done < <(grep -E '^Exec[A-Za-z]*=' "$R$UNITS/$u" | sed 's/^[^=]*=//')
+		# (unpacked: the system's own programs, /bin/kill, are not in $R)
+		[ -x "$R$cmd" ] || { [ $MODE = extract ] && [ -x "$cmd" ]; } || bad+=" $u:$cmd"
+	done <<<"$(sed -n 's/^Exec[A-Za-z]*=//p' "$R$UNITS/$u")"
 done
 is "$bad" "" "every unit's Exec*= programs are in the installed root"
+num_cmp "$n" -ge 12 "... all $n Exec*= lines of the 4 units read"
 like "$(dpkg-deb -f "$DEB_usbgw_attach" Recommends)" '(^|, )kmod(,|$)' \
     "usbgw-attach recommends kmod (its unit's ExecStartPre=-/sbin/modprobe vhci-hcd)"
 is "$(unit_keys usbgwd.service StateDirectoryMode)" "0750" \
@@ -192,8 +197,11 @@ apre=$(execline usbgw-agent.service ExecStartPre)
 if [ $MODE = extract ]; then apre=${apre//\/etc\//$R/etc/}; fi
 run "${IN[@]}" ${apre/\/usr\/sbin\//$P/usr/sbin/}
 is "$RC" 0 "usbgw-agent -n passes on the installed usbgw-agent.conf" || _diag_output
-run "${IN[@]}" "$P/usr/sbin/usbgwd" -V
-is "$OUT" "usbgwd ${VER%%-*}" "usbgwd -V is the package's upstream version"
+# The version is written in the C sources too: they must agree.
+run "${IN[@]}" sh -c "$P/usr/sbin/usbgwd -V; $P/usr/bin/usbgw -V; $P/usr/sbin/usbgw-agent -V"
+is "$OUT" "usbgwd ${VER%%-*}
+usbgw ${VER%%-*} (control protocol 1)
+usbgw-agent ${VER%%-*}" "usbgwd, usbgw and usbgw-agent -V: the package's upstream version"
 
 # ---- the daemon ---------------------------------------------------------------
 start=$(execline usbgwd.service ExecStart)
