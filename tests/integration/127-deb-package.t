@@ -144,7 +144,8 @@ else
 	else
 		D=$DEB
 	fi
-	run -t 300 "${IN[@]}" dpkg -i "$D/${DEB_usbgw##*/}" "$D/${DEB_usbgw_agent##*/}" \
+	# (adduser: /etc/passwd is the machine's, one test at a time changes it)
+	with_lock users run -t 300 "${IN[@]}" dpkg -i "$D/${DEB_usbgw##*/}" "$D/${DEB_usbgw_agent##*/}" \
 	    "$D/${DEB_usbgw_attach##*/}"
 	is "$RC" 0 "dpkg -i usbgw usbgw-agent usbgw-attach" || _diag_output
 	run "${IN[@]}" sh -c 'id -u usbgw; id -gn usbgw; id -u usbgw-agent; id -gn usbgw-agent;
