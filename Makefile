@@ -80,7 +80,7 @@ BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 FUZZERS   := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 PRELOADS  := $(PRELOAD_SRCS:tests/preload/%.c=$(B)/preload/%.so)
 
-.PHONY: all check test unit integration asan fuzz fuzz-smoke bench e2e install install-agent clean deps demo ci
+.PHONY: all check test unit integration asan fuzz fuzz-smoke bench e2e install install-agent clean deps demo ci deb
 .DEFAULT_GOAL := all
 
 all: $(PROGS) $(UNITS) $(BENCHES) $(PRELOADS)
@@ -272,7 +272,27 @@ install: all $(if $(wildcard client/agent/agent.c),install-agent)
 	$(if $(wildcard $(B)/usbgw-attach),install -m 0755 $(B)/usbgw-attach $(DESTDIR)$(SBINDIR)/usbgw-attach)
 	for m in $(wildcard contrib/man/*.[1-8]); do s=$${m##*.}; install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 
+# --- Debian packages ---------------------------------------------------
+# `make deb`: the binary packages usbgw, usbgw-agent and usbgw-attach for
+# Debian 12, built by dpkg-buildpackage from contrib/debian in a copy of
+# the source tree (build-deb/usbgw-VERSION/, contrib/debian as its
+# debian/).  The .debs, .buildinfo and .changes land in build-deb/; their
+# names are printed last.  The version is contrib/debian/changelog's.
+DEB_DIR      := build-deb
+DEB_JOBS     ?= 2
+DEB_VERSION   = $(shell dpkg-parsechangelog -l contrib/debian/changelog -S Version)
+DEB_SRC_PATHS := Makefile schema.sql README.md protocol.md gateway client contrib
+deb:
+	@command -v dpkg-buildpackage >/dev/null 2>&1 || { \
+	  echo "make deb: dpkg-buildpackage not found (sh tests/deps.sh installs dpkg-dev and debhelper)" >&2; exit 1; }
+	rm -rf $(DEB_DIR)
+	mkdir -p $(DEB_DIR)/usbgw-$(DEB_VERSION)
+	tar -cf - $(DEB_SRC_PATHS) | tar -xf - -C $(DEB_DIR)/usbgw-$(DEB_VERSION)
+	cp -R contrib/debian $(DEB_DIR)/usbgw-$(DEB_VERSION)/debian
+	cd $(DEB_DIR)/usbgw-$(DEB_VERSION) && dpkg-buildpackage -us -uc -b -J$(DEB_JOBS)
+	@ls -1 $(DEB_DIR)/*.deb
+
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-deb
 
 -include $(shell find $(B) build-fuzz -name '*.d' 2>/dev/null)
