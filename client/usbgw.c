@@ -14,9 +14,7 @@
 #include "usbgw.h"
 #include "util.h"
 
-#ifndef USBGW_VERSION
-#define USBGW_VERSION	"0.1"
-#endif
+#include "version.h"
 
 static const struct cmd_entry *const cmd_table[] = {
 	&cmd_list_entry,

@@ -55,9 +55,7 @@
 #include "util.h"
 #include "worker.h"
 
-#ifndef USBGW_VERSION
-#define USBGW_VERSION		"0.1"
-#endif
+#include "version.h"
 
 #define CONTROL_BACKLOG		64
 #define CONTROL_ACCEPT_BURST	32	/* accepts per wakeup */

@@ -29,7 +29,8 @@
 #include "enroll.h"
 #include "util.h"
 
-#define USBGWD_VERSION	"0.1"
+#include "version.h"
+#define USBGWD_VERSION	USBGW_VERSION
 
 static const char *flag_keys[16], *flag_vals[16];
 static int nflags;

@@ -26,7 +26,8 @@
 #include "util.h"
 #include "worker.h"
 
-#define AGENT_VERSION	"0.1"
+#include "version.h"
+#define AGENT_VERSION	USBGW_VERSION
 #define AGENT_MAX_FLAGS	64
 
 static struct {
