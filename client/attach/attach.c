@@ -45,6 +45,7 @@
 #include "usbip.h"
 #include "util.h"
 #include "vhci.h"
+#include "version.h"
 
 #define CONNECT_TIMEOUT_S	10
 #define FOLLOW_MAX_GATEWAYS	8
@@ -59,7 +60,7 @@ on_signal(int sig)
 static void __attribute__((noreturn))
 usage(void)
 {
-	fprintf(stderr, "usage: usbgw-attach [-v] [-t seconds] [-T -c dir] "
+	fprintf(stderr, "usage: usbgw-attach [-vV] [-t seconds] [-T -c dir] "
 	    "[-R root] gateway[:port] busid\n"
 	    "       usbgw-attach --follow [-v] [-t seconds] [-T -c dir "
 	    "[--renew-check seconds]] [-R root] gateway[:port] ...\n"
@@ -295,7 +296,7 @@ main(int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "enroll") == 0 ||
 	    strcmp(argv[1], "renew") == 0))
 		return enroll_main(argc - 1, argv + 1);
-	while ((ch = getopt_long(argc, argv, "c:FR:t:Tv", longopts, NULL)) !=
+	while ((ch = getopt_long(argc, argv, "c:FR:t:TvV", longopts, NULL)) !=
 	    -1) {
 		switch (ch) {
 		case 'c':
@@ -338,6 +339,9 @@ main(int argc, char **argv)
 		case 'v':
 			verbose++;
 			break;
+		case 'V':
+			printf("usbgw-attach %s\n", USBGW_VERSION);
+			return 0;
 		default:
 			usage();
 		}

@@ -199,10 +199,11 @@ if [ $MODE = extract ]; then apre=${apre//\/etc\//$R/etc/}; fi
 run "${IN[@]}" ${apre/\/usr\/sbin\//$P/usr/sbin/}
 is "$RC" 0 "usbgw-agent -n passes on the installed usbgw-agent.conf" || _diag_output
 # The version is written in the C sources too: they must agree.
-run "${IN[@]}" sh -c "$P/usr/sbin/usbgwd -V; $P/usr/bin/usbgw -V; $P/usr/sbin/usbgw-agent -V"
+run "${IN[@]}" sh -c "$P/usr/sbin/usbgwd -V; $P/usr/bin/usbgw -V; $P/usr/sbin/usbgw-agent -V; $P/usr/sbin/usbgw-attach -V"
 is "$OUT" "usbgwd ${VER%%-*}
 usbgw ${VER%%-*} (control protocol 1)
-usbgw-agent ${VER%%-*}" "usbgwd, usbgw and usbgw-agent -V: the package's upstream version"
+usbgw-agent ${VER%%-*}
+usbgw-attach ${VER%%-*}" "every program's -V: the package's upstream version (gateway/version.h)"
 
 # ---- the daemon ---------------------------------------------------------------
 start=$(execline usbgwd.service ExecStart)
