@@ -33,8 +33,7 @@ wait_file "$T/gw.port" 10 gw || bail_out "usbgwd did not start"
 wait_for -t 10 sh -c "'$USBGW' -s '$SOCK' list --state pending --json | \
     '$EJ' count | grep -qx 3" || bail_out "devices did not become pending"
 # the dialog asks in the daemon's list order
-mapfile -t B < <("$USBGW" -s "$SOCK" list --state pending --json |
-    python3 -c 'import json,sys; [print(d["busid"]) for d in json.load(sys.stdin)]')
+mapfile -t B < <("$USBGW" -s "$SOCK" list --state pending | awk 'NR > 1 { print $1 }')
 is "${#B[@]}" 3 "three devices pending before the dialog starts"
 UNTIL=$(( $(date +%s) + 7200 ))
 
@@ -93,21 +92,21 @@ for b in "${B[@]}" 1-9 1-8; do
 done
 
 # What the daemon recorded: show's approval and the audit's reasons.
-jq_show() { "$USBGW" -s "$SOCK" show --json "$1"; }
-py() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-S0=$(jq_show "${B[0]}")
-is "$(printf '%s' "$S0" | py 'd["approval"]["scope"]')" for "a for 1h: scope for"
-is "$(printf '%s' "$S0" | py 'd["approval"]["to"]')" 127.0.0.1 "a ... to HOST: the approval's host"
-exp0=$(printf '%s' "$S0" | py 'd["approval"]["expires_at"]')
+# jget JSON FIELD: a member of an object (e2e-json reads arrays: wrapped)
+jget() { printf '[%s]' "$1" | "$EJ" get "$2" 2>/dev/null; }
+show_f() { jget "$("$USBGW" -s "$SOCK" show --json "$1")" "$2"; }
+appr() { jget "$(show_f "$1" approval)" "$2"; }
+is "$(appr "${B[0]}" scope)" for "a for 1h: scope for"
+is "$(appr "${B[0]}" to)" 127.0.0.1 "a ... to HOST: the approval's host"
+exp0=$(appr "${B[0]}" expires_at)
 now=$(date +%s)
 num_cmp "$exp0" -gt $((now + 3500)) "for 1h: expires in about an hour (low)"
 num_cmp "$exp0" -le $((now + 3600)) "for 1h: expires in about an hour (high)"
-S1=$(jq_show "${B[1]}")
-is "$(printf '%s' "$S1" | py 'd["approval"]["scope"]')" until "a until: scope until"
-is "$(printf '%s' "$S1" | py 'd["approval"]["expires_at"]')" "$UNTIL" "a until @T: expires at T"
-is "$(printf '%s' "$S1" | py 'd["approval"]["to"]')" 10.9.8.0/24 "a until ... to CIDR"
-is "$(jq_show "${B[2]}" | py 'd["state"]')" pending "skipped: still pending"
-is "$(jq_show sim:1-9 | py 'd["state"]')" blocked "d: blocked"
+is "$(appr "${B[1]}" scope)" until "a until: scope until"
+is "$(appr "${B[1]}" expires_at)" "$UNTIL" "a until @T: expires at T"
+is "$(appr "${B[1]}" to)" 10.9.8.0/24 "a until ... to CIDR"
+is "$(show_f "${B[2]}" state)" pending "skipped: still pending"
+is "$(show_f sim:1-9 state)" blocked "d: blocked"
 # p to HOST writes an allow rule bound to the host: pending until it asks
 run "$USBGW" -s "$SOCK" policy list
 likel() { printf '%s\n' "$1" | grep -Eq -- "$2" && pass "$3" || { fail "$3"; _diag_text "$1"; }; }
@@ -115,21 +114,15 @@ likel "$OUT" 'allow .*serial "SIM-1-8".*to-host 127\.0\.0\.1' \
     "p to HOST: a permanent allow rule for that host"
 run "$USBGW" -s "$SOCK" audit --json --limit 1000
 printf '%s' "$OUT" >"$T/audit.json"
-reason_of() {	# reason_of BUSID ACTION
-	python3 - "$T/audit.json" "$1" "$2" <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))
-rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
-for r in rows:
-    if r.get("busid") == sys.argv[2] and r.get("action") == sys.argv[3]:
-        print(r.get("reason", ""))
-PY
+reason_of() {	# reason_of BUSID ACTION: the reason of its audit row
+	"$EJ" get reason busid="$1" action="$2" <"$T/audit.json" 2>/dev/null
 }
 is "$(reason_of "${B[0]}" approve)" "scanner for alice" "the reason is audited (a)"
 is "$(reason_of "${B[1]}" approve)" "until the meeting ends" "the reason is audited (a until)"
 is "$(reason_of sim:1-9 deny)" "not on this desk" "the reason is audited (d)"
 like "$(reason_of sim:1-8 approve)" "the team's scanner" "the reason is audited (p)"
-is "$(reason_of "${B[2]}" approve)$(reason_of "${B[2]}" deny)" "" "the skipped device: no decision"
+is "$("$EJ" count busid="${B[2]}" action=approve <"$T/audit.json")/$("$EJ" count \
+    busid="${B[2]}" action=deny <"$T/audit.json")" 0/0 "the skipped device: no decision"
 
 # ---- the race: pending in the list and in an event -----------------------
 FSOCK=$T/fake.sock
