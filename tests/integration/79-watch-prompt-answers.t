@@ -140,7 +140,6 @@ expect (busid 9-1)
 expect [q]uit?
 send a -m new one
 expect approved fk:9-1 once
-sleep 500
 eof
 wait
 EOF
