@@ -25,6 +25,7 @@
 
 #define PROMPT_MAX_QUEUE	256
 #define PROMPT_LINE_MAX		256
+#define PROMPT_LIST_MAX		20	/* already-pending devices listed */
 
 static const struct cmd_opt opts[] = {
 	{ "events", 'e', "LIST", "only these events, comma-separated "
@@ -705,12 +706,25 @@ queue_pending(struct prompt *p)
 		}
 		json_decref(msg);
 	}
-	json_decref(res);
 	if (n == 0)
 		printf("no device is waiting for approval now\n");
 	else
 		printf("%zu device%s already waiting for approval: asked "
 		    "first\n", n, n == 1 ? "" : "s");
+	/* the list, then the questions one by one */
+	for (i = 0; i < json_array_size(p->queue) && i < PROMPT_LIST_MAX;
+	    i++) {
+		dev = json_object_get(json_array_get(p->queue, i), "data");
+		printf("  ");
+		print_safe(stdout, jstr(dev, "busid"));
+		printf("  ");
+		print_safe(stdout, device_name(dev));
+		printf("\n");
+	}
+	if (json_array_size(p->queue) > PROMPT_LIST_MAX)
+		printf("  ... and %zu more\n", json_array_size(p->queue) -
+		    PROMPT_LIST_MAX);
+	json_decref(res);
 	if (left > 0)
 		printf("(%zu more not queued: see usbgw list --state "
 		    "pending)\n", left);

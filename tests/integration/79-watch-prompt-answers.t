@@ -41,6 +41,9 @@ plug() { echo "sh printf 'plug $1 $2\\n' | socat -t 5 - UNIX-CONNECT:$T/sim.ctl 
 cat >"$T/chat" <<EOF
 expect q or Ctrl-D to quit
 expect 3 devices already waiting for approval: asked first
+expect   ${B[0]}  1209:0001 usbgw-sim Simulated Keyboard
+expect   ${B[1]}  1209:0002 usbgw-sim Simulated Mass Storage
+expect   ${B[2]}  1209:0001 usbgw-sim Simulated Keyboard
 expect Device waiting for approval since
 expect busid       ${B[0]}
 expect [q]uit?
