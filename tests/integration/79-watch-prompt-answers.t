@@ -36,6 +36,7 @@ wait_for -t 10 sh -c "'$USBGW' -s '$SOCK' list --state pending --json | \
 mapfile -t B < <("$USBGW" -s "$SOCK" list --state pending | awk 'NR > 1 { print $1 }')
 is "${#B[@]}" 3 "three devices pending before the dialog starts"
 UNTIL=$(( $(date +%s) + 7200 ))
+TOMORROW=$(date -d tomorrow +%F)
 
 plug() { echo "sh printf 'plug $1 $2\\n' | socat -t 5 - UNIX-CONNECT:$T/sim.ctl >/dev/null"; }
 cat >"$T/chat" <<EOF
@@ -81,6 +82,11 @@ expect (busid 1-8)
 expect [q]uit?
 send p --to 127.0.0.1 -m the team's scanner
 expect approved sim:1-8 permanently, for host 127.0.0.1; now
+$(plug 1-7 keyboard)
+expect (busid 1-7)
+expect [q]uit?
+send a until $TOMORROW 10:00 -m date and time as two words
+expect approved sim:1-7 until $TOMORROW 10:00:00
 eof
 wait
 EOF
@@ -89,7 +95,7 @@ run -t 60 "$CHAT" -t 15 -o "$T/transcript" -f "$T/chat" \
 is "$RC" 0 "the dialog ran to the end and exited 0 on Ctrl-D"
 [ "$RC" = 0 ] || { diag "$ERR"; _diag_text "$(tail -n 30 "$T/transcript")"; }
 TR=$(cat "$T/transcript")
-for b in "${B[@]}" 1-9 1-8; do
+for b in "${B[@]}" 1-9 1-8 1-7; do
 	n=$(printf '%s\n' "$TR" | grep -Ec "^  busid +[^ ]*$b\b")
 	is "$n" 1 "asked about $b once"
 done
@@ -110,6 +116,8 @@ is "$(appr "${B[1]}" expires_at)" "$UNTIL" "a until @T: expires at T"
 is "$(appr "${B[1]}" to)" 10.9.8.0/24 "a until ... to CIDR"
 is "$(show_f "${B[2]}" state)" pending "skipped: still pending"
 is "$(show_f sim:1-9 state)" blocked "d: blocked"
+is "$(appr sim:1-7 expires_at)" "$(date -d "$TOMORROW 10:00" +%s)" \
+    "a until DATE TIME (two words): expires then (local time)"
 # p to HOST writes an allow rule bound to the host: pending until it asks
 run "$USBGW" -s "$SOCK" policy list
 likel() { printf '%s\n' "$1" | grep -Eq -- "$2" && pass "$3" || { fail "$3"; _diag_text "$1"; }; }
