@@ -26,6 +26,7 @@
 #define PROMPT_MAX_QUEUE	256
 #define PROMPT_LINE_MAX		256
 #define PROMPT_LIST_MAX		20	/* already-pending devices listed */
+#define PROMPT_MAX_ASKED	4096	/* presence keys remembered */
 
 static const struct cmd_opt opts[] = {
 	{ "events", 'e', "LIST", "only these events, comma-separated "
@@ -184,6 +185,9 @@ mark_asked(struct prompt *p, const json_t *msg)
 {
 	char k[PROMPT_LINE_MAX];
 
+	/* bounded: past the cap, forget them all (the worst is a re-ask) */
+	if (json_object_size(p->asked) >= PROMPT_MAX_ASKED)
+		json_object_clear(p->asked);
 	json_object_set_new(p->asked, presence_key(msg, k, sizeof(k)),
 	    json_true());
 }
@@ -503,7 +507,9 @@ static int
 parse_answer(const char *line, struct answer *a, char *err, size_t errlen)
 {
 	char buf[PROMPT_LINE_MAX], when[PROMPT_LINE_MAX], *rest = buf, *w, *v;
+	char why[PROMPT_LINE_MAX];
 	const char *word;
+	int scoped = 0;			/* once, for or until given */
 
 	memset(a, 0, sizeof(*a));
 	usbgw_strlcpy(buf, line, sizeof(buf));
@@ -562,15 +568,13 @@ parse_answer(const char *line, struct answer *a, char *err, size_t errlen)
 			    "while, answer a %.64s ...", w, word);
 			return -1;
 		}
-		if (strcmp(a->scope, "once") != 0 || a->secs != 0) {
+		if (scoped++) {
 			snprintf(err, errlen, "\"%.64s\": once, for and until "
 			    "exclude each other", w);
 			return -1;
 		}
-		if (strcmp(word, "once") == 0) {
-			a->secs = -1;		/* said: once is taken */
+		if (strcmp(word, "once") == 0)
 			continue;
-		}
 		if ((v = next_word(&rest)) == NULL) {
 			snprintf(err, errlen, "%.64s: expected %.64s", w,
 			    strcmp(word, "for") == 0 ? "a duration like 30s, "
@@ -579,8 +583,11 @@ parse_answer(const char *line, struct answer *a, char *err, size_t errlen)
 			return -1;
 		}
 		if (strcmp(word, "for") == 0) {
-			if (parse_duration_s(v, &a->secs, err, errlen) != 0)
+			if (parse_duration_s(v, &a->secs, why, sizeof(why)) !=
+			    0) {
+				snprintf(err, errlen, "for %.160s", why);
 				return -1;
+			}
 			a->scope = "for";
 			continue;
 		}
@@ -592,18 +599,18 @@ parse_answer(const char *line, struct answer *a, char *err, size_t errlen)
 		    " \t:")] == ':')
 			snprintf(when, sizeof(when), "%.64s %.64s", v,
 			    next_word(&rest));
-		if (parse_time(when, time(NULL), &a->until, err, errlen) != 0)
+		if (parse_time(when, time(NULL), &a->until, why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "until %.160s", why);
 			return -1;
+		}
 		if (a->until <= time(NULL)) {
 			snprintf(err, errlen, "until %.64s: that time is past",
 			    when);
 			return -1;
 		}
 		a->scope = "until";
-		a->secs = -1;
 	}
-	if (strcmp(a->scope, "once") == 0)
-		a->secs = 0;
 	return 0;
 }
 
