@@ -440,6 +440,16 @@ ALTER TABLE exporters ADD COLUMN last_error_at INTEGER;
 
 PRAGMA user_version = 10;
 
+-- @migration 11
+
+-- The views name their time columns for their zone (issue 18 item 5):
+-- every text time is UTC, as datetime() writes it ("2025-01-31
+-- 17:00:00"), in a column ending in _utc (at_utc, started_at_utc, ...);
+-- the tables keep INTEGER Unix seconds.  Only the views change, and they
+-- are made again after any migration: this one changes no table.
+
+PRAGMA user_version = 11;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;
@@ -472,10 +482,10 @@ SELECT
 	    WHERE i.device_id = d.id ORDER BY i.idx)) AS interfaces,
 	d.hash				AS hash,
 	d.state				AS state,
-	datetime(d.state_since, 'unixepoch') AS state_since,
+	datetime(d.state_since, 'unixepoch') AS state_since_utc,
 	d.rule_id			AS rule_id,
-	datetime(d.first_seen, 'unixepoch') AS first_seen,
-	datetime(d.last_seen, 'unixepoch') AS last_seen
+	datetime(d.first_seen, 'unixepoch') AS first_seen_utc,
+	datetime(d.last_seen, 'unixepoch') AS last_seen_utc
 FROM devices d
 JOIN exporters e ON e.id = d.exporter_id;
 
@@ -485,7 +495,7 @@ CREATE VIEW v_pending AS
 SELECT
 	v.device_id, v.busid, v.exporter, v.exporter_busid, v.vid, v.pid,
 	v.manufacturer, v.product, v.serial, v.interfaces,
-	v.state_since			AS pending_since,
+	v.state_since_utc		AS pending_since_utc,
 	CAST(strftime('%s', 'now') AS INTEGER) - d.state_since
 					AS waiting_seconds,
 	(SELECT count(*) FROM access_requests r
@@ -500,7 +510,7 @@ ORDER BY d.state_since;
 CREATE VIEW v_rules AS
 SELECT
 	r.position, r.id AS rule_id, r.text, r.target, r.origin,
-	r.device_id, r.comment, datetime(r.created_at, 'unixepoch') AS created,
+	r.device_id, r.comment, datetime(r.created_at, 'unixepoch') AS created_utc,
 	r.created_by
 FROM rules r
 WHERE r.position IS NOT NULL
@@ -513,11 +523,11 @@ SELECT
 	v.busid, v.exporter, v.exporter_busid, v.vid, v.pid, v.product,
 	v.serial,
 	a.decision, a.scope, a.to_host,
-	datetime(a.created_at, 'unixepoch') AS decided_at,
+	datetime(a.created_at, 'unixepoch') AS decided_at_utc,
 	a.actor_name			AS decided_by,
 	a.actor_uid			AS decided_by_uid,
 	a.reason,
-	datetime(a.expires_at, 'unixepoch') AS until,
+	datetime(a.expires_at, 'unixepoch') AS until_utc,
 	CASE
 	    WHEN a.ended_at IS NOT NULL THEN a.end_reason
 	    WHEN a.expires_at IS NOT NULL AND
@@ -525,7 +535,7 @@ SELECT
 		THEN 'expired'
 	    ELSE 'active'
 	END				AS status,
-	datetime(a.ended_at, 'unixepoch') AS ended_at,
+	datetime(a.ended_at, 'unixepoch') AS ended_at_utc,
 	a.ended_by,
 	a.rule_id,
 	a.device_id
@@ -537,7 +547,7 @@ JOIN v_devices v ON v.device_id = a.device_id;
 CREATE VIEW v_device_history AS
 SELECT
 	l.device_id, d.busid AS busid, l.seq,
-	datetime(l.ts, 'unixepoch')	AS at,
+	datetime(l.ts, 'unixepoch')	AS at_utc,
 	l.event, l.old_state, l.new_state, l.actor, l.actor_name,
 	l.rule_id, l.host, l.reason, l.detail
 FROM audit_log l
@@ -548,12 +558,12 @@ ORDER BY l.device_id, l.seq;
 CREATE VIEW v_access_requests AS
 SELECT
 	r.id				AS request_id,
-	datetime(r.requested_at, 'unixepoch') AS requested_at,
+	datetime(r.requested_at, 'unixepoch') AS requested_at_utc,
 	r.busid, r.host_name, r.host_addr,
 	r.device_id,
 	v.vid, v.pid, v.product, v.serial,
 	r.outcome,
-	datetime(r.decided_at, 'unixepoch') AS decided_at,
+	datetime(r.decided_at, 'unixepoch') AS decided_at_utc,
 	r.decided_by,
 	r.decided_at - r.requested_at	AS wait_seconds,
 	r.approval_id
@@ -567,8 +577,8 @@ SELECT
 	v.busid, v.exporter, v.vid, v.pid, v.product, v.serial,
 	t.mode, t.host_name, t.host_addr,
 	t.transport, t.host_cert, t.up_transport, t.up_cert,
-	datetime(t.started_at, 'unixepoch') AS started_at,
-	datetime(t.ended_at, 'unixepoch') AS ended_at,
+	datetime(t.started_at, 'unixepoch') AS started_at_utc,
+	datetime(t.ended_at, 'unixepoch') AS ended_at_utc,
 	IFNULL(t.ended_at, CAST(strftime('%s', 'now') AS INTEGER)) -
 	    t.started_at		AS seconds,
 	t.bytes_to_device, t.bytes_from_device,
@@ -589,7 +599,7 @@ SELECT
 	a.hash				AS old_hash,
 	b.id				AS new_device_id,
 	b.hash				AS new_hash,
-	datetime(b.first_seen, 'unixepoch') AS changed_at,
+	datetime(b.first_seen, 'unixepoch') AS changed_at_utc,
 	b.state				AS new_state
 FROM devices a
 JOIN devices b ON b.exporter_id = a.exporter_id
@@ -601,7 +611,7 @@ JOIN exporters e ON e.id = a.exporter_id;
 -- The audit log with readable times.
 CREATE VIEW v_audit AS
 SELECT
-	seq, datetime(ts, 'unixepoch') AS at, event, device_id, busid,
+	seq, datetime(ts, 'unixepoch') AS at_utc, event, device_id, busid,
 	exporter, object, old_state, new_state, actor, actor_uid, actor_name,
 	rule_id, host, reason, detail
 FROM audit_log;
@@ -614,10 +624,10 @@ SELECT
 	CASE WHEN state = 'active' AND not_after IS NOT NULL AND
 	    not_after <= CAST(strftime('%s', 'now') AS INTEGER)
 	    THEN 'expired' ELSE state END AS state,
-	fingerprint, serial, datetime(not_after, 'unixepoch') AS not_after,
-	address, datetime(created_at, 'unixepoch') AS created,
-	datetime(approved_at, 'unixepoch') AS approved, approved_by,
-	datetime(ended_at, 'unixepoch') AS ended, end_reason
+	fingerprint, serial, datetime(not_after, 'unixepoch') AS not_after_utc,
+	address, datetime(created_at, 'unixepoch') AS created_utc,
+	datetime(approved_at, 'unixepoch') AS approved_utc, approved_by,
+	datetime(ended_at, 'unixepoch') AS ended_utc, end_reason
 FROM agents;
 -- Every import a vhci host asked for and did not get, whatever the
 -- reason: a device pending or being probed (the access request ended
@@ -628,7 +638,7 @@ FROM agents;
 -- refusals (schema 9 and earlier) read them from object and detail.
 CREATE VIEW v_refused_requests AS
 SELECT
-	datetime(r.requested_at, 'unixepoch') AS at,
+	datetime(r.requested_at, 'unixepoch') AS at_utc,
 	IFNULL(r.host_name, r.host_addr) AS host,
 	r.busid,
 	r.device_id,
@@ -637,7 +647,7 @@ FROM access_requests r
 WHERE r.outcome NOT IN ('granted', 'waiting')
 UNION ALL
 SELECT
-	datetime(l.ts, 'unixepoch')	AS at,
+	datetime(l.ts, 'unixepoch')	AS at_utc,
 	COALESCE(l.host, CASE WHEN instr(l.object, ' ') > 0
 	    THEN substr(l.object, 1, instr(l.object, ' ') - 1)
 	    ELSE l.object END)		AS host,
@@ -653,7 +663,8 @@ FROM audit_log l
 WHERE l.event IN ('import-refused', 'import-unknown');
 
 -- Attachments of mass-storage devices (an interface of class 08), for a
--- time range: WHERE started_at < :to AND IFNULL(ended_at, :to) >= :from.
+-- time range: WHERE started_at_utc < :to AND IFNULL(ended_at_utc, :to) >=
+-- :from, with :to and :from UTC text as datetime() writes it.
 CREATE VIEW v_storage_attachments AS
 SELECT a.*
 FROM v_attachment_traffic a

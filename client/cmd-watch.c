@@ -25,6 +25,8 @@
 
 #define PROMPT_MAX_QUEUE	256
 #define PROMPT_LINE_MAX		256
+#define PROMPT_LIST_MAX		20	/* already-pending devices listed */
+#define PROMPT_MAX_ASKED	4096	/* presence keys remembered */
 
 static const struct cmd_opt opts[] = {
 	{ "events", 'e', "LIST", "only these events, comma-separated "
@@ -55,13 +57,15 @@ print_event_human(const json_t *msg)
 	double t = json_number_value(json_object_get(msg, "time"));
 	time_t secs = (time_t)t;
 	struct tm tm;
-	char when[32], actor[128], line[1024];
+	char when[32], zone[16], actor[128], line[1024];
 	size_t n = 0;
 
+	/* local time, its zone said on every line (TZ decides) */
 	localtime_r(&secs, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
-	n += (size_t)snprintf(line + n, sizeof(line) - n, "%s.%03d %-15s ",
-	    when, (int)((t - (double)secs) * 1000) % 1000, type);
+	strftime(zone, sizeof(zone), "%Z", &tm);
+	n += (size_t)snprintf(line + n, sizeof(line) - n, "%s.%03d %s %-15s ",
+	    when, (int)((t - (double)secs) * 1000) % 1000, zone, type);
 	if (*jstr(d, "busid") != '\0')
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "%s %s",
 		    jstr(d, "busid"), device_name(d));
@@ -104,6 +108,7 @@ events_arg(const char *list)
 struct prompt {
 	struct client	*cl;
 	json_t		*queue;		/* array of event messages */
+	json_t		*asked;		/* presence keys already asked */
 	char		 line[PROMPT_LINE_MAX];
 	size_t		 len;
 	int		 stdin_eof;
@@ -144,6 +149,61 @@ queue_find(struct prompt *p, const char *key)
 		if (strcmp(qkey(m, k, sizeof(k)), key) == 0)
 			return (int)i;
 	return -1;
+}
+
+/*
+ * What makes a device question the same question: the device at the
+ * busid (its id, one per identity), and for an access request the host
+ * that asked.  A key asked once in this presence is not asked again: the
+ * already-pending list and the events that raced it name the same
+ * devices.  A decision, a departure or an identity change at the busid
+ * ends the presence's questions (forget_busid).
+ */
+static const char *
+presence_key(const json_t *msg, char *buf, size_t len)
+{
+	const json_t *d = json_object_get(msg, "data");
+	int access = strcmp(jstr(msg, "event"), "access-request") == 0;
+
+	snprintf(buf, len, "%s#%lld#%s", jstr(d, "busid"), (long long)
+	    json_integer_value(json_object_get(d, "id")),
+	    access ? jstr(d, "host") : "");
+	return buf;
+}
+
+static int
+was_asked(struct prompt *p, const json_t *msg)
+{
+	char k[PROMPT_LINE_MAX];
+
+	return json_object_get(p->asked, presence_key(msg, k, sizeof(k))) !=
+	    NULL;
+}
+
+static void
+mark_asked(struct prompt *p, const json_t *msg)
+{
+	char k[PROMPT_LINE_MAX];
+
+	/* bounded: past the cap, forget them all (the worst is a re-ask) */
+	if (json_object_size(p->asked) >= PROMPT_MAX_ASKED)
+		json_object_clear(p->asked);
+	json_object_set_new(p->asked, presence_key(msg, k, sizeof(k)),
+	    json_true());
+}
+
+/* The questions asked about busid's presence are answered, or moot. */
+static void
+forget_busid(struct prompt *p, const char *busid)
+{
+	const char *k;
+	json_t *v;
+	void *tmp;
+	size_t l = strlen(busid);
+
+	json_object_foreach_safe(p->asked, tmp, k, v)
+		if (strncmp(k, busid, l) == 0 && k[l] == '#')
+			json_object_del(p->asked, k);
 }
 
 /* An event: queue a question, or drop one another operator answered. */
@@ -196,13 +256,16 @@ prompt_event(struct prompt *p, json_t *msg, const char *current)
 			resolved = current != NULL &&
 			    strcmp(current, busid) == 0;
 		}
+		forget_busid(p, busid);
 		if (i >= 0)
 			json_array_set(p->queue, (size_t)i, msg);
 		else if (json_array_size(p->queue) < PROMPT_MAX_QUEUE)
 			json_array_append(p->queue, msg);
 	} else if (strcmp(type, "pending") == 0 ||
 	    strcmp(type, "access-request") == 0) {
-		if (i >= 0)
+		if (was_asked(p, msg))
+			;	/* this presence's question was asked */
+		else if (i >= 0)
 			json_array_set(p->queue, (size_t)i, msg);	/* newer */
 		else if (json_array_size(p->queue) < PROMPT_MAX_QUEUE)
 			json_array_append(p->queue, msg);
@@ -221,6 +284,7 @@ prompt_event(struct prompt *p, json_t *msg, const char *current)
 			resolved = current != NULL &&
 			    strcmp(current, busid) == 0;
 		}
+		forget_busid(p, busid);
 		if (i >= 0)
 			json_array_remove(p->queue, (size_t)i);
 	}
@@ -279,6 +343,7 @@ show_question(const json_t *msg)
 {
 	const json_t *d = json_object_get(msg, "data"), *ifs, *x;
 	const char *cn;
+	char since[48];
 	size_t i;
 
 	if (strcmp(jstr(msg, "event"), "access-request") == 0)
@@ -289,6 +354,10 @@ show_question(const json_t *msg)
 		printf("\nIdentity anomaly (blocked until you decide): ");
 		print_safe(stdout, jstr(d, "anomaly"));
 		printf("\n");
+	} else if (json_is_true(json_object_get(msg, "already"))) {
+		fmt_time(since, sizeof(since), json_integer_value(
+		    json_object_get(d, "since")));
+		printf("\nDevice waiting for approval since %s:\n", since);
 	} else
 		printf("\nNew device waiting for approval:\n");
 	printf("  busid       ");
@@ -324,7 +393,8 @@ show_question(const json_t *msg)
 		print_safe(stdout, jstr(d, "host"));
 		printf("\n");
 	}
-	printf("[a]pprove once, approve [p]ermanently, [d]eny, [s]kip, "
+	printf("(a/p/d take: for 1h, until 18:00, to HOST, -m REASON; ? for "
+	    "help)\n[a]pprove once, approve [p]ermanently, [d]eny, [s]kip, "
 	    "[q]uit? ");
 	fflush(stdout);
 }
@@ -386,30 +456,216 @@ consume_line(struct prompt *p)
 }
 
 /*
- * The operator's answer names the identity the question showed: if
+ * An answer to a device question: a key, then for a, p and d the words
+ * usbgw approve/deny take, with or without their dashes:
+ *
+ *	a [once | for DURATION | until TIME] [to HOST] [-m REASON...]
+ *	p [to HOST] [-m REASON...]
+ *	d [-m REASON...]
+ *	s | q | ?
+ *
+ * -m takes the rest of the line.  A word that does not fit makes the
+ * whole answer invalid: nothing is sent, the operator is asked again.
+ */
+struct answer {
+	char		 key;
+	const char	*scope;		/* once, for, until, permanent */
+	int64_t		 secs;		/* for */
+	time_t		 until;
+	char		 to[PROMPT_LINE_MAX];
+	char		 reason[PROMPT_LINE_MAX];
+};
+
+#define ANSWER_HELP \
+	"  a                      approve for this presence of the device\n" \
+	"  a for 1h               approve for a while (30s, 10m, 2h, 1d)\n" \
+	"  a until 18:00          approve until a time (as usbgw approve " \
+	    "--until)\n" \
+	"  p                      approve permanently (an allow rule)\n" \
+	"  d                      deny\n" \
+	"  ... to HOST            a and p: only for this vhci host (address, " \
+	    "CIDR or name)\n" \
+	"  ... -m REASON          why, for the audit log (the rest of the " \
+	    "line)\n" \
+	"  s skip, q quit;  e.g.  a for 2h to vdi01 -m scanner for Alice\n"
+
+/* The word at *pp (blank-separated), NUL-terminated in place; NULL at end. */
+static char *
+next_word(char **pp)
+{
+	char *w = *pp + strspn(*pp, " \t");
+
+	if (*w == '\0')
+		return NULL;
+	*pp = w + strcspn(w, " \t");
+	if (**pp != '\0')
+		*(*pp)++ = '\0';
+	return w;
+}
+
+static int
+parse_answer(const char *line, struct answer *a, char *err, size_t errlen)
+{
+	char buf[PROMPT_LINE_MAX], when[PROMPT_LINE_MAX], *rest = buf, *w, *v;
+	char why[PROMPT_LINE_MAX];
+	const char *word;
+	int scoped = 0;			/* once, for or until given */
+
+	memset(a, 0, sizeof(*a));
+	usbgw_strlcpy(buf, line, sizeof(buf));
+	if ((w = next_word(&rest)) == NULL || strlen(w) != 1 ||
+	    strchr("apdsq?", w[0]) == NULL) {
+		snprintf(err, errlen, "please answer a, p, d, s or q (? for "
+		    "help)");
+		return -1;
+	}
+	a->key = w[0];
+	a->scope = a->key == 'p' ? "permanent" : "once";
+	while ((w = next_word(&rest)) != NULL) {
+		word = w + strspn(w, "-");	/* --for and for alike */
+		if (strchr("sq?", a->key) != NULL) {
+			snprintf(err, errlen, "%c takes no more words (\"%.64s\")",
+			    a->key, w);
+			return -1;
+		}
+		if (strcmp(word, "m") == 0 || strcmp(word, "message") == 0) {
+			rest += strspn(rest, " \t");
+			if (*rest == '\0') {
+				snprintf(err, errlen, "%.64s: expected a reason "
+				    "after it", w);
+				return -1;
+			}
+			usbgw_strlcpy(a->reason, rest, sizeof(a->reason));
+			break;
+		}
+		if (a->key == 'd') {
+			snprintf(err, errlen, "\"%.64s\": deny takes only -m REASON",
+			    w);
+			return -1;
+		}
+		if (strcmp(word, "to") == 0 || strcmp(word, "t") == 0) {
+			if (a->to[0] != '\0') {
+				snprintf(err, errlen, "to given twice");
+				return -1;
+			}
+			if ((v = next_word(&rest)) == NULL) {
+				snprintf(err, errlen, "%.64s: expected a host "
+				    "(an address, a CIDR prefix or a name)", w);
+				return -1;
+			}
+			usbgw_strlcpy(a->to, v, sizeof(a->to));
+			continue;
+		}
+		if (strcmp(word, "once") != 0 && strcmp(word, "for") != 0 &&
+		    strcmp(word, "until") != 0) {
+			snprintf(err, errlen, "unknown word \"%.64s\": expected "
+			    "once, for DURATION, until TIME, to HOST or -m "
+			    "REASON", w);
+			return -1;
+		}
+		if (a->key == 'p') {
+			snprintf(err, errlen, "\"%.64s\": p is permanent; for a "
+			    "while, answer a %.64s ...", w, word);
+			return -1;
+		}
+		if (scoped++) {
+			snprintf(err, errlen, "\"%.64s\": once, for and until "
+			    "exclude each other", w);
+			return -1;
+		}
+		if (strcmp(word, "once") == 0)
+			continue;
+		if ((v = next_word(&rest)) == NULL) {
+			snprintf(err, errlen, "%.64s: expected %.64s", w,
+			    strcmp(word, "for") == 0 ? "a duration like 30s, "
+			    "10m, 2h or 1d" : "a time like 18:00 or "
+			    "2025-01-31T18:00");
+			return -1;
+		}
+		if (strcmp(word, "for") == 0) {
+			if (parse_duration_s(v, &a->secs, why, sizeof(why)) !=
+			    0) {
+				snprintf(err, errlen, "for %.160s", why);
+				return -1;
+			}
+			a->scope = "for";
+			continue;
+		}
+		/* "until 2025-01-31 18:00": the date and time words joined */
+		usbgw_strlcpy(when, v, sizeof(when));
+		rest += strspn(rest, " \t");
+		if (strlen(v) == 10 && v[4] == '-' && v[7] == '-' &&
+		    *rest >= '0' && *rest <= '9' && rest[strcspn(rest,
+		    " \t:")] == ':')
+			snprintf(when, sizeof(when), "%.64s %.64s", v,
+			    next_word(&rest));
+		if (parse_time(when, time(NULL), &a->until, why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "until %.160s", why);
+			return -1;
+		}
+		if (a->until <= time(NULL)) {
+			snprintf(err, errlen, "until %.64s: that time is past",
+			    when);
+			return -1;
+		}
+		a->scope = "until";
+	}
+	return 0;
+}
+
+/*
+ * Send the answer.  It names the identity the question showed: if
  * another device stands at the busid by now, the daemon refuses.
  */
 static int
-answer(struct prompt *p, const char *busid, const char *hash, char c)
+answer(struct prompt *p, const char *busid, const char *hash,
+    const struct answer *a)
 {
 	json_t *res = NULL, *args;
-	char msg[512];
-	const char *cmd = c == 'd' ? "deny" : "approve";
+	char msg[512], when[48], d[32];
+	const char *cmd = a->key == 'd' ? "deny" : "approve";
 	int st;
 
-	args = json_pack("{s:s, s:s, s:s}", "busid", busid, "scope",
-	    c == 'p' ? "permanent" : "once", "message",
+	args = json_pack("{s:s, s:s}", "busid", busid, "message",
+	    a->reason[0] != '\0' ? a->reason :
 	    "answered at usbgw watch --prompt");
-	if (c == 'd')
+	if (a->key == 'd')
 		json_object_set_new(args, "permanent", json_false());
+	else {
+		json_object_set_new(args, "scope", json_string(a->scope));
+		if (strcmp(a->scope, "for") == 0)
+			json_object_set_new(args, "duration",
+			    json_integer(a->secs));
+		else if (strcmp(a->scope, "until") == 0)
+			json_object_set_new(args, "until",
+			    json_integer((json_int_t)a->until));
+		if (a->to[0] != '\0')
+			json_object_set_new(args, "to", json_string(a->to));
+	}
 	if (*hash != '\0')
 		json_object_set_new(args, "identity", json_string(hash));
 	st = client_call_quiet(p->cl, cmd, args, &res, msg, sizeof(msg));
 	if (st == EXIT_OK) {
-		printf("%s ", c == 'd' ? "denied" : "approved");
+		printf("%s ", a->key == 'd' ? "denied" : "approved");
 		print_safe(stdout, busid);
-		printf("%s; now %s\n", c == 'p' ? " permanently" : c == 'a' ?
-		    " once" : "", jstr(res, "state"));
+		if (a->key == 'p')
+			printf(" permanently");
+		else if (a->key == 'a' && strcmp(a->scope, "for") == 0) {
+			fmt_duration(d, sizeof(d), a->secs);
+			fmt_time(when, sizeof(when), (json_int_t)(time(NULL) +
+			    a->secs));
+			printf(" for %s, until %s", d, when);
+		} else if (a->key == 'a' && strcmp(a->scope, "until") == 0) {
+			fmt_time(when, sizeof(when), (json_int_t)a->until);
+			printf(" until %s", when);
+		} else if (a->key == 'a')
+			printf(" once");
+		if (a->to[0] != '\0') {
+			printf(", for host ");
+			print_safe(stdout, a->to);
+		}
+		printf("; now %s\n", jstr(res, "state"));
 	} else {
 		printf("could not %s ", cmd);
 		print_safe(stdout, busid);
@@ -419,6 +675,67 @@ answer(struct prompt *p, const char *busid, const char *hash, char c)
 	}
 	json_decref(res);
 	return st == EXIT_UNREACHABLE ? st : EXIT_OK;
+}
+
+/*
+ * The devices pending when the dialog starts, queued before the events:
+ * asked first.  The watch subscription came before this list, so a
+ * device that turns pending meanwhile shows in both; its presence key
+ * makes it one question.
+ */
+static int
+queue_pending(struct prompt *p)
+{
+	json_t *res = NULL, *dev, *msg;
+	char msgbuf[512], key[64];
+	size_t i, n = 0, left = 0;
+	int st;
+
+	st = client_call_quiet(p->cl, "list", json_pack("{s:s}", "state",
+	    "pending"), &res, msgbuf, sizeof(msgbuf));
+	if (st != EXIT_OK) {
+		printf("could not list the pending devices: ");
+		print_safe(stdout, msgbuf);
+		printf("\n");
+		return st == EXIT_UNREACHABLE ? st : EXIT_OK;
+	}
+	json_array_foreach(res, i, dev) {
+		if (!json_is_object(dev) || *jstr(dev, "busid") == '\0')
+			continue;
+		msg = json_pack("{s:s, s:O, s:b}", "event", "pending", "data",
+		    dev, "already", 1);
+		if (queue_find(p, qkey(msg, key, sizeof(key))) < 0) {
+			if (json_array_size(p->queue) < PROMPT_MAX_QUEUE) {
+				json_array_append(p->queue, msg);
+				n++;
+			} else
+				left++;
+		}
+		json_decref(msg);
+	}
+	if (n == 0)
+		printf("no device is waiting for approval now\n");
+	else
+		printf("%zu device%s already waiting for approval: asked "
+		    "first\n", n, n == 1 ? "" : "s");
+	/* the list, then the questions one by one */
+	for (i = 0; i < json_array_size(p->queue) && i < PROMPT_LIST_MAX;
+	    i++) {
+		dev = json_object_get(json_array_get(p->queue, i), "data");
+		printf("  ");
+		print_safe(stdout, jstr(dev, "busid"));
+		printf("  ");
+		print_safe(stdout, device_name(dev));
+		printf("\n");
+	}
+	if (json_array_size(p->queue) > PROMPT_LIST_MAX)
+		printf("  ... and %zu more\n", json_array_size(p->queue) -
+		    PROMPT_LIST_MAX);
+	json_decref(res);
+	if (left > 0)
+		printf("(%zu more not queued: see usbgw list --state "
+		    "pending)\n", left);
+	return EXIT_OK;
 }
 
 static int
@@ -432,8 +749,11 @@ prompt_loop(struct client *cl)
 	memset(&p, 0, sizeof(p));
 	p.cl = cl;
 	p.queue = json_array();
+	p.asked = json_object();
 	printf("waiting for pending devices, access requests and pairings "
 	    "(q or Ctrl-D to quit)\n");
+	if ((st = queue_pending(&p)) != EXIT_OK)
+		goto out;
 	fflush(stdout);
 	for (;;) {
 		if (json_array_size(p.queue) == 0) {
@@ -493,6 +813,11 @@ prompt_loop(struct client *cl)
 			}
 			continue;
 		}
+		if (was_asked(&p, q)) {
+			json_decref(q);		/* this presence: asked */
+			continue;
+		}
+		mark_asked(&p, q);
 		/* the answer names the identity shown: its device id */
 		snprintf(hash, sizeof(hash), "%lld", (long long)
 		    json_integer_value(json_object_get(json_object_get(q,
@@ -502,31 +827,35 @@ prompt_loop(struct client *cl)
 		show_question(q);
 		json_decref(q);
 		for (;;) {
+			struct answer a;
+			char err[256];
+
 			r = wait_line(&p, busid);
 			if (r != 1)
 				break;
-			if (strcmp(p.line, "a") == 0 || strcmp(p.line, "p") == 0 ||
-			    strcmp(p.line, "d") == 0) {
-				char c = p.line[0];
-
+			if (parse_answer(p.line, &a, err, sizeof(err)) != 0) {
 				consume_line(&p);
-				r = answer(&p, busid, hash, c);
-				break;
-			}
-			if (strcmp(p.line, "s") == 0) {
-				consume_line(&p);
-				printf("skipped\n");
-				r = EXIT_OK;
-				break;
-			}
-			if (strcmp(p.line, "q") == 0) {
-				consume_line(&p);
-				r = -1;
-				break;
+				printf("%s%s: ", err, strncmp(err, "please", 6) ==
+				    0 ? "" : "; nothing sent, answer again");
+				fflush(stdout);
+				continue;
 			}
 			consume_line(&p);
-			printf("please answer a, p, d, s or q: ");
-			fflush(stdout);
+			if (a.key == '?') {
+				printf("%s[a]pprove once, approve "
+				    "[p]ermanently, [d]eny, [s]kip, [q]uit? ",
+				    ANSWER_HELP);
+				fflush(stdout);
+				continue;
+			}
+			if (a.key == 's') {
+				printf("skipped\n");
+				r = EXIT_OK;
+			} else if (a.key == 'q')
+				r = -1;
+			else
+				r = answer(&p, busid, hash, &a);
+			break;
 		}
 		fflush(stdout);
 		if (r == -1)
@@ -536,7 +865,9 @@ prompt_loop(struct client *cl)
 			break;
 		}
 	}
+out:
 	json_decref(p.queue);
+	json_decref(p.asked);
 	return st;
 }
 

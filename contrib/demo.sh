@@ -69,7 +69,7 @@ run "$B/usbgw" show desk17:1-2 | head -20
 say "7. Every decision is auditable with SQL (demo/usbgw.db)"
 if command -v sqlite3 >/dev/null; then
 	run sqlite3 -header -column "$D/usbgw.db" \
-	    "SELECT seq, at, event, busid, old_state, new_state, actor_name, reason FROM v_audit WHERE busid = 'desk17:1-2'"
+	    "SELECT seq, at_utc, event, busid, old_state, new_state, actor_name, reason FROM v_audit WHERE busid = 'desk17:1-2'"
 fi
 run "$B/usbgw" audit verify
 

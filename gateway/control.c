@@ -1424,6 +1424,21 @@ ctl_arg_str(json_t *args, const char *key, int required, const char **out,
 }
 
 enum ctl_err
+ctl_arg_busid(json_t *args, const char **out, char *err, size_t errlen)
+{
+	enum ctl_err e;
+
+	if ((e = ctl_arg_str(args, "busid", 1, out, err, errlen)) != CTL_OK)
+		return e;
+	if ((*out)[0] == '\0') {
+		snprintf(err, errlen, "busid: an empty busid: expected "
+		    "EXPORTER:BUSID (tc17:1-2) or a prefix of exactly one");
+		return CTL_E_USAGE;
+	}
+	return CTL_OK;
+}
+
+enum ctl_err
 ctl_arg_int(json_t *args, const char *key, int required, json_int_t min,
     json_int_t max, json_int_t *out, char *err, size_t errlen)
 {
@@ -1491,7 +1506,7 @@ ctl_args_approve(json_t *args, const char **busid, struct approve_opts *opts,
 	    CTL_OK)
 		return e;
 	opts->override = override != 0;
-	if ((e = ctl_arg_str(args, "busid", 1, busid, err, errlen)) != CTL_OK ||
+	if ((e = ctl_arg_busid(args, busid, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "scope", 0, &scope, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "to", 0, &to, err, errlen)) != CTL_OK ||
 	    (e = ctl_arg_str(args, "message", 0, &msg, err, errlen)) != CTL_OK)

@@ -127,6 +127,12 @@ enum ctl_priv	 control_priv_for(const struct config *cfg, uid_t uid,
  */
 enum ctl_err	 ctl_arg_str(json_t *args, const char *key, int required,
 		    const char **out, char *err, size_t errlen);
+/*
+ * The required "busid": a string, and not empty (an empty prefix would
+ * name no device or, worse, every one: a usage error, not "not found").
+ */
+enum ctl_err	 ctl_arg_busid(json_t *args, const char **out, char *err,
+		    size_t errlen);
 enum ctl_err	 ctl_arg_int(json_t *args, const char *key, int required,
 		    json_int_t min, json_int_t max, json_int_t *out,
 		    char *err, size_t errlen);

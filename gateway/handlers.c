@@ -31,7 +31,7 @@ find_device(json_t *args, struct device **devp, char *err, size_t errlen)
 	enum ctl_err e;
 	int n;
 
-	if ((e = ctl_arg_str(args, "busid", 1, &busid, err, errlen)) != CTL_OK)
+	if ((e = ctl_arg_busid(args, &busid, err, errlen)) != CTL_OK)
 		return e;
 	*devp = gw_device_find(busid, &n);
 	if (*devp == NULL && n > 1) {

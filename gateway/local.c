@@ -1129,7 +1129,7 @@ local_find(json_t *args, struct device **devp, char *err, size_t errlen)
 
 	if (!L.on)
 		ERR(CTL_E_REFUSED, "local mode is off");
-	if ((e = ctl_arg_str(args, "busid", 1, &busid, err, errlen)) != CTL_OK)
+	if ((e = ctl_arg_busid(args, &busid, err, errlen)) != CTL_OK)
 		return e;
 	*devp = gw_device_find(busid, &n);
 	if (*devp == NULL && n > 1) {

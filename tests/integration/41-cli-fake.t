@@ -361,12 +361,17 @@ like "$ERR" 'the host to approve for \(to\): expected a host name or address of 
 start_bg watch "$USBGW" -s "$SOCK" watch --json
 start_bg watchh "$USBGW" -s "$SOCK" watch
 start_bg watchf "$USBGW" -s "$SOCK" watch --events approve
-wait_for -t 10 sh -c "'$USBGW' -s '$SOCK' status --json | grep -q '\"watchers\": 3'" ||
-    fail "three watchers subscribed"
+start_bg watchz env TZ=JST-9 "$USBGW" -s "$SOCK" watch
+wait_for -t 10 sh -c "'$USBGW' -s '$SOCK' status --json | grep -q '\"watchers\": 4'" ||
+    fail "four watchers subscribed"
 kill -USR1 "$FPID"
 wait_log watch '"event":"pending"' 5 || fail "JSON watcher saw pending"
 wait_log watchh 'pending +fk:9-1 1209:beef Acme Gadget \[probing -> pending\] by system: no rule matched' 5
 check $? "human watcher line"
+wait_log watchz 'pending +fk:9-1' 5
+like "$(grep 'pending  *fk:9-1' "$(bg_log watchz)")" \
+    '^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} JST pending ' \
+    "a human watch line names its time zone (TZ=JST-9: JST)"
 run "${U[@]}" approve fk:9-1 -m 'go'
 wait_log watchf 'approve' 5
 check $? "filtered watcher got approve"

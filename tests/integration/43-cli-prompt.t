@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # usbgw watch --prompt, the pairing dialog, driven through a pseudo-
-# terminal against the real daemon: a device plugged at the simulator is
+# terminal against the real daemon: the devices already pending are
+# asked first (and skipped); a device plugged at the simulator is
 # asked about and approved; another denied; an access request from a vhci
 # host (the test client) is shown with the requesting host and skipped; a
 # question another operator answers meanwhile is withdrawn; Ctrl-D quits.
@@ -42,8 +43,11 @@ EOF
 chmod +x "$T/busid.sh"
 plug() { echo "sh printf 'plug $1 $2\\n' | socat -t 5 - UNIX-CONNECT:$T/sim.ctl >/dev/null"; }
 
+# the five devices pending before it starts are asked first: skipped
 cat >"$T/chat" <<EOF
 expect q or Ctrl-D to quit
+expect 5 devices already waiting for approval: asked first
+$(for i in 1 2 3 4 5; do printf 'expect [q]uit?\nsend s\nexpect skipped\n'; done)
 $(plug 1-9 keyboard)
 expect New device waiting for approval:
 expect (busid 1-9)
@@ -55,7 +59,7 @@ $(plug 1-8 storage)
 expect (busid 1-8)
 expect [q]uit?
 send maybe
-expect please answer a, p, d, s or q:
+expect please answer a, p, d, s or q
 send d
 expect denied
 sh '$TC' import 127.0.0.1:$GWPORT '$KBD' >/dev/null 2>&1

@@ -97,6 +97,10 @@ reload_sh() {	# a chat line: the simulator's configuration becomes $1
 }
 cat >"$T/chat" <<EOF
 expect q or Ctrl-D to quit
+expect 1 device already waiting for approval
+expect [q]uit?
+send s
+expect skipped
 $(reload_sh "$T/conf.pa")
 expect Prompt Keyboard
 expect (busid 1-8)

@@ -2,7 +2,8 @@
 # Busids on the command line (issue 18 item 5): `audit -d` matches one
 # device exactly (tc17:1-1 is not tc17:1-10) and resolves a short busid as
 # `show` does; an ambiguous busid names its candidates on every command; an
-# unknown one is exit 3; an empty one is a usage error (exit 2); a gone
+# unknown one is exit 3; an empty one is a usage error (exit 2), on
+# every command that takes a busid, not only audit -d; a gone
 # device's rows are still found by its exact busid.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
@@ -67,6 +68,12 @@ for c in show approve deny revoke; do
 	run "${U[@]}" $c tc17:1
 	is "$RC" 3 "$c tc17:1 (ambiguous): exit 3"
 	like "$ERR" 'matches 11 devices: tc17:1-1, tc17:1-2, ' "... candidates named"
+done
+# ... and an empty busid is a usage error everywhere, as for audit -d
+for c in show approve deny revoke; do
+	run "${U[@]}" $c ''
+	is "$RC" 2 "$c '': a usage error (exit 2)"
+	like "$ERR" 'empty busid: expected EXPORTER:BUSID' "... said so"
 done
 
 # ---- times a person reads say their zone, never a raw epoch --------------

@@ -12,7 +12,7 @@
 . "$(dirname "$0")/../lib/gw.sh"
 
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" sqlite3
-plan 14
+plan 17
 
 cat >"$T/sim.conf" <<'EOF'
 device 1-1 { type sourcesink; }
@@ -65,6 +65,19 @@ is "$(printf '%s\n' "$out" | grep -c .)" 1 "... and only it (not the sourcesink)
 out=$(q "$(printf '%s' "$sql" | sed "s/:from/$((t0 - 7200))/; s/:to/$((t0 - 3600))/")")
 is "$out" "" "... and nothing for an hour before"
 is "$(q "SELECT count(*) FROM v_storage_attachments")" 1 "v_storage_attachments: one row"
+
+# Their times are UTC text in columns that say so (issue 18 item 5),
+# whatever the reader's zone.
+qz() { TZ=Asia/Kolkata q "$1"; }
+is "$(qz "SELECT count(*) FROM v_refused_requests WHERE at_utc BETWEEN
+    datetime($t0, 'unixepoch') AND datetime($t1, 'unixepoch')")" 2 \
+    "v_refused_requests.at_utc: UTC text within the test's window"
+is "$(qz "SELECT count(*) FROM v_storage_attachments WHERE started_at_utc
+    >= datetime($t0, 'unixepoch') AND ended_at_utc <= datetime($t1,
+    'unixepoch') AND started_at_utc <= ended_at_utc")" 1 \
+    "v_storage_attachments.started_at_utc/ended_at_utc: UTC text"
+is "$(q "SELECT group_concat(name, ' ') FROM pragma_table_info('v_refused_requests')
+    WHERE name IN ('at', 'at_utc')")" at_utc "v_refused_requests: at is named at_utc"
 is "$(q "SELECT count(*) FROM audit_log WHERE event = 'import-unknown' AND host = '127.0.0.1' AND busid = 'sim1:9-9'")" 1 \
     "the import-unknown row names the host and the busid in their columns"
 gw_finish gw

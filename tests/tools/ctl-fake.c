@@ -3,13 +3,16 @@
  * with four canned devices, so the usbgw CLI's human and JSON output can
  * be tested on every command without exporters.
  *
- *	ctl-fake -s SOCKET [-c CONFIG] [-p PIDFILE]
+ *	ctl-fake -s SOCKET [-c CONFIG] [-p PIDFILE] [-r]
  *
  * Every command of protocol.md part 2 is implemented over in-memory
  * state, with busid prefix resolution, state checks and an audit list
  * (refusals reported by control.c included).  Signals drive events:
  * SIGUSR1 makes a new pending device appear (event "pending"); SIGUSR2
  * raises an access request for the first pending device.  SIGTERM exits.
+ * With -r, `list` announces each pending device it lists (event
+ * "pending") just before it answers: the race of a device turning pending
+ * between a watcher's subscription and its list (usbgw watch --prompt).
  */
 #include <sys/types.h>
 
@@ -59,6 +62,7 @@ static struct fdev devs[FAKE_MAX_DEVS] = {
 	    "vdi01", "10.0.0.5:40000", 1 },
 };
 static int ndevs = 4, nextdev = 1;
+static int list_race;		/* -r */
 
 struct frule {
 	int64_t		id;
@@ -228,6 +232,15 @@ h_list(json_t *args, const struct actor *who, json_t **res, char *err,
 		    (exp != NULL && strcmp(exp, devs[i].exporter) != 0))
 			continue;
 		json_array_append_new(*res, dev_json(&devs[i]));
+		if (list_race && devs[i].state == DEV_PENDING) {
+			json_t *ev = dev_json(&devs[i]);
+
+			json_object_set_new(ev, "from", json_string("probing"));
+			json_object_set_new(ev, "to", json_string("pending"));
+			json_object_set_new(ev, "reason",
+			    json_string("no rule matched"));
+			control_event("pending", ev);
+		}
 	}
 	return CTL_OK;
 }
@@ -764,7 +777,7 @@ main(int argc, char **argv)
 	FILE *f;
 	int c, i;
 
-	while ((c = getopt(argc, argv, "c:p:s:")) != -1) {
+	while ((c = getopt(argc, argv, "c:p:rs:")) != -1) {
 		switch (c) {
 		case 'c':
 			conf = optarg;
@@ -772,12 +785,15 @@ main(int argc, char **argv)
 		case 'p':
 			pidfile = optarg;
 			break;
+		case 'r':
+			list_race = 1;
+			break;
 		case 's':
 			sock = optarg;
 			break;
 		default:
 			fprintf(stderr, "usage: ctl-fake -s SOCKET [-c CONFIG] "
-			    "[-p PIDFILE]\n");
+			    "[-p PIDFILE] [-r]\n");
 			return 2;
 		}
 	}

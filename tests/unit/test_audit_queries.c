@@ -8,6 +8,7 @@
  */
 #include <limits.h>
 #include <stdarg.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,6 +339,39 @@ load_queries(const char *text, struct query *q, size_t max)
 	return n;
 }
 
+/*
+ * Text times are UTC and their columns say so (..._utc): a column that
+ * holds "YYYY-MM-DD HH:MM:SS" under another name is counted (and shown).
+ */
+static int zone_unsaid;
+
+static int
+is_text_time(const char *t)
+{
+	static const char pat[] = "dddd-dd-dd dd:dd:dd";
+	size_t i;
+
+	for (i = 0; pat[i] != '\0'; i++)
+		if (pat[i] == 'd' ? !isdigit((unsigned char)t[i]) :
+		    t[i] != pat[i])
+			return 0;
+	return t[i] == '\0';
+}
+
+static void
+check_zone(const char *what, sqlite3_stmt *st, int col, const char *t)
+{
+	const char *name = sqlite3_column_name(st, col);
+	size_t l = name != NULL ? strlen(name) : 0;
+
+	if (t == NULL || !is_text_time(t) ||
+	    (l > 4 && strcmp(name + l - 4, "_utc") == 0))
+		return;
+	if (zone_unsaid++ < 20)
+		diag("%s: column %s holds a text time (%s) but its name does "
+		    "not say UTC", what, name ? name : "?", t);
+}
+
 /* Rows as "a|b|c" (NULL as NULL), into out[]; returns the count. */
 static int
 run(const struct query *q, char out[][1024], int max)
@@ -383,6 +417,7 @@ run(const struct query *q, char out[][1024], int max)
 		for (i = 0; i < sqlite3_column_count(st); i++) {
 			const unsigned char *t = sqlite3_column_text(st, i);
 
+			check_zone(q->name, st, i, (const char *)t);
 			if (i > 0)
 				usbgw_strlcat(out[n], "|", sizeof(out[n]));
 			usbgw_strlcat(out[n], t ? (const char *)t : "NULL",
@@ -648,6 +683,39 @@ main(void)
 			ok(found, "expected query %s is in the file", ex[j].name);
 		}
 	}
+	ok(zone_unsaid == 0, "every text time the queries return is in a "
+	    "column named ..._utc (%d not)", zone_unsaid);
+
+	/* The same for every view, over every row the scenario left. */
+	{
+		sqlite3_stmt *vs;
+		struct query vq;
+		int nviews = 0, withrows = 0;
+
+		zone_unsaid = 0;
+		if (sqlite3_prepare_v2(db_sqlite(db), "SELECT name FROM "
+		    "sqlite_master WHERE type = 'view' ORDER BY name", -1, &vs,
+		    NULL) != SQLITE_OK)
+			ok(0, "list the views");
+		else
+			while (sqlite3_step(vs) == SQLITE_ROW) {
+				char sql[128];
+
+				snprintf(sql, sizeof(sql), "SELECT * FROM %s",
+				    (const char *)sqlite3_column_text(vs, 0));
+				vq.name = (char *)sqlite3_column_text(vs, 0);
+				vq.sql = sql;
+				nviews++;
+				if (run(&vq, rows, MAX_ROWS) > 0)
+					withrows++;
+			}
+		sqlite3_finalize(vs);
+		ok(nviews >= 12 && withrows >= 10, "%d views, %d with rows",
+		    nviews, withrows);
+		ok(zone_unsaid == 0, "every text time in the views is in a "
+		    "column named ..._utc (%d not)", zone_unsaid);
+	}
+
 	/* audit-head: the same as audit_head(). */
 	for (i = 0; i < nq; i++) {
 		if (strcmp(q[i].name, "audit-head") != 0)
