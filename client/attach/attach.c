@@ -58,9 +58,9 @@ on_signal(int sig)
 }
 
 static void __attribute__((noreturn))
-usage(void)
+usage_to(FILE *f, int code)
 {
-	fprintf(stderr, "usage: usbgw-attach [-vV] [-t seconds] [-T -c dir] "
+	fprintf(f, "usage: usbgw-attach [-vV] [-t seconds] [-T -c dir] "
 	    "[-R root] gateway[:port] busid\n"
 	    "       usbgw-attach --follow [-v] [-t seconds] [-T -c dir "
 	    "[--renew-check seconds]] [-R root] gateway[:port] ...\n"
@@ -68,7 +68,13 @@ usage(void)
 	    "gateway[:port]\n"
 	    "       usbgw-attach renew -c dir [--days n | --force] "
 	    "gateway[:port]\n");
-	exit(ATT_EXIT_USAGE);
+	exit(code);
+}
+
+static void __attribute__((noreturn))
+usage(void)
+{
+	usage_to(stderr, ATT_EXIT_USAGE);
 }
 
 /*
@@ -279,6 +285,7 @@ main(int argc, char **argv)
 		{ "tls", no_argument, NULL, 'T' },
 		{ "follow", no_argument, NULL, 'F' },
 		{ "renew-check", required_argument, NULL, 'K' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct follow_renew frn = { follow_renew_cb, NULL, 12 * 3600 };
@@ -342,6 +349,8 @@ main(int argc, char **argv)
 		case 'V':
 			printf("usbgw-attach %s\n", USBGW_VERSION);
 			return 0;
+		case 'h':
+			usage_to(stdout, 0);
 		default:
 			usage();
 		}
