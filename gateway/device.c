@@ -1218,6 +1218,7 @@ device_decide_tiers(struct device *dev, struct policy *admin,
     const struct dsession *ds, struct decision *d)
 {
 	struct usbgw_identity own;
+	struct iface_verdict ifs[DECISION_IFACE_MAX];
 	struct decision_in in;
 	struct host_id h;
 
@@ -1239,6 +1240,8 @@ device_decide_tiers(struct device *dev, struct policy *admin,
 		in.host = &h;
 	}
 	in.now = device_now();
+	in.ifaces = ifs;
+	in.nifaces = gw_ident_ifaces(&dev->ident, ifs, nitems(ifs));
 	in.allowed_matches = device_allowed_matches;
 	in.arg = dev;
 	decide(&in, d);
