@@ -229,8 +229,9 @@ ipol_rule(struct policy *p, const struct policy_decision *pd)
 }
 
 /*
- * An allowed decision under interface-policies (decision.h): a verdict
- * for every interface descriptor, the policies' intersection.
+ * An allowed (or pending) decision under interface-policies
+ * (decision.h): a verdict for every interface descriptor, the policies'
+ * intersection.
  */
 static void
 apply_ifaces(const struct decision_in *in, const struct facts *f,
@@ -241,7 +242,8 @@ apply_ifaces(const struct decision_in *in, const struct facts *f,
 	size_t			 i, j, n = 0, denied = 0;
 	char			 note[64];
 
-	if (d->verdict != VERDICT_ALLOW)
+	/* pending: what an approval would give (operators see it first) */
+	if (d->verdict != VERDICT_ALLOW && d->verdict != VERDICT_PENDING)
 		return;
 	if ((pol[n] = ipol_rule(in->admin, &f->admin)) != NULL)
 		n++;
@@ -262,6 +264,8 @@ apply_ifaces(const struct decision_in *in, const struct facts *f,
 			denied++;
 	}
 	d->niface = i;
+	if (d->verdict != VERDICT_ALLOW)
+		return;
 	if (denied == d->niface)
 		snprintf(note, sizeof(note), "; interface-policy: every "
 		    "interface denied, nothing usable");

@@ -127,7 +127,10 @@ enum decided_by {
  * whose rule says "interface-policy" grants what the policy lets
  * through, never more).  An interface is allowed only if every policy
  * that applies allows it (admin rules are authoritative; an operator
- * rule may only narrow).  A decision that is not allow has no verdicts.
+ * rule may only narrow).  A pending decision lists the verdicts an
+ * approval would give (for operators to see before they approve);
+ * decision_iface_allowed() still allows nothing of it.  Block and
+ * reject decisions have none.
  */
 #define DECISION_IFACE_MAX	128
 struct iface_verdict {

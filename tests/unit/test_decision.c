@@ -1107,9 +1107,9 @@ static const struct icase icases[] = {
 	{ "approval without a rule: the whole device",
 	  .appr = { { .scope = SCOPE_ONCE, .by = "bob" } },
 	  .v = VERDICT_ALLOW, .allow = NULL },
-	{ "pending under a policy: no verdicts, nothing allowed",
+	{ "pending under a policy: the approval's verdicts, nothing allowed",
 	  .admin = { "ask " ID "interface-policy allow { block 08:*:* }" },
-	  .v = VERDICT_PENDING, .allow = "" },
+	  .v = VERDICT_PENDING, .allow = "-+++++--" },
 	{ "denied under a policy: nothing allowed",
 	  .admin = { "allow " ID "interface-policy allow { block 08:*:* }" },
 	  .appr = { { .deny = true, .by = "eve" } },
@@ -1117,7 +1117,7 @@ static const struct icase icases[] = {
 	{ "revoked under a policy: nothing allowed",
 	  .oper = { "allow " ID "interface-policy allow { block 08:*:* }" },
 	  .revoked = true,
-	  .v = VERDICT_PENDING, .allow = "" },
+	  .v = VERDICT_PENDING, .allow = "-+++++--" },
 	{ "admin override of a block: the operator allow rule's policy still narrows",
 	  .admin = { "block " ID },
 	  .oper = { "allow " ID "interface-policy allow { block 08:*:* }" },
@@ -1162,7 +1162,12 @@ run_icase(const struct icase *c)
 			    composite[i].number, composite[i].alt);
 		ok(all, "%s: every interface follows the device", c->name);
 	} else if (c->v != VERDICT_ALLOW) {
-		ok(d.niface == 0, "%s: no verdicts", c->name);
+		n = d.niface < sizeof(got) - 1 ? d.niface : sizeof(got) - 1;
+		for (i = 0; i < n; i++)
+			got[i] = d.iface[i].allow ? '+' : '-';
+		got[n] = '\0';
+		is_str(got, c->allow, "%s: verdicts (pending: what an approval "
+		    "gives)", c->name);
 		for (i = 0; i < nitems(composite); i++)
 			all &= !decision_iface_allowed(&d, composite[i].config,
 			    composite[i].number, composite[i].alt);
