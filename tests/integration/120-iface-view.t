@@ -14,8 +14,8 @@
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
 
-need_prog "$SIM" "$USBGWD" "$USBGW" python3
-plan 37
+need_prog "$SIM" "$USBGWD" "$USBGW" python3 socat
+plan 40
 
 cat >"$T/sim.conf" <<'EOF2'
 device 1-1 { type keyboard; serial "K11"; }
@@ -30,6 +30,9 @@ gw_wait_state gw sim1:1-1 pending
 # jq-like: python3 reads JSON on stdin and prints the expression's value
 jx() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 show_json() { "$USBGW" -s "$(gw_sock gw)" show "$1" --json; }
+ifaces_of() {
+	show_json "$1" | jx '" ".join(i["class"] + ":" + i["decision"] for i in d["decision"]["interfaces"])'
+}
 rule_id() {	# rule_id TEXT-FRAGMENT: the id of the rule whose text has it
 	"$USBGW" -s "$(gw_sock gw)" policy list --json |
 	    jx "[r['id'] for r in d if '''$1''' in r['rule']][0]"
@@ -121,6 +124,29 @@ isnt "$RC" 0 "an interface number over 255 is refused"
 like "$ERR" "column 51: expected an interface number 0..255 after 'index', got '300'" "... with the column"
 gwctl gw policy list
 like "$OUT" "ask id 1209:0003 interface-policy allow \{ block 08:\*:\* \}" "policy list prints the rule back canonically"
+
+# ---- 6. watch --prompt: what an approval would deny, before the question -----------
+if [ -x "$USBGW_BUILD/pty-chat" ]; then
+	cat >"$T/chat" <<EOF2
+expect q or Ctrl-D to quit
+sh printf 'plug 1-6 composite serial=S16\\n' | socat -t 5 - UNIX-CONNECT:$T/sim.ctl >/dev/null
+expect (busid 1-6)
+expect [q]uit?
+send a
+expect once; now authorized
+eof
+wait
+EOF2
+	run -t 60 "$USBGW_BUILD/pty-chat" -t 15 -o "$T/transcript" -f "$T/chat" \
+	    "$USBGW" -s "$(gw_sock gw)" watch --prompt
+	is "$RC" 0 "watch --prompt: the composite under the ask rule asked and approved"
+	[ "$RC" = 0 ] || { diag "$ERR"; _diag_text "$(cat "$T/transcript")"; }
+	like "$(cat "$T/transcript")" 'interface-policy, once approved: denied 1\.1/0 08:06:50' \
+	    "the question says which interfaces the approval leaves denied"
+	is "$(ifaces_of sim1:1-6)" "03:01:01:allow 08:06:50:deny" "approved at the prompt: the policy's verdicts"
+else
+	skip 3 "pty-chat not built"
+fi
 
 stop_bg watch
 gw_finish gw
