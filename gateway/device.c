@@ -623,6 +623,47 @@ approval_text(const struct device *dev, struct jtext *b)
 
 static bool	anomaly_open(const struct device *);
 
+/*
+ * The members "per_interface" and "interfaces" of a decision (protocol.md
+ * 2.5): every interface descriptor the probe read with its verdict
+ * ("decision": may a host use it now) and, under an interface-policy,
+ * what the policy says of it ("policy": for a pending device, what an
+ * approval would give).
+ */
+void
+iface_decisions_text(const struct device *dev, const struct decision *d,
+    struct jtext *b)
+{
+	struct iface_verdict own[DECISION_IFACE_MAX];
+	const struct iface_verdict *v = d->iface;
+	size_t i, n = d->niface;
+	char cls[16];
+
+	if (!d->per_iface) {
+		n = gw_ident_ifaces(&dev->ident, own, nitems(own));
+		v = own;
+	}
+	jt_kbool(b, "per_interface", d->per_iface);
+	jt_key(b, "interfaces");
+	jt_open(b, '[');
+	for (i = 0; i < n; i++) {
+		snprintf(cls, sizeof(cls), "%02x:%02x:%02x", v[i].cls,
+		    v[i].subcls, v[i].proto);
+		jt_open(b, '{');
+		jt_kint(b, "config", v[i].config);
+		jt_kint(b, "number", v[i].number);
+		jt_kint(b, "alt", v[i].alt);
+		jt_kstr(b, "class", cls);
+		jt_kstr(b, "decision", decision_iface_allowed(d, v[i].config,
+		    v[i].number, v[i].alt) ? "allow" : "deny");
+		/* the interface-policy's word (pending: once approved) */
+		if (d->per_iface)
+			jt_kstr(b, "policy", v[i].allow ? "allow" : "deny");
+		jt_close(b, '}');
+	}
+	jt_close(b, ']');
+}
+
 /* The members "approvals", "anomaly", "decision", in an open object. */
 static void
 decisions_text(const struct device *dev, struct jtext *b)
@@ -662,6 +703,7 @@ decisions_text(const struct device *dev, struct jtext *b)
 	jt_kint_or_null(b, "rule_id", d->rule_id);
 	jt_kint_or_null(b, "approval_id", d->approval_id);
 	jt_kstr(b, "why", d->why);
+	iface_decisions_text(dev, d, b);
 	jt_close(b, '}');
 }
 
@@ -1218,6 +1260,7 @@ device_decide_tiers(struct device *dev, struct policy *admin,
     const struct dsession *ds, struct decision *d)
 {
 	struct usbgw_identity own;
+	struct iface_verdict ifs[DECISION_IFACE_MAX];
 	struct decision_in in;
 	struct host_id h;
 
@@ -1239,6 +1282,8 @@ device_decide_tiers(struct device *dev, struct policy *admin,
 		in.host = &h;
 	}
 	in.now = device_now();
+	in.ifaces = ifs;
+	in.nifaces = gw_ident_ifaces(&dev->ident, ifs, nitems(ifs));
 	in.allowed_matches = device_allowed_matches;
 	in.arg = dev;
 	decide(&in, d);
@@ -1614,6 +1659,58 @@ deny_unrecorded(struct device *dev, struct approval *a,
 }
 
 /*
+ * A permanent approval writes a rule that ranks ahead of the rule that
+ * matched: it must keep the interface verdicts the device has (protocol.md
+ * part 3, "Approvals"), so they are written into it as an explicit
+ * interface-policy, one allow per allowed (configuration, interface,
+ * class), "" when no interface-policy applies.  -1 (err) when they do not
+ * fit a rule: the operator approves for a time instead.
+ */
+#define IPOL_TEXT_MAX	(64 + RULE_IFACE_RULES_MAX * 48)
+static int
+ipol_text(struct device *dev, char *buf, size_t len, char *err, size_t errlen)
+{
+	struct decision d;
+	const struct iface_verdict *v, *w;
+	size_t i, j, n = 0;
+	char one[64];
+
+	buf[0] = '\0';
+	device_decide(dev, NULL, &d);
+	if (!d.per_iface)
+		return 0;
+	usbgw_strlcpy(buf, "interface-policy block {", len);
+	for (i = 0; i < d.niface; i++) {
+		v = &d.iface[i];
+		if (!v->allow)
+			continue;
+		for (j = 0; j < i; j++) {	/* another alternate setting */
+			w = &d.iface[j];
+			if (w->allow && w->config == v->config &&
+			    w->number == v->number && w->cls == v->cls &&
+			    w->subcls == v->subcls && w->proto == v->proto)
+				break;
+		}
+		if (j < i)
+			continue;
+		if (++n > RULE_IFACE_RULES_MAX) {
+			snprintf(err, errlen, "%s: its interface-policy allows "
+			    "more than %d interfaces, too many to write into a "
+			    "permanent rule; approve for a time instead",
+			    dev->busid, RULE_IFACE_RULES_MAX);
+			return -1;
+		}
+		snprintf(one, sizeof(one), " allow %02x:%02x:%02x index %u "
+		    "configuration %u", v->cls, v->subcls, v->proto, v->number,
+		    v->config);
+		usbgw_strlcat(buf, one, len);
+	}
+	/* nothing allowed: a rule that allows no interface */
+	usbgw_strlcat(buf, n == 0 ? " block *:*:* }" : " }", len);
+	return 0;
+}
+
+/*
  * approve and deny.  Precedence (decision.h): a deny ends every active
  * approval, every scope and every host, and outranks the operator's
  * own approvals; an approval cannot outrank an admin rule that blocks
@@ -1677,12 +1774,17 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 		approvals_end_all(dev, false, "denied", who);
 	if (o->scope == SCOPE_PERMANENT) {
 		struct usbgw_identity id;
+		char ipol[IPOL_TEXT_MAX];
 
+		if (!deny && ipol_text(dev, ipol, sizeof(ipol), err,
+		    errlen) == -1)
+			return CTL_E_REFUSED;
 		device_identity(dev, &id);
 		/* an admin's override or denial ranks with the admin rules */
 		rule_id = tiers_device_rule(&id, dev->id, deny, o->override ||
-		    (deny && who->priv >= PRIV_ADMIN), o->to_host, who,
-		    o->message, err, errlen);
+		    (deny && who->priv >= PRIV_ADMIN), o->to_host,
+		    !deny && ipol[0] != '\0' ? ipol : NULL, who, o->message,
+		    err, errlen);
 		if (rule_id == -1)
 			return deny ? deny_unrecorded(dev, &a, who) :
 			    CTL_E_INTERNAL;
@@ -1733,6 +1835,19 @@ device_revoke(struct device *dev, const struct actor *who,
 	store_set_revoked(dev, true);
 	device_eval(dev, who, msg);
 	return CTL_OK;
+}
+
+/* {"per_interface", "interfaces"} of decision d of dev (policy test). */
+json_t *
+device_iface_json(const struct device *dev, const struct decision *d)
+{
+	struct jtext b;
+
+	jtext_init(&b, DEVICE_JSON_MAX);
+	jt_open(&b, '{');
+	iface_decisions_text(dev, d, &b);
+	jt_close(&b, '}');
+	return text_to_json(&b);
 }
 
 /* The device's active decisions and the standing decision, for show. */
