@@ -1,0 +1,425 @@
+/*
+ * sqldb on PostgreSQL through libpq (sqldb.h): ?N rewritten to $N, each
+ * statement prepared once per connection, executed on the first step in
+ * text format, its PGresult then walked row by row.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "sqldb_impl.h"
+#include "util.h"
+
+/* The savepoint each statement runs under inside a transaction. */
+#define STMT_SAVEPOINT	"sqldb_stmt"
+
+struct pg_db {
+	struct sqldb	 base;
+	PGconn		*conn;
+	unsigned	 next_id;	/* statement names s1, s2, ... */
+	int64_t		 changes;
+};
+
+struct pg_stmt {
+	struct sqldb_stmt base;
+	char		 name[16];
+	int		 nparams;
+	char		*vals[SQLDB_MAX_PARAMS];
+	PGresult	*res;
+	int		 executed;
+	int		 row, nrows;
+};
+
+static const struct sqldb_ops pg_ops;
+
+static struct pg_db *
+PG(struct sqldb *db)
+{
+	return (struct pg_db *)db;
+}
+
+static struct pg_stmt *
+PS(struct sqldb_stmt *st)
+{
+	return (struct pg_stmt *)st;
+}
+
+/* Server notices (NOTICE: relation exists, skipping) are not errors. */
+static void
+quiet(void *arg, const char *msg)
+{
+}
+
+/* One command; 0, or -1 with the server's message. */
+static int
+pg_exec(struct sqldb *db, const char *sql)
+{
+	PGresult	*r = PQexec(PG(db)->conn, sql);
+	int		 rc = 0;
+
+	switch (PQresultStatus(r)) {
+	case PGRES_COMMAND_OK:
+	case PGRES_TUPLES_OK:
+	case PGRES_EMPTY_QUERY:
+		break;
+	default:
+		rc = sqldb_seterr(db, "%s", r != NULL ? PQresultErrorMessage(r) :
+		    PQerrorMessage(PG(db)->conn));
+		break;
+	}
+	PQclear(r);
+	return rc;
+}
+
+struct sqldb *
+sqldb_pg_open(const char *uri, int flags, char *err, size_t errlen)
+{
+	/*
+	 * Ours first, the URI last: with expand_dbname a later keyword wins,
+	 * so a connect_timeout (or any other) in the URI overrides these.
+	 */
+	const char *const keys[] = { "connect_timeout", "tcp_user_timeout",
+	    "keepalives", "keepalives_idle", "keepalives_interval",
+	    "keepalives_count", "application_name", "dbname", NULL };
+	const char *const vals[] = { SQLDB_PG_CONNECT_S, SQLDB_PG_TCP_USER_MS,
+	    "1", "10", "5", "3", "usbgwd", uri, NULL };
+	struct pg_db	*db = xcalloc(1, sizeof(*db));
+	char		 sql[160];
+
+	db->base.ops = &pg_ops;
+	db->base.kind = SQLDB_PG;
+	sqldb_redact(uri, db->base.name, sizeof(db->base.name));
+	db->conn = PQconnectdbParams(keys, vals, 1);
+	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK) {
+		sqldb_seterr(&db->base, "%s", db->conn != NULL ?
+		    PQerrorMessage(db->conn) : "out of memory");
+		snprintf(err, errlen, "%s: %s", db->base.name, db->base.err);
+		PQfinish(db->conn);
+		free(db);
+		return NULL;
+	}
+	PQsetNoticeProcessor(db->conn, quiet, NULL);
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %d; "
+	    "SET client_min_messages = warning; SET TIME ZONE 'UTC'%s",
+	    SQLDB_PG_STATEMENT_MS, (flags & SQLDB_READONLY) ?
+	    "; SET default_transaction_read_only = on" : "");
+	if (pg_exec(&db->base, sql) == -1) {
+		snprintf(err, errlen, "%s: %s", db->base.name, db->base.err);
+		PQfinish(db->conn);
+		free(db);
+		return NULL;
+	}
+	return &db->base;
+}
+
+static void
+pg_close(struct sqldb *db)
+{
+	PQfinish(PG(db)->conn);
+	free(db);
+}
+
+/*
+ * ?N -> $N outside quotes and comments.  The highest N in *nparams.
+ * NULL (db->err set) for a bare '?' or N out of range.
+ */
+static char *
+rewrite(struct sqldb *db, const char *sql, int *nparams)
+{
+	size_t	 len = strlen(sql);
+	char	*out = xmalloc(len + 1), *o = out, q;
+	const char *p = sql;
+	long	 n;
+
+	*nparams = 0;
+	while (*p != '\0') {
+		if (*p == '\'' || *p == '"') {
+			q = *p;
+			*o++ = *p++;
+			while (*p != '\0' && *p != q)
+				*o++ = *p++;
+			if (*p != '\0')
+				*o++ = *p++;
+			continue;
+		}
+		if (p[0] == '-' && p[1] == '-') {
+			while (*p != '\0' && *p != '\n')
+				*o++ = *p++;
+			continue;
+		}
+		if (*p != '?') {
+			*o++ = *p++;
+			continue;
+		}
+		if (!isdigit((unsigned char)p[1]) ||
+		    (n = strtol(p + 1, (char **)&p, 10)) < 1 ||
+		    n > SQLDB_MAX_PARAMS) {
+			sqldb_seterr(db, "parameter at offset %zu of \"%.40s\": "
+			    "expected ?1 to ?%d", (size_t)(p - sql), sql,
+			    SQLDB_MAX_PARAMS);
+			free(out);
+			return NULL;
+		}
+		if (n > *nparams)
+			*nparams = (int)n;
+		o += sprintf(o, "$%ld", n);	/* never longer than ?N */
+	}
+	*o = '\0';
+	return out;
+}
+
+static struct sqldb_stmt *
+pg_prepare(struct sqldb *db, const char *sql)
+{
+	struct pg_stmt	*s;
+	PGresult	*r;
+	char		*text;
+	int		 n;
+
+	if ((text = rewrite(db, sql, &n)) == NULL)
+		return NULL;
+	s = xcalloc(1, sizeof(*s));
+	s->base.db = db;
+	s->base.readonly = sqldb_sql_readonly(sql);
+	s->nparams = n;
+	snprintf(s->name, sizeof(s->name), "s%u", ++PG(db)->next_id);
+	r = PQprepare(PG(db)->conn, s->name, text, n, NULL);
+	free(text);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		sqldb_seterr(db, "%s", r != NULL ? PQresultErrorMessage(r) :
+		    PQerrorMessage(PG(db)->conn));
+		PQclear(r);
+		free(s);
+		return NULL;
+	}
+	PQclear(r);
+	return &s->base;
+}
+
+static void
+pg_reset(struct sqldb_stmt *st)
+{
+	struct pg_stmt	*s = PS(st);
+	int		 i;
+
+	PQclear(s->res);
+	s->res = NULL;
+	s->executed = 0;
+	s->row = s->nrows = 0;
+	for (i = 0; i < SQLDB_MAX_PARAMS; i++) {
+		free(s->vals[i]);
+		s->vals[i] = NULL;
+	}
+}
+
+static void
+pg_finalize(struct sqldb_stmt *st)
+{
+	struct pg_db	*db = PG(st->db);
+	char		 sql[32];
+
+	pg_reset(st);
+	if (PQstatus(db->conn) == CONNECTION_OK) {
+		snprintf(sql, sizeof(sql), "DEALLOCATE %s", PS(st)->name);
+		PQclear(PQexec(db->conn, sql));
+	}
+	free(st);
+}
+
+static void
+set_param(struct sqldb_stmt *st, int i, char *v)
+{
+	struct pg_stmt *s = PS(st);
+
+	if (i < 1 || i > SQLDB_MAX_PARAMS) {
+		free(v);
+		return;
+	}
+	free(s->vals[i - 1]);
+	s->vals[i - 1] = v;
+}
+
+static void
+pg_bind_int64(struct sqldb_stmt *st, int i, int64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%" PRId64, v);
+	set_param(st, i, xstrdup(buf));
+}
+
+static void
+pg_bind_text(struct sqldb_stmt *st, int i, const char *v)
+{
+	set_param(st, i, xstrdup(v));
+}
+
+static void
+pg_bind_null(struct sqldb_stmt *st, int i)
+{
+	set_param(st, i, NULL);
+}
+
+static int
+pg_in_tx(struct sqldb *db)
+{
+	PGTransactionStatusType t = PQtransactionStatus(PG(db)->conn);
+
+	return t == PQTRANS_INTRANS || t == PQTRANS_INERROR ||
+	    t == PQTRANS_ACTIVE;
+}
+
+/*
+ * Run the statement.  Inside a transaction under a savepoint of its
+ * own, so that a failure undoes this statement only (SQLite's rule), not
+ * the whole transaction.
+ */
+static int
+execute(struct pg_stmt *s)
+{
+	struct sqldb	*db = s->base.db;
+	PGconn		*conn = PG(db)->conn;
+	int		 sp = pg_in_tx(db), ok;
+
+	if (sp && pg_exec(db, "SAVEPOINT " STMT_SAVEPOINT) == -1)
+		return -1;
+	s->res = PQexecPrepared(conn, s->name, s->nparams,
+	    (const char *const *)s->vals, NULL, NULL, 0);
+	switch (PQresultStatus(s->res)) {
+	case PGRES_TUPLES_OK:
+	case PGRES_COMMAND_OK:
+		ok = 1;
+		break;
+	default:
+		ok = 0;
+		sqldb_seterr(db, "%s", s->res != NULL ?
+		    PQresultErrorMessage(s->res) : PQerrorMessage(conn));
+		break;
+	}
+	if (sp) {
+		if (ok)
+			ok = pg_exec(db, "RELEASE SAVEPOINT " STMT_SAVEPOINT) == 0;
+		else {
+			char keep[SQLDB_ERR_MAX];
+
+			memcpy(keep, db->err, sizeof(keep));
+			pg_exec(db, "ROLLBACK TO SAVEPOINT " STMT_SAVEPOINT);
+			pg_exec(db, "RELEASE SAVEPOINT " STMT_SAVEPOINT);
+			memcpy(db->err, keep, sizeof(keep));
+		}
+	}
+	if (!ok)
+		return -1;
+	PG(db)->changes = strtoll(PQcmdTuples(s->res), NULL, 10);
+	s->nrows = PQresultStatus(s->res) == PGRES_TUPLES_OK ?
+	    PQntuples(s->res) : 0;
+	s->row = -1;
+	return 0;
+}
+
+static int
+pg_step(struct sqldb_stmt *st)
+{
+	struct pg_stmt *s = PS(st);
+
+	if (!s->executed) {
+		s->executed = 1;
+		if (execute(s) == -1) {
+			PQclear(s->res);
+			s->res = NULL;
+			s->nrows = 0;
+			return SQLDB_ERROR;
+		}
+	}
+	if (s->res == NULL)
+		return SQLDB_ERROR;
+	if (s->row + 1 < s->nrows) {
+		s->row++;
+		return SQLDB_ROW;
+	}
+	s->row = s->nrows;
+	return SQLDB_DONE;
+}
+
+static int
+pg_column_count(struct sqldb_stmt *st)
+{
+	return PS(st)->res != NULL ? PQnfields(PS(st)->res) : 0;
+}
+
+static int
+valid(struct pg_stmt *s, int col)
+{
+	return s->res != NULL && s->row >= 0 && s->row < s->nrows &&
+	    col >= 0 && col < PQnfields(s->res);
+}
+
+static int
+pg_column_is_null(struct sqldb_stmt *st, int col)
+{
+	struct pg_stmt *s = PS(st);
+
+	return !valid(s, col) || PQgetisnull(s->res, s->row, col);
+}
+
+static const char *
+pg_column_text(struct sqldb_stmt *st, int col)
+{
+	struct pg_stmt *s = PS(st);
+
+	if (pg_column_is_null(st, col))
+		return NULL;
+	return PQgetvalue(s->res, s->row, col);
+}
+
+/* Integers as SQLite reads them: booleans 1/0, text's leading number. */
+static int64_t
+pg_column_int64(struct sqldb_stmt *st, int col)
+{
+	const char *v = pg_column_text(st, col);
+
+	if (v == NULL)
+		return 0;
+	if (strcmp(v, "t") == 0)
+		return 1;
+	if (strcmp(v, "f") == 0)
+		return 0;
+	return strtoll(v, NULL, 10);
+}
+
+static int64_t
+pg_changes(struct sqldb *db)
+{
+	return PG(db)->changes;
+}
+
+static sqlite3 *
+pg_sqlite(struct sqldb *db)
+{
+	return NULL;
+}
+
+static const struct sqldb_ops pg_ops = {
+	.begin_sql = "BEGIN",
+	.close = pg_close,
+	.exec = pg_exec,
+	.prepare = pg_prepare,
+	.finalize = pg_finalize,
+	.reset = pg_reset,
+	.bind_int64 = pg_bind_int64,
+	.bind_text = pg_bind_text,
+	.bind_null = pg_bind_null,
+	.step = pg_step,
+	.column_count = pg_column_count,
+	.column_text = pg_column_text,
+	.column_int64 = pg_column_int64,
+	.column_is_null = pg_column_is_null,
+	.changes = pg_changes,
+	.in_tx = pg_in_tx,
+	.sqlite = pg_sqlite,
+};
