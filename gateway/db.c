@@ -253,7 +253,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	[S_ACC_INSERT] =
 	    "INSERT INTO access_requests (device_id, busid, host_name, host_addr, "
 	    "requested_at, outcome, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-	    "CASE WHEN ?6 = 'waiting' THEN NULL ELSE ?5 END) RETURNING id",
+	    "CASE WHEN ?6 = 'waiting' THEN NULL ELSE CAST(?5 AS BIGINT) END) "
+	    "RETURNING id",
 	[S_ACC_DECIDE] =
 	    "UPDATE access_requests SET outcome = ?2, decided_at = ?3, "
 	    "decided_by = ?4, approval_id = ?5 WHERE id = ?1 AND "

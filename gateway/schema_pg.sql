@@ -43,17 +43,17 @@ $$ SELECT CASE WHEN t = 'now' THEN
 CREATE FUNCTION ifnull(a anycompatible, b anycompatible)
     RETURNS anycompatible LANGUAGE sql IMMUTABLE AS
 $$ SELECT COALESCE(a, b) $$;
-CREATE FUNCTION group_concat_step(acc TEXT, v TEXT, sep TEXT) RETURNS TEXT
-    LANGUAGE sql IMMUTABLE AS
-$$ SELECT CASE WHEN v IS NULL THEN acc WHEN acc IS NULL THEN v
-    ELSE acc || sep || v END $$;
-CREATE FUNCTION group_concat_step(acc TEXT, v TEXT) RETURNS TEXT
+CREATE FUNCTION group_concat_step(acc TEXT, v anyelement, sep TEXT)
+    RETURNS TEXT LANGUAGE sql IMMUTABLE AS
+$$ SELECT CASE WHEN v IS NULL THEN acc WHEN acc IS NULL THEN v::text
+    ELSE acc || sep || v::text END $$;
+CREATE FUNCTION group_concat_step(acc TEXT, v anyelement) RETURNS TEXT
     LANGUAGE sql IMMUTABLE AS
 $$ SELECT group_concat_step(acc, v, ',') $$;
-CREATE AGGREGATE group_concat(TEXT, TEXT) (
+CREATE AGGREGATE group_concat(anyelement, TEXT) (
 	SFUNC = group_concat_step, STYPE = TEXT
 );
-CREATE AGGREGATE group_concat(TEXT) (
+CREATE AGGREGATE group_concat(anyelement) (
 	SFUNC = group_concat_step, STYPE = TEXT
 );
 
