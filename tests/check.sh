@@ -41,7 +41,8 @@ SLOW="127-deb-package 45-policy-time 117-follow-bounds 80-scale-1k 70-relay-desc
     31-gateway-revoke 30-gateway-claim 34-gateway-restart 35-gateway-malformed
     81-busy-gateway 82-busy-exporter 85-list-cache 84-probe-deadline
     83-probe-queue 95-agent-evil 97-agent-hello-hog 98-agent-hostile-gateway 110-agent-tls-dialout
-    89-agent-hostile-listen 107-enroll-revoke 109-enroll-agent-prompt"
+    89-agent-hostile-listen 107-enroll-revoke 109-enroll-agent-prompt
+    130-pg-unit-db"
 integ() {
 	local n f
 	for n in $SLOW; do
