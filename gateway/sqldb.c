@@ -215,6 +215,24 @@ sqldb_column_is_null(struct sqldb_stmt *st, int col)
 	return st->db->ops->column_is_null(st, col);
 }
 
+int
+sqldb_column_type(struct sqldb_stmt *st, int col)
+{
+	return st->db->ops->column_type(st, col);
+}
+
+size_t
+sqldb_column_bytes(struct sqldb_stmt *st, int col)
+{
+	return st->db->ops->column_bytes(st, col);
+}
+
+double
+sqldb_column_double(struct sqldb_stmt *st, int col)
+{
+	return st->db->ops->column_double(st, col);
+}
+
 int64_t
 sqldb_changes(struct sqldb *db)
 {

@@ -115,6 +115,16 @@ int64_t		 sqldb_column_int64(struct sqldb_stmt *, int col);
 /* NULL for SQL NULL; valid until the next step or reset. */
 const char	*sqldb_column_text(struct sqldb_stmt *, int col);
 int		 sqldb_column_is_null(struct sqldb_stmt *, int col);
+/*
+ * The value's type as SQLite's codes: SQLITE_NULL, SQLITE_INTEGER,
+ * SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB.  SQLite: the stored storage
+ * class; PostgreSQL: from the column's type (int2/4/8 INTEGER,
+ * float4/8 and numeric FLOAT, bytea BLOB, anything else TEXT).
+ */
+int		 sqldb_column_type(struct sqldb_stmt *, int col);
+/* The text's length in bytes (0 for NULL). */
+size_t		 sqldb_column_bytes(struct sqldb_stmt *, int col);
+double		 sqldb_column_double(struct sqldb_stmt *, int col);
 /* Rows the last completed write changed. */
 int64_t		 sqldb_changes(struct sqldb *);
 

@@ -24,6 +24,9 @@ struct sqldb_ops {
 	const char	*(*column_text)(struct sqldb_stmt *, int);
 	int64_t		 (*column_int64)(struct sqldb_stmt *, int);
 	int		 (*column_is_null)(struct sqldb_stmt *, int);
+	int		 (*column_type)(struct sqldb_stmt *, int);
+	size_t		 (*column_bytes)(struct sqldb_stmt *, int);
+	double		 (*column_double)(struct sqldb_stmt *, int);
 	int64_t		 (*changes)(struct sqldb *);
 	int		 (*in_tx)(struct sqldb *);
 	sqlite3		*(*sqlite)(struct sqldb *);

@@ -392,6 +392,54 @@ pg_column_int64(struct sqldb_stmt *st, int col)
 	return strtoll(v, NULL, 10);
 }
 
+/* Type oids of pg_type.h (catalog/pg_type_d.h is a server header). */
+#define OID_BYTEA	17
+#define OID_INT8	20
+#define OID_INT2	21
+#define OID_INT4	23
+#define OID_FLOAT4	700
+#define OID_FLOAT8	701
+#define OID_NUMERIC	1700
+
+static int
+pg_column_type(struct sqldb_stmt *st, int col)
+{
+	if (pg_column_is_null(st, col))
+		return SQLITE_NULL;
+	switch (PQftype(PS(st)->res, col)) {
+	case OID_INT2:
+	case OID_INT4:
+	case OID_INT8:
+		return SQLITE_INTEGER;
+	case OID_FLOAT4:
+	case OID_FLOAT8:
+	case OID_NUMERIC:
+		return SQLITE_FLOAT;
+	case OID_BYTEA:
+		return SQLITE_BLOB;
+	default:
+		return SQLITE_TEXT;
+	}
+}
+
+static size_t
+pg_column_bytes(struct sqldb_stmt *st, int col)
+{
+	struct pg_stmt *s = PS(st);
+
+	if (pg_column_is_null(st, col))
+		return 0;
+	return (size_t)PQgetlength(s->res, s->row, col);
+}
+
+static double
+pg_column_double(struct sqldb_stmt *st, int col)
+{
+	const char *v = pg_column_text(st, col);
+
+	return v != NULL ? strtod(v, NULL) : 0.0;
+}
+
 static int64_t
 pg_changes(struct sqldb *db)
 {
@@ -419,6 +467,9 @@ static const struct sqldb_ops pg_ops = {
 	.column_text = pg_column_text,
 	.column_int64 = pg_column_int64,
 	.column_is_null = pg_column_is_null,
+	.column_type = pg_column_type,
+	.column_bytes = pg_column_bytes,
+	.column_double = pg_column_double,
 	.changes = pg_changes,
 	.in_tx = pg_in_tx,
 	.sqlite = pg_sqlite,

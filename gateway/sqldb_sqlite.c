@@ -169,6 +169,24 @@ sl_column_is_null(struct sqldb_stmt *st, int col)
 	return sqlite3_column_type(ST(st), col) == SQLITE_NULL;
 }
 
+static int
+sl_column_type(struct sqldb_stmt *st, int col)
+{
+	return sqlite3_column_type(ST(st), col);
+}
+
+static size_t
+sl_column_bytes(struct sqldb_stmt *st, int col)
+{
+	return (size_t)sqlite3_column_bytes(ST(st), col);
+}
+
+static double
+sl_column_double(struct sqldb_stmt *st, int col)
+{
+	return sqlite3_column_double(ST(st), col);
+}
+
 static int64_t
 sl_changes(struct sqldb *db)
 {
@@ -202,6 +220,9 @@ static const struct sqldb_ops sl_ops = {
 	.column_text = sl_column_text,
 	.column_int64 = sl_column_int64,
 	.column_is_null = sl_column_is_null,
+	.column_type = sl_column_type,
+	.column_bytes = sl_column_bytes,
+	.column_double = sl_column_double,
 	.changes = sl_changes,
 	.in_tx = sl_in_tx,
 	.sqlite = sl_sqlite,
