@@ -95,8 +95,8 @@ static const struct cmd_opt verify_opts[] = {
 	{ "hash", 0, "H", "the hash row --seq must have (64 hex digits)" },
 	{ "pubkey", 0, "FILE", "check the anchors' and the stored checkpoints' "
 	    "signatures with this public key (usbgw audit pubkey)" },
-	{ "database", 0, "FILE", "verify this database file here, without "
-	    "the daemon" },
+	{ "database", 0, "FILE", "verify this database file (or PostgreSQL "
+	    "URI) here, without the daemon" },
 	{ "key", 'k', "FILE", "with --database: the audit key file (secret): "
 	    "check every row's MAC" },
 	{ NULL, 0, NULL, NULL }
