@@ -9,25 +9,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include <libpq-fe.h>
 
+#include "log.h"
 #include "sqldb_impl.h"
 #include "util.h"
 
 /* The savepoint each statement runs under inside a transaction. */
 #define STMT_SAVEPOINT	"sqldb_stmt"
+/* After a lost connection: a new one tried 1 s later, then 2, 4 ... 30. */
+#define RETRY_MIN_S	1
+#define RETRY_MAX_S	30
 
 struct pg_db {
 	struct sqldb	 base;
 	PGconn		*conn;
+	int		 flags;
 	unsigned	 next_id;	/* statement names s1, s2, ... */
+	unsigned	 gen;		/* connection generation (1, 2, ...) */
+	time_t		 retry_at;	/* no new connection before */
+	int		 retry_s;
+	int		 tx_open;	/* as last seen on the connection */
 	int64_t		 changes;
 };
 
 struct pg_stmt {
 	struct sqldb_stmt base;
 	char		 name[16];
+	char		*text;		/* the SQL with $N */
+	unsigned	 gen;		/* prepared on this connection */
 	int		 nparams;
 	char		*vals[SQLDB_MAX_PARAMS];
 	PGresult	*res;
@@ -55,12 +68,54 @@ quiet(void *arg, const char *msg)
 {
 }
 
-/* One command; 0, or -1 with the server's message. */
+static int usable(struct pg_db *);
+
+/* Whether a transaction is open, as the connection says now. */
+static void
+note_tx(struct pg_db *db)
+{
+	PGTransactionStatusType t;
+
+	if (PQstatus(db->conn) != CONNECTION_OK)
+		return;		/* keep the last known: it tells a lost tx */
+	t = PQtransactionStatus(db->conn);
+	db->tx_open = t == PQTRANS_INTRANS || t == PQTRANS_INERROR ||
+	    t == PQTRANS_ACTIVE;
+}
+
+/*
+ * One command; 0, or -1 with the server's message.  A transaction open
+ * on a connection that was lost is gone: its COMMIT fails, its ROLLBACK
+ * succeeds (nothing of it was committed), and nothing else runs until
+ * one of them ends it: a new connection must not take the rest of a
+ * transaction's statements one by one, each committed on its own.
+ */
 static int
 pg_exec(struct sqldb *db, const char *sql)
 {
-	PGresult	*r = PQexec(PG(db)->conn, sql);
+	struct pg_db	*p = PG(db);
+	PGresult	*r;
 	int		 rc = 0;
+
+	if (PQstatus(p->conn) != CONNECTION_OK) {
+		if (p->tx_open) {
+			if (strcasecmp(sql, "ROLLBACK") == 0) {
+				p->tx_open = 0;
+				return 0;
+			}
+			if (strcasecmp(sql, "COMMIT") == 0) {
+				p->tx_open = 0;
+				return sqldb_seterr(db, "the connection to the "
+				    "server was lost: the transaction was "
+				    "rolled back");
+			}
+			return sqldb_seterr(db, "the connection to the server "
+			    "was lost inside a transaction (rolled back)");
+		}
+		if (usable(p) == -1)
+			return -1;
+	}
+	r = PQexec(p->conn, sql);
 
 	switch (PQresultStatus(r)) {
 	case PGRES_COMMAND_OK:
@@ -69,11 +124,26 @@ pg_exec(struct sqldb *db, const char *sql)
 		break;
 	default:
 		rc = sqldb_seterr(db, "%s", r != NULL ? PQresultErrorMessage(r) :
-		    PQerrorMessage(PG(db)->conn));
+		    PQerrorMessage(p->conn));
 		break;
 	}
 	PQclear(r);
+	note_tx(p);
 	return rc;
+}
+
+/* The session's settings, on every new connection.  0 or -1. */
+static int
+session_setup(struct pg_db *db)
+{
+	char sql[160];
+
+	PQsetNoticeProcessor(db->conn, quiet, NULL);
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %d; "
+	    "SET client_min_messages = warning; SET TIME ZONE 'UTC'%s",
+	    SQLDB_PG_STATEMENT_MS, (db->flags & SQLDB_READONLY) ?
+	    "; SET default_transaction_read_only = on" : "");
+	return pg_exec(&db->base, sql);
 }
 
 struct sqldb *
@@ -89,32 +159,86 @@ sqldb_pg_open(const char *uri, int flags, char *err, size_t errlen)
 	const char *const vals[] = { SQLDB_PG_CONNECT_S, SQLDB_PG_TCP_USER_MS,
 	    "1", "10", "5", "3", "usbgwd", uri, NULL };
 	struct pg_db	*db = xcalloc(1, sizeof(*db));
-	char		 sql[160];
 
 	db->base.ops = &pg_ops;
 	db->base.kind = SQLDB_PG;
+	db->flags = flags;
+	db->gen = 1;
+	db->retry_s = RETRY_MIN_S;
 	sqldb_redact(uri, db->base.name, sizeof(db->base.name));
 	db->conn = PQconnectdbParams(keys, vals, 1);
-	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK) {
-		sqldb_seterr(&db->base, "%s", db->conn != NULL ?
-		    PQerrorMessage(db->conn) : "out of memory");
-		snprintf(err, errlen, "%s: %s", db->base.name, db->base.err);
-		PQfinish(db->conn);
-		free(db);
-		return NULL;
-	}
-	PQsetNoticeProcessor(db->conn, quiet, NULL);
-	snprintf(sql, sizeof(sql), "SET statement_timeout = %d; "
-	    "SET client_min_messages = warning; SET TIME ZONE 'UTC'%s",
-	    SQLDB_PG_STATEMENT_MS, (flags & SQLDB_READONLY) ?
-	    "; SET default_transaction_read_only = on" : "");
-	if (pg_exec(&db->base, sql) == -1) {
+	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK ||
+	    session_setup(db) == -1) {
+		if (db->base.err[0] == '\0')
+			sqldb_seterr(&db->base, "%s", db->conn != NULL ?
+			    PQerrorMessage(db->conn) : "out of memory");
 		snprintf(err, errlen, "%s: %s", db->base.name, db->base.err);
 		PQfinish(db->conn);
 		free(db);
 		return NULL;
 	}
 	return &db->base;
+}
+
+/*
+ * The connection, made again if the server closed it (a restart, a
+ * failover): PQreset (the same parameters, connect_timeout bounds it),
+ * at most once per backoff interval (1 s doubling to 30 s), so that an
+ * outage costs the caller one bounded attempt now and then, not one per
+ * statement.  Statements are prepared again lazily (their generation).
+ * A transaction open on the lost connection is gone with it: the
+ * caller sees errors, and sqldb_in_tx() says no transaction is open.
+ * 0 with a good connection, or -1 (db->err says why).
+ */
+static int
+usable(struct pg_db *db)
+{
+	time_t now;
+
+	if (PQstatus(db->conn) == CONNECTION_OK)
+		return 0;
+	if (db->tx_open)
+		return sqldb_seterr(&db->base, "the connection to the server "
+		    "was lost inside a transaction (rolled back)");
+	now = time(NULL);
+	if (now < db->retry_at)
+		return sqldb_seterr(&db->base, "no connection to the server "
+		    "(next attempt in %lld s)", (long long)(db->retry_at - now));
+	PQreset(db->conn);
+	if (PQstatus(db->conn) != CONNECTION_OK || session_setup(db) == -1) {
+		if (PQstatus(db->conn) != CONNECTION_OK)
+			sqldb_seterr(&db->base, "%s", PQerrorMessage(db->conn));
+		db->retry_at = time(NULL) + db->retry_s;
+		log_warnx("database %s: connecting again failed (next attempt "
+		    "in %d s): %s", db->base.name, db->retry_s, db->base.err);
+		if ((db->retry_s *= 2) > RETRY_MAX_S)
+			db->retry_s = RETRY_MAX_S;
+		return -1;
+	}
+	db->gen++;
+	db->retry_s = RETRY_MIN_S;
+	db->retry_at = 0;
+	log_info("database %s: connected again", db->base.name);
+	return 0;
+}
+
+/* Prepare on the current connection.  0 or -1. */
+static int
+prepare_now(struct pg_stmt *s)
+{
+	struct pg_db	*db = PG(s->base.db);
+	PGresult	*r;
+
+	r = PQprepare(db->conn, s->name, s->text, s->nparams, NULL);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		sqldb_seterr(&db->base, "%s", r != NULL ?
+		    PQresultErrorMessage(r) : PQerrorMessage(db->conn));
+		PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	s->gen = db->gen;
+	return 0;
 }
 
 static void
@@ -177,27 +301,24 @@ static struct sqldb_stmt *
 pg_prepare(struct sqldb *db, const char *sql)
 {
 	struct pg_stmt	*s;
-	PGresult	*r;
 	char		*text;
 	int		 n;
 
-	if ((text = rewrite(db, sql, &n)) == NULL)
+	if ((text = rewrite(db, sql, &n)) == NULL || usable(PG(db)) == -1) {
+		free(text);
 		return NULL;
+	}
 	s = xcalloc(1, sizeof(*s));
 	s->base.db = db;
 	s->base.readonly = sqldb_sql_readonly(sql);
 	s->nparams = n;
+	s->text = text;
 	snprintf(s->name, sizeof(s->name), "s%u", ++PG(db)->next_id);
-	r = PQprepare(PG(db)->conn, s->name, text, n, NULL);
-	free(text);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		sqldb_seterr(db, "%s", r != NULL ? PQresultErrorMessage(r) :
-		    PQerrorMessage(PG(db)->conn));
-		PQclear(r);
+	if (prepare_now(s) == -1) {
+		free(s->text);
 		free(s);
 		return NULL;
 	}
-	PQclear(r);
 	return &s->base;
 }
 
@@ -224,10 +345,11 @@ pg_finalize(struct sqldb_stmt *st)
 	char		 sql[32];
 
 	pg_reset(st);
-	if (PQstatus(db->conn) == CONNECTION_OK) {
+	if (PQstatus(db->conn) == CONNECTION_OK && PS(st)->gen == db->gen) {
 		snprintf(sql, sizeof(sql), "DEALLOCATE %s", PS(st)->name);
 		PQclear(PQexec(db->conn, sql));
 	}
+	free(PS(st)->text);
 	free(st);
 }
 
@@ -265,13 +387,12 @@ pg_bind_null(struct sqldb_stmt *st, int i)
 	set_param(st, i, NULL);
 }
 
+/* A transaction lost with its connection counts until ROLLBACK/COMMIT. */
 static int
 pg_in_tx(struct sqldb *db)
 {
-	PGTransactionStatusType t = PQtransactionStatus(PG(db)->conn);
-
-	return t == PQTRANS_INTRANS || t == PQTRANS_INERROR ||
-	    t == PQTRANS_ACTIVE;
+	note_tx(PG(db));
+	return PG(db)->tx_open;
 }
 
 /*
@@ -283,13 +404,18 @@ static int
 execute(struct pg_stmt *s)
 {
 	struct sqldb	*db = s->base.db;
-	PGconn		*conn = PG(db)->conn;
-	int		 sp = pg_in_tx(db), ok;
+	PGconn		*conn;
+	int		 sp, ok;
 
-	if (sp && pg_exec(db, "SAVEPOINT " STMT_SAVEPOINT) == -1)
+	if (usable(PG(db)) == -1 ||
+	    (s->gen != PG(db)->gen && prepare_now(s) == -1))
+		return -1;
+	conn = PG(db)->conn;
+	if ((sp = pg_in_tx(db)) && pg_exec(db, "SAVEPOINT " STMT_SAVEPOINT) == -1)
 		return -1;
 	s->res = PQexecPrepared(conn, s->name, s->nparams,
 	    (const char *const *)s->vals, NULL, NULL, 0);
+	note_tx(PG(db));
 	switch (PQresultStatus(s->res)) {
 	case PGRES_TUPLES_OK:
 	case PGRES_COMMAND_OK:

@@ -12,7 +12,7 @@
 need_pg
 DBS=$USBGW_BUILD/db-schema
 need_prog "$DBS"
-plan 12
+plan 13
 
 pg_start "$T/pg" || bail_out "PostgreSQL did not start"
 
@@ -54,4 +54,5 @@ pg_sql "ALTER TABLE attachments ADD COLUMN up_cert BIGINT" >/dev/null
 run "$DBS" compare "$T/a.db" "$PG_URI"
 like "$OUT" 'differ: SQLite table attachments.up_cert text, PostgreSQL table attachments.up_cert integer' \
     "so is a column of another type"
+asan_clean "no sanitizer report (ASan build: every program of the test)"
 done_testing

@@ -16,7 +16,7 @@
 . "$(dirname "$0")/../lib/pg.sh"
 need_pg
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON"
-plan 29
+plan 30
 
 pg_start "$T/pg" || bail_out "PostgreSQL did not start"
 
@@ -94,4 +94,5 @@ run -t 30 "$USBGWD" -f -c "$T/gw.conf" \
 isnt "$RC" 0 "no PostgreSQL server: usbgwd does not start"
 like "$ERR" "postgresql://$PG_USER@/usbgw\?host=$T/nowhere" "the message names the URI"
 unlike "$ERR" "s3cret" "without the password"
+asan_clean "no sanitizer report (ASan build: every program of the test)"
 done_testing

@@ -12,7 +12,9 @@
 # chowned to it; the server listens on no TCP address at all
 # (listen_addresses = ''), only on a Unix socket in DIR (mode 0700: only
 # that user and root reach it, so "trust" authentication is local to
-# the test); fsync off for speed.  Waits with pg_isready.  Sets and
+# the test); fsync off for speed (synchronous_commit stays on: an
+# immediate stop must not lose what was committed).  Waits with
+# pg_isready.  Sets and
 # exports PG_URI=postgresql://USER@/usbgw?host=DIR (database usbgw,
 # created on the first start), PG_DIR, PG_USER, PG_BIN.  Every server
 # started is stopped when the script exits.  need_pg skips the test
@@ -68,7 +70,6 @@ pg_start() {
 		unix_socket_directories = '$dir'
 		unix_socket_permissions = 0700
 		fsync = off
-		synchronous_commit = off
 		full_page_writes = off
 		max_connections = 40
 		shared_buffers = 16MB

@@ -341,6 +341,73 @@ test_fresh_pg(void)
 	    "which targets are PostgreSQL");
 }
 
+/* Terminate the server process behind db's connection (another one). */
+static int
+pg_kill_conn(struct db *db)
+{
+	struct sqldb	*c;
+	char		 err[SQLDB_ERR_MAX], sql[96];
+	long long	 pid = q1(db, "SELECT pg_backend_pid()");
+	int		 rc;
+
+	if ((c = sqldb_open(getenv("USBGW_PG_URI"), 0, err, sizeof(err))) ==
+	    NULL) {
+		diag("%s", err);
+		return -1;
+	}
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%lld)", pid);
+	rc = sqldb_exec(c, sql);
+	sqldb_close(c);
+	return rc;
+}
+
+/*
+ * The server closes the connection (a restart, a failover): outside a
+ * transaction the next statement connects again; inside one, nothing
+ * of it is committed, its COMMIT fails, and no statement runs on a new
+ * connection until the transaction is ended (else the rest of it would
+ * be committed piecemeal).
+ */
+static void
+test_pg_lost(void)
+{
+	struct db	*db;
+	char		 err[DB_ERR_MAX];
+	int64_t		 e;
+
+	db = db_open(pg_fresh(), err, sizeof(err));
+	if (!ok(db != NULL, "open (PostgreSQL)"))
+		return;
+	ok(db_exporter_upsert(db, "a1", "127.0.0.1", 3240, 1) > 0, "a write");
+	ok(pg_kill_conn(db) == 0, "the server ends our connection");
+	e = db_exporter_upsert(db, "a2", "127.0.0.1", 3240, 2);
+	ok(e == -1, "the write that finds it lost fails");
+	e = db_exporter_upsert(db, "a3", "127.0.0.1", 3240, 3);
+	ok(e > 0, "the next one connects again and succeeds");
+	ok(db_exporter_status(db, e, "up", 4) == 0, "and the statements "
+	    "prepared before the loss are prepared again");
+
+	ok(db_begin(db) == 0, "a transaction");
+	ok(db_exporter_upsert(db, "t1", "127.0.0.1", 3240, 5) > 0,
+	    "a write in it");
+	ok(pg_kill_conn(db) == 0, "the connection is lost inside it");
+	ok(db_exporter_upsert(db, "t2", "127.0.0.1", 3240, 6) == -1,
+	    "the next write fails");
+	ok(db_exporter_upsert(db, "t3", "127.0.0.1", 3240, 7) == -1,
+	    "and so does the one after: no new connection mid-transaction");
+	ok(sqldb_in_tx(db_conn(db)), "the transaction still counts as open");
+	ok(db_commit(db) == -1, "its COMMIT fails");
+	ok(strstr(db_errmsg(db), "lost") != NULL, "saying the connection "
+	    "was lost: %s", db_errmsg(db));
+	ok(!sqldb_in_tx(db_conn(db)), "then no transaction is open");
+	ok(db_exporter_upsert(db, "t4", "127.0.0.1", 3240, 8) > 0,
+	    "a write after it connects again");
+	is_str(qs(db, "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+	    "exporters ORDER BY name) n"), "a1,a3,t4",
+	    "nothing of the lost transaction was committed");
+	db_close(db);
+}
+
 static char *
 slurp(const char *p)
 {
@@ -1052,6 +1119,7 @@ main(void)
 		test_fresh_pg();
 		test_helpers(1);
 		test_batch(1);
+		test_pg_lost();
 	} else
 		diag("USBGW_PG_URI not set: the PostgreSQL runs are left out");
 	{
