@@ -467,7 +467,7 @@ stmt(struct db *db, enum stmt_id id)
 		if (db_is_pg(db) && stmt_sql_pg[id] != NULL)
 			sql = stmt_sql_pg[id];
 		if ((st = sqldb_prepare(db->c, sql)) == NULL) {
-			db_fail(db, "prepare %d", (int)id);
+			db_fail(db, "prepare \"%.48s...\"", sql);
 			return NULL;
 		}
 		db->st[id] = st;

@@ -50,8 +50,13 @@ sqldb_redact(const char *target, char *out, size_t len)
 		if (p > slash && (p[-1] == '?' || p[-1] == '&') &&
 		    strncasecmp(p, "password=", 9) == 0) {
 			p += strcspn(p, "&");
-			if (*p == '\0')
+			if (*p == '\0') {
+				/* the last parameter: its '&' or '?' goes too */
+				if (o > 0 && (out[o - 1] == '&' ||
+				    out[o - 1] == '?'))
+					o--;
 				break;
+			}
 			continue;	/* drops the '&' too */
 		}
 		out[o++] = *p;

@@ -334,6 +334,12 @@ test_fresh_pg(void)
 	    "sslmode=require", red, sizeof(red));
 	is_str(red, "postgres://bob@db.example:5432/gw?sslmode=require",
 	    "redact: user info and password= both");
+	sqldb_redact("postgresql://u@/d?host=/tmp&password=pw", red, sizeof(red));
+	is_str(red, "postgresql://u@/d?host=/tmp", "redact: password= last");
+	sqldb_redact("postgresql:///d?password=pw", red, sizeof(red));
+	is_str(red, "postgresql:///d", "redact: password= alone");
+	sqldb_redact("postgresql://u:p@w@h/d", red, sizeof(red));
+	is_str(red, "postgresql://u@h/d", "redact: an '@' in the password");
 	sqldb_redact("/var/lib/usbgw/usbgw.db", red, sizeof(red));
 	is_str(red, "/var/lib/usbgw/usbgw.db", "redact: a path is a path");
 	ok(sqldb_is_pg("postgresql://x") && sqldb_is_pg("postgres://x") &&
