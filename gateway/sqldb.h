@@ -25,6 +25,14 @@
  * rolls back to it on error, so callers see SQLite's statement-level
  * atomicity on both (a batch survives one refused write).
  *
+ * A lost PostgreSQL connection (a server restart, a failover) is made
+ * again by the next statement (PQreset), at most once per backoff
+ * interval (1 s doubling to 30 s); statements are prepared again on
+ * first use.  A transaction open on the lost connection counts as open
+ * until the caller's COMMIT (which fails: nothing of it was committed)
+ * or ROLLBACK; until then every statement fails, so that the rest of a
+ * transaction never runs piecemeal on a new connection.
+ *
  * Bounds (PostgreSQL): connect_timeout defaults to SQLDB_PG_CONNECT_S
  * unless the URI sets one, tcp_user_timeout and keepalives bound a dead
  * TCP peer, statement_timeout is SQLDB_PG_STATEMENT_MS on every

@@ -33,6 +33,7 @@ struct pg_db {
 	time_t		 retry_at;	/* no new connection before */
 	int		 retry_s;
 	int		 tx_open;	/* as last seen on the connection */
+	int		 setup_ok;	/* session_setup() done on it */
 	int64_t		 changes;
 };
 
@@ -114,7 +115,8 @@ pg_exec(struct sqldb *db, const char *sql)
 		}
 		if (usable(p) == -1)
 			return -1;
-	}
+	} else if (!p->setup_ok && usable(p) == -1)
+		return -1;
 	r = PQexec(p->conn, sql);
 
 	switch (PQresultStatus(r)) {
@@ -143,7 +145,12 @@ session_setup(struct pg_db *db)
 	    "SET client_min_messages = warning; SET TIME ZONE 'UTC'%s",
 	    SQLDB_PG_STATEMENT_MS, (db->flags & SQLDB_READONLY) ?
 	    "; SET default_transaction_read_only = on" : "");
-	return pg_exec(&db->base, sql);
+	db->setup_ok = 1;	/* pg_exec below must not recurse into us */
+	if (pg_exec(&db->base, sql) == -1) {
+		db->setup_ok = 0;
+		return -1;
+	}
+	return 0;
 }
 
 struct sqldb *
@@ -186,8 +193,11 @@ sqldb_pg_open(const char *uri, int flags, char *err, size_t errlen)
  * at most once per backoff interval (1 s doubling to 30 s), so that an
  * outage costs the caller one bounded attempt now and then, not one per
  * statement.  Statements are prepared again lazily (their generation).
- * A transaction open on the lost connection is gone with it: the
- * caller sees errors, and sqldb_in_tx() says no transaction is open.
+ * A transaction open on the lost connection is gone with it, but
+ * counts as open (sqldb_in_tx()) until the caller's COMMIT (which
+ * fails) or ROLLBACK: no new connection before that (pg_exec()).  A
+ * connection whose session settings did not take is set up again
+ * first (no statement runs without statement_timeout).
  * 0 with a good connection, or -1 (db->err says why).
  */
 static int
@@ -196,7 +206,7 @@ usable(struct pg_db *db)
 	time_t now;
 
 	if (PQstatus(db->conn) == CONNECTION_OK)
-		return 0;
+		return db->setup_ok ? 0 : session_setup(db);
 	if (db->tx_open)
 		return sqldb_seterr(&db->base, "the connection to the server "
 		    "was lost inside a transaction (rolled back)");
@@ -205,6 +215,7 @@ usable(struct pg_db *db)
 		return sqldb_seterr(&db->base, "no connection to the server "
 		    "(next attempt in %lld s)", (long long)(db->retry_at - now));
 	PQreset(db->conn);
+	db->setup_ok = 0;
 	if (PQstatus(db->conn) != CONNECTION_OK || session_setup(db) == -1) {
 		if (PQstatus(db->conn) != CONNECTION_OK)
 			sqldb_seterr(&db->base, "%s", PQerrorMessage(db->conn));
