@@ -9,7 +9,8 @@
 -- with the same numbers.  No PostgreSQL database older than version 10
 -- exists: the first section creates the whole schema of version 10 (a
 -- new database starts there).  A later migration goes into both files
--- with the same number.  The version is the row of schema_version (db.c
+-- with the same number (11: the views' time columns end in _utc).
+-- The version is the row of schema_version (db.c
 -- creates that table; each section ends by setting it), not PRAGMA
 -- user_version.
 --
@@ -341,6 +342,13 @@ CREATE INDEX agents_state ON agents(state, name);
 DELETE FROM schema_version;
 INSERT INTO schema_version (version) VALUES (10);
 
+-- @migration 11
+
+-- The views name their time columns for their zone (schema.sql's
+-- migration 11): only the views change, made again after any migration.
+
+UPDATE schema_version SET version = 11;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices CASCADE;
@@ -374,10 +382,10 @@ SELECT
 	    FROM interfaces i WHERE i.device_id = d.id) AS interfaces,
 	d.hash				AS hash,
 	d.state				AS state,
-	datetime(d.state_since, 'unixepoch') AS state_since,
+	datetime(d.state_since, 'unixepoch') AS state_since_utc,
 	d.rule_id			AS rule_id,
-	datetime(d.first_seen, 'unixepoch') AS first_seen,
-	datetime(d.last_seen, 'unixepoch') AS last_seen
+	datetime(d.first_seen, 'unixepoch') AS first_seen_utc,
+	datetime(d.last_seen, 'unixepoch') AS last_seen_utc
 FROM devices d
 JOIN exporters e ON e.id = d.exporter_id;
 
@@ -385,7 +393,7 @@ CREATE VIEW v_pending AS
 SELECT
 	v.device_id, v.busid, v.exporter, v.exporter_busid, v.vid, v.pid,
 	v.manufacturer, v.product, v.serial, v.interfaces,
-	v.state_since			AS pending_since,
+	v.state_since_utc		AS pending_since_utc,
 	CAST(extract(epoch FROM now()) AS BIGINT) - d.state_since
 					AS waiting_seconds,
 	(SELECT count(*) FROM access_requests r
@@ -399,7 +407,7 @@ ORDER BY d.state_since;
 CREATE VIEW v_rules AS
 SELECT
 	r.position, r.id AS rule_id, r.text, r.target, r.origin,
-	r.device_id, r.comment, datetime(r.created_at, 'unixepoch') AS created,
+	r.device_id, r.comment, datetime(r.created_at, 'unixepoch') AS created_utc,
 	r.created_by
 FROM rules r
 WHERE r.position IS NOT NULL
@@ -411,11 +419,11 @@ SELECT
 	v.busid, v.exporter, v.exporter_busid, v.vid, v.pid, v.product,
 	v.serial,
 	a.decision, a.scope, a.to_host,
-	datetime(a.created_at, 'unixepoch') AS decided_at,
+	datetime(a.created_at, 'unixepoch') AS decided_at_utc,
 	a.actor_name			AS decided_by,
 	a.actor_uid			AS decided_by_uid,
 	a.reason,
-	datetime(a.expires_at, 'unixepoch') AS until,
+	datetime(a.expires_at, 'unixepoch') AS until_utc,
 	CASE
 	    WHEN a.ended_at IS NOT NULL THEN a.end_reason
 	    WHEN a.expires_at IS NOT NULL AND
@@ -423,7 +431,7 @@ SELECT
 		THEN 'expired'
 	    ELSE 'active'
 	END				AS status,
-	datetime(a.ended_at, 'unixepoch') AS ended_at,
+	datetime(a.ended_at, 'unixepoch') AS ended_at_utc,
 	a.ended_by,
 	a.rule_id,
 	a.device_id
@@ -433,7 +441,7 @@ JOIN v_devices v ON v.device_id = a.device_id;
 CREATE VIEW v_device_history AS
 SELECT
 	l.device_id, d.busid AS busid, l.seq,
-	datetime(l.ts, 'unixepoch')	AS at,
+	datetime(l.ts, 'unixepoch')	AS at_utc,
 	l.event, l.old_state, l.new_state, l.actor, l.actor_name,
 	l.rule_id, l.host, l.reason, l.detail
 FROM audit_log l
@@ -443,12 +451,12 @@ ORDER BY l.device_id, l.seq;
 CREATE VIEW v_access_requests AS
 SELECT
 	r.id				AS request_id,
-	datetime(r.requested_at, 'unixepoch') AS requested_at,
+	datetime(r.requested_at, 'unixepoch') AS requested_at_utc,
 	r.busid, r.host_name, r.host_addr,
 	r.device_id,
 	v.vid, v.pid, v.product, v.serial,
 	r.outcome,
-	datetime(r.decided_at, 'unixepoch') AS decided_at,
+	datetime(r.decided_at, 'unixepoch') AS decided_at_utc,
 	r.decided_by,
 	r.decided_at - r.requested_at	AS wait_seconds,
 	r.approval_id
@@ -461,8 +469,8 @@ SELECT
 	v.busid, v.exporter, v.vid, v.pid, v.product, v.serial,
 	t.mode, t.host_name, t.host_addr,
 	t.transport, t.host_cert, t.up_transport, t.up_cert,
-	datetime(t.started_at, 'unixepoch') AS started_at,
-	datetime(t.ended_at, 'unixepoch') AS ended_at,
+	datetime(t.started_at, 'unixepoch') AS started_at_utc,
+	datetime(t.ended_at, 'unixepoch') AS ended_at_utc,
 	COALESCE(t.ended_at, CAST(extract(epoch FROM now()) AS BIGINT)) -
 	    t.started_at		AS seconds,
 	t.bytes_to_device, t.bytes_from_device,
@@ -481,7 +489,7 @@ SELECT
 	a.hash				AS old_hash,
 	b.id				AS new_device_id,
 	b.hash				AS new_hash,
-	datetime(b.first_seen, 'unixepoch') AS changed_at,
+	datetime(b.first_seen, 'unixepoch') AS changed_at_utc,
 	b.state				AS new_state
 FROM devices a
 JOIN devices b ON b.exporter_id = a.exporter_id
@@ -492,7 +500,7 @@ JOIN exporters e ON e.id = a.exporter_id;
 
 CREATE VIEW v_audit AS
 SELECT
-	seq, datetime(ts, 'unixepoch') AS at, event, device_id, busid,
+	seq, datetime(ts, 'unixepoch') AS at_utc, event, device_id, busid,
 	exporter, object, old_state, new_state, actor, actor_uid, actor_name,
 	rule_id, host, reason, detail
 FROM audit_log;
@@ -503,15 +511,15 @@ SELECT
 	CASE WHEN state = 'active' AND not_after IS NOT NULL AND
 	    not_after <= CAST(extract(epoch FROM now()) AS BIGINT)
 	    THEN 'expired' ELSE state END AS state,
-	fingerprint, serial, datetime(not_after, 'unixepoch') AS not_after,
-	address, datetime(created_at, 'unixepoch') AS created,
-	datetime(approved_at, 'unixepoch') AS approved, approved_by,
-	datetime(ended_at, 'unixepoch') AS ended, end_reason
+	fingerprint, serial, datetime(not_after, 'unixepoch') AS not_after_utc,
+	address, datetime(created_at, 'unixepoch') AS created_utc,
+	datetime(approved_at, 'unixepoch') AS approved_utc, approved_by,
+	datetime(ended_at, 'unixepoch') AS ended_utc, end_reason
 FROM agents;
 
 CREATE VIEW v_refused_requests AS
 SELECT
-	datetime(r.requested_at, 'unixepoch') AS at,
+	datetime(r.requested_at, 'unixepoch') AS at_utc,
 	COALESCE(r.host_name, r.host_addr) AS host,
 	r.busid,
 	r.device_id,
@@ -520,7 +528,7 @@ FROM access_requests r
 WHERE r.outcome NOT IN ('granted', 'waiting')
 UNION ALL
 SELECT
-	datetime(l.ts, 'unixepoch')	AS at,
+	datetime(l.ts, 'unixepoch')	AS at_utc,
 	COALESCE(l.host, CASE WHEN strpos(l.object, ' ') > 0
 	    THEN substr(l.object, 1, strpos(l.object, ' ') - 1)
 	    ELSE l.object END)		AS host,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # usbgwd on PostgreSQL (issue 16, the interface tests rely on):
 #   usbgwd -f -d postgresql://USER@/DB?host=DIR -s SOCK -l 127.0.0.1:PORT
-# starts on a new database (created at schema version 10), `usbgw
+# starts on a new database (created at schema version 10, migrated to
+# the newest), `usbgw
 # exporter add` and a simulator device reach pending, `usbgw approve`
 # authorizes it, a vhci host (usbip-tc) imports it through the gateway,
 # and every step is in PostgreSQL's tables and audit log (no SQLite file
@@ -28,11 +29,12 @@ SIMA=127.0.0.1:$(sim_port sim)
 
 gw_conf gw "poll-interval = 500ms" "audit-key = $T/gw.key"
 gw_start gw -d "$PG_URI" || bail_out "usbgwd did not start on PostgreSQL"
-like "$(cat "$T/gw.log")" "database postgresql://$PG_USER@/usbgw\?host=[^ ]+ \(schema version 10\)" \
-    "usbgwd -d postgresql://...: it runs on PostgreSQL, schema version 10"
-is "$(pg_sql 'SELECT version FROM schema_version')" 10 "the version is in schema_version"
+SCHEMA_V=$(sed -n 's/^-- @migration \([0-9]*\)$/\1/p' "$TOP/schema.sql" | sort -n | tail -n 1)
+like "$(cat "$T/gw.log")" "database postgresql://$PG_USER@/usbgw\?host=[^ ]+ \(schema version $SCHEMA_V\)" \
+    "usbgwd -d postgresql://...: it runs on PostgreSQL, schema version $SCHEMA_V (schema.sql's newest)"
+is "$(pg_sql 'SELECT version FROM schema_version')" "$SCHEMA_V" "the version is in schema_version"
 like "$(cat "$T/gw.log")" "migrated to schema version 10" \
-    "a new database: created at version 10"
+    "a new database: created at version 10 (schema_pg.sql's first section), then migrated"
 [ ! -e "$T/gw.db" ] && [ ! -e "$T/gw.db.lock" ]
 check $? "no SQLite file and no lock file was made"
 
