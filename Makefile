@@ -24,7 +24,7 @@ MANDIR    ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 
 CC        ?= cc
-PKGS      := libevent sqlite3 libusb-1.0 libssl libcrypto jansson
+PKGS      := libevent sqlite3 libpq libusb-1.0 libssl libcrypto jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -54,8 +54,9 @@ LDLIBS    += $(PKG_LIBS) -lm
 LIB_SRCS  := $(filter-out gateway/usbgwd.c,$(wildcard gateway/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB       := $(B)/libusbgw.a
-# schema.sql is compiled into the library (gateway/db.c: usbgw_schema_sql).
-LIB_OBJS  += $(B)/gen/schema_sql.o
+# schema.sql and gateway/schema_pg.sql are compiled into the library
+# (gateway/db.c: usbgw_schema_sql, usbgw_schema_pg_sql).
+LIB_OBJS  += $(B)/gen/schema_sql.o $(B)/gen/schema_pg_sql.o
 
 GWD_SRCS  := gateway/usbgwd.c
 CLI_SRCS  := $(wildcard client/*.c)
@@ -107,17 +108,25 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-# schema.sql as a C array (od + sed: no xxd needed), NUL-terminated.
-%/gen/schema_sql.c: schema.sql
+# A schema as a C array (od + sed: no xxd needed), NUL-terminated:
+# $(call embed,FILE,SYMBOL).
+define embed
 	@mkdir -p $(@D)
-	$(Q){ echo '/* Generated from schema.sql by the Makefile: do not edit. */'; \
-	  echo 'extern const char usbgw_schema_sql[];'; \
-	  echo 'const char usbgw_schema_sql[] = {'; \
-	  od -An -v -tx1 schema.sql | \
+	$(Q){ echo '/* Generated from $(1) by the Makefile: do not edit. */'; \
+	  echo 'extern const char $(2)[];'; \
+	  echo 'const char $(2)[] = {'; \
+	  od -An -v -tx1 $(1) | \
 	    sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g' -e 's/^ *//'; \
 	  echo '0x00 };'; } > $@.tmp && mv $@.tmp $@
+endef
 
-$(B)/gen/schema_sql.o: $(B)/gen/schema_sql.c
+%/gen/schema_sql.c: schema.sql
+	$(call embed,schema.sql,usbgw_schema_sql)
+
+%/gen/schema_pg_sql.c: gateway/schema_pg.sql
+	$(call embed,gateway/schema_pg.sql,usbgw_schema_pg_sql)
+
+$(B)/gen/%.o: $(B)/gen/%.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -186,7 +195,8 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=u
 	       -D_GNU_SOURCE -Igateway $(PKG_CFLAGS) \
 	       -fsanitize-coverage-ignorelist=tests/fuzz/nocov.txt
 FUZZ_LIB    := build-fuzz/libusbgw.a
-FUZZ_OBJS   := $(LIB_SRCS:%.c=build-fuzz/%.o) build-fuzz/gen/schema_sql.o
+FUZZ_OBJS   := $(LIB_SRCS:%.c=build-fuzz/%.o) build-fuzz/gen/schema_sql.o \
+	       build-fuzz/gen/schema_pg_sql.o
 # `make fuzz` runs each harness until FUZZ_RUNS executions or FUZZ_TIME
 # seconds, whichever comes first.  Budget: on one free core every harness
 # reaches 10 M executions in under 520 s (the slowest, fuzz_config, at
@@ -203,7 +213,7 @@ build-fuzz/%.o: %.c tests/fuzz/nocov.txt
 	@$(if $(Q),echo "  FUZZCC  $<")
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
 
-build-fuzz/gen/schema_sql.o: build-fuzz/gen/schema_sql.c
+build-fuzz/gen/%.o: build-fuzz/gen/%.c
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
 
 $(FUZZ_LIB): $(FUZZ_OBJS)

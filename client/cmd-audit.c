@@ -16,6 +16,7 @@
 #include "auditkey.h"
 #include "db.h"
 #include "usbgw.h"
+#include "sqldb.h"
 #include "util.h"
 
 static const struct cmd_opt list_opts[] = {
@@ -94,8 +95,8 @@ static const struct cmd_opt verify_opts[] = {
 	{ "hash", 0, "H", "the hash row --seq must have (64 hex digits)" },
 	{ "pubkey", 0, "FILE", "check the anchors' and the stored checkpoints' "
 	    "signatures with this public key (usbgw audit pubkey)" },
-	{ "database", 0, "FILE", "verify this database file here, without "
-	    "the daemon" },
+	{ "database", 0, "FILE", "verify this database file (or PostgreSQL "
+	    "URI) here, without the daemon" },
 	{ "key", 'k', "FILE", "with --database: the audit key file (secret): "
 	    "check every row's MAC" },
 	{ NULL, 0, NULL, NULL }
@@ -210,8 +211,8 @@ verify_local(struct cmd_ctx *ctx, struct audit_anchor *an, size_t n,
 	o.anchor_what = "the anchor";
 	r = audit_verify_ex(db, &o, &v);
 	if (r == -1) {
-		fprintf(stderr, "usbgw: %s: %s\n", path,
-		    sqlite3_errmsg(db_sqlite(db)));
+		fprintf(stderr, "usbgw: %s: %s\n", sqldb_name(db_conn(db)),
+		    sqldb_errmsg(db_conn(db)));
 		st = EXIT_INTERNAL;
 	} else if (ctx->json) {
 		json_t *j = json_pack("{s:b, s:I, s:I, s:s, s:s, s:b, s:b, s:I, "

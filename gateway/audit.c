@@ -29,12 +29,13 @@
 #include <time.h>
 
 #include <openssl/evp.h>
-#include <sqlite3.h>
+#include <sqlite3.h>	/* SQLITE_INTEGER, ...: the hashed types */
 
 #include "audit.h"
 #include "auditkey.h"
 #include "db.h"
 #include "log.h"
+#include "sqldb.h"
 #include "util.h"
 
 #define HASH_TAG	"usbgw-audit-1"
@@ -70,8 +71,8 @@ struct audit {
 	struct db		*db;
 	struct qrow		*q;
 	size_t			 n, cap;
-	sqlite3_stmt		*st_head;
-	sqlite3_stmt		*st_insert;
+	struct sqldb_stmt	*st_head;
+	struct sqldb_stmt	*st_insert;
 	const struct audit_key	*key;		/* NULL: rows without MAC */
 	unsigned		 cp_rows;	/* checkpoint every N rows, 0 off */
 	unsigned		 since_cp;	/* rows written since the last */
@@ -242,8 +243,8 @@ audit_free(struct audit *a)
 	for (i = 0; i < a->n; i++)
 		qrow_free(&a->q[i]);
 	free(a->q);
-	sqlite3_finalize(a->st_head);
-	sqlite3_finalize(a->st_insert);
+	sqldb_finalize(a->st_head);
+	sqldb_finalize(a->st_insert);
 	free(a);
 }
 
@@ -330,46 +331,49 @@ audit_append(struct audit *a, const struct audit_event *e, int64_t now)
 	return 0;
 }
 
+/* A statement for one use (sqldb_finalize() it): 0 or -1. */
 static int
-prep(struct audit *a, sqlite3_stmt **st, const char *sql)
+prep1(struct sqldb *h, const char *sql, struct sqldb_stmt **st)
 {
-	sqlite3 *h = db_sqlite(a->db);
-
-	if (*st != NULL) {
-		sqlite3_reset(*st);
-		sqlite3_clear_bindings(*st);
-		return 0;
-	}
-	if (sqlite3_prepare_v3(h, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
-	    NULL) != SQLITE_OK) {
-		log_warnx("audit: prepare: %s", sqlite3_errmsg(h));
+	if ((*st = sqldb_prepare(h, sql)) == NULL) {
+		log_warnx("audit: prepare: %s", sqldb_errmsg(h));
 		return -1;
 	}
 	return 0;
+}
+
+static int
+prep(struct audit *a, struct sqldb_stmt **st, const char *sql)
+{
+	if (*st != NULL) {
+		sqldb_reset(*st);
+		return 0;
+	}
+	return prep1(db_conn(a->db), sql, st);
 }
 
 /* The chain's head, inside the current transaction. */
 static int
 read_head(struct audit *a, int64_t *seq, char hash[65])
 {
-	sqlite3	*h = db_sqlite(a->db);
+	struct sqldb *h = db_conn(a->db);
 	int	 rc;
 
 	if (prep(a, &a->st_head, head_sql) == -1)
 		return -1;
-	rc = sqlite3_step(a->st_head);
-	if (rc == SQLITE_ROW) {
-		const unsigned char *t = sqlite3_column_text(a->st_head, 1);
+	rc = sqldb_step(a->st_head);
+	if (rc == SQLDB_ROW) {
+		const char *t = sqldb_column_text(a->st_head, 1);
 
-		*seq = sqlite3_column_int64(a->st_head, 0);
+		*seq = sqldb_column_int64(a->st_head, 0);
 		usbgw_strlcpy(hash, t ? (const char *)t : "", 65);
 	} else {
 		*seq = 0;
 		memcpy(hash, ZERO_HASH, 65);
 	}
-	sqlite3_reset(a->st_head);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		log_warnx("audit: head: %s", sqlite3_errmsg(h));
+	sqldb_reset(a->st_head);
+	if (rc != SQLDB_ROW && rc != SQLDB_DONE) {
+		log_warnx("audit: head: %s", sqldb_errmsg(h));
 		return -1;
 	}
 	return 0;
@@ -379,8 +383,8 @@ read_head(struct audit *a, int64_t *seq, char hash[65])
 static int
 write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
 {
-	sqlite3		*h = db_sqlite(a->db);
-	sqlite3_stmt	*st;
+	struct sqldb	*h = db_conn(a->db);
+	struct sqldb_stmt	*st;
 	struct hval	 v[NCOLS];
 	char		 hash[65], mac[65];
 	int		 i, rc;
@@ -392,26 +396,24 @@ write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
 	st = a->st_insert;
 	for (i = 0; i < NCOLS; i++) {
 		if (v[i].type == SQLITE_INTEGER)
-			sqlite3_bind_int64(st, i + 1, v[i].i);
+			sqldb_bind_int64(st, i + 1, v[i].i);
 		else if (v[i].type == SQLITE_TEXT)
-			sqlite3_bind_text(st, i + 1, v[i].p, (int)v[i].len,
-			    SQLITE_STATIC);
+			sqldb_bind_text(st, i + 1, (const char *)v[i].p);
 		else
-			sqlite3_bind_null(st, i + 1);
+			sqldb_bind_null(st, i + 1);
 	}
-	sqlite3_bind_text(st, 17, prev, 64, SQLITE_STATIC);
-	sqlite3_bind_text(st, 18, hash, 64, SQLITE_STATIC);
+	sqldb_bind_text(st, 17, prev);
+	sqldb_bind_text(st, 18, hash);
 	if (a->key != NULL) {
 		if (audit_key_mac(a->key, *seq + 1, hash, mac) == -1)
 			return -1;
-		sqlite3_bind_text(st, 19, mac, 64, SQLITE_STATIC);
+		sqldb_bind_text(st, 19, mac);
 	} else
-		sqlite3_bind_null(st, 19);
-	rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if (rc != SQLITE_DONE) {
-		log_warnx("audit: insert: %s", sqlite3_errmsg(h));
+		sqldb_bind_null(st, 19);
+	rc = sqldb_step(st);
+	sqldb_reset(st);
+	if (rc != SQLDB_DONE) {
+		log_warnx("audit: insert: %s", sqldb_errmsg(h));
 		return -1;
 	}
 	(*seq)++;
@@ -423,34 +425,51 @@ write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
 static int
 sql(struct audit *a, const char *s)
 {
-	sqlite3 *h = db_sqlite(a->db);
+	struct sqldb *h = db_conn(a->db);
 
-	if (sqlite3_exec(h, s, NULL, NULL, NULL) != SQLITE_OK) {
-		log_warnx("audit: %s: %s", s, sqlite3_errmsg(h));
+	if (sqldb_exec(h, s) == -1) {
+		log_warnx("audit: %s: %s", s, sqldb_errmsg(h));
+		return -1;
+	}
+	return 0;
+}
+
+static int tx_end(struct audit *, int, int);
+
+static int
+tx_begin(struct audit *a, int *nested)
+{
+	*nested = sqldb_in_tx(db_conn(a->db));
+	if (*nested ? sql(a, "SAVEPOINT audit_tx") == -1 :
+	    sqldb_begin(db_conn(a->db)) == -1) {
+		log_warnx("audit: begin: %s", sqldb_errmsg(db_conn(a->db)));
+		return -1;
+	}
+	/*
+	 * Gateways sharing a PostgreSQL database append to one chain: the
+	 * head is read and extended under a transaction-scoped advisory
+	 * lock ("usbh"), so two writers never both take seq N+1.
+	 */
+	if (db_is_pg(a->db) &&
+	    sql(a, "SELECT pg_advisory_xact_lock(1970496104)") == -1) {
+		tx_end(a, *nested, 0);
 		return -1;
 	}
 	return 0;
 }
 
 static int
-tx_begin(struct audit *a, int *nested)
-{
-	*nested = !sqlite3_get_autocommit(db_sqlite(a->db));
-	return sql(a, *nested ? "SAVEPOINT audit_tx" : "BEGIN IMMEDIATE");
-}
-
-static int
 tx_end(struct audit *a, int nested, int ok)
 {
-	sqlite3 *h = db_sqlite(a->db);
+	struct sqldb *h = db_conn(a->db);
 
 	if (ok)
 		return sql(a, nested ? "RELEASE audit_tx" : "COMMIT");
 	if (nested) {
-		sqlite3_exec(h, "ROLLBACK TO audit_tx", NULL, NULL, NULL);
-		sqlite3_exec(h, "RELEASE audit_tx", NULL, NULL, NULL);
+		sqldb_exec(h, "ROLLBACK TO audit_tx");
+		sqldb_exec(h, "RELEASE audit_tx");
 	} else
-		sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+		sqldb_rollback(h);
 	return -1;
 }
 
@@ -496,24 +515,24 @@ done:
 int
 audit_head(struct db *db, int64_t *seq, char hash[65])
 {
-	sqlite3		*h = db_sqlite(db);
-	sqlite3_stmt	*st;
+	struct sqldb	*h = db_conn(db);
+	struct sqldb_stmt	*st;
 	int		 rc;
 
-	if (sqlite3_prepare_v2(h, head_sql, -1, &st, NULL) != SQLITE_OK)
+	if (prep1(h, head_sql, &st) != 0)
 		return -1;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		const unsigned char *t = sqlite3_column_text(st, 1);
+	rc = sqldb_step(st);
+	if (rc == SQLDB_ROW) {
+		const char *t = sqldb_column_text(st, 1);
 
-		*seq = sqlite3_column_int64(st, 0);
+		*seq = sqldb_column_int64(st, 0);
 		usbgw_strlcpy(hash, t ? (const char *)t : "", 65);
 	} else {
 		*seq = 0;
 		memcpy(hash, ZERO_HASH, 65);
 	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+	sqldb_finalize(st);
+	return rc == SQLDB_ROW || rc == SQLDB_DONE ? 0 : -1;
 }
 
 static int vfail(struct audit_verify *, int64_t, const char *, ...)
@@ -535,19 +554,19 @@ vfail(struct audit_verify *v, int64_t seq, const char *fmt, ...)
  * through, into out.  1 if found, 0 if not, -1 on error.
  */
 static int
-find_checkpoint(sqlite3 *h, int64_t through, char out[65])
+find_checkpoint(struct sqldb *h, int64_t through, char out[65])
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt	*st;
 	long long	 t;
 	char		 hash[65];
 	int		 rc, found = 0;
 
-	if (sqlite3_prepare_v2(h, "SELECT detail FROM audit_log WHERE event = "
-	    "?1 ORDER BY seq DESC", -1, &st, NULL) != SQLITE_OK)
+	if (prep1(h, "SELECT detail FROM audit_log WHERE event = "
+	    "?1 ORDER BY seq DESC", &st) != 0)
 		return -1;
-	sqlite3_bind_text(st, 1, AUDIT_EVENT_PRUNE, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const unsigned char *d = sqlite3_column_text(st, 0);
+	sqldb_bind_text(st, 1, AUDIT_EVENT_PRUNE);
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
+		const char *d = sqldb_column_text(st, 0);
 
 		if (d != NULL && sscanf((const char *)d,
 		    "through_seq=%lld last_hash=%64[0-9a-f]", &t, hash) == 2 &&
@@ -557,31 +576,31 @@ find_checkpoint(sqlite3 *h, int64_t through, char out[65])
 			break;
 		}
 	}
-	sqlite3_finalize(st);
-	if (!found && rc != SQLITE_DONE)
+	sqldb_finalize(st);
+	if (!found && rc != SQLDB_DONE)
 		return -1;
 	return found;
 }
 
 static void
-col_value(sqlite3_stmt *st, int i, struct hval *v)
+col_value(struct sqldb_stmt *st, int i, struct hval *v)
 {
 	memset(v, 0, sizeof(*v));
-	v->type = sqlite3_column_type(st, i);
+	v->type = sqldb_column_type(st, i);
 	switch (v->type) {
 	case SQLITE_INTEGER:
-		v->i = sqlite3_column_int64(st, i);
+		v->i = sqldb_column_int64(st, i);
 		break;
 	case SQLITE_FLOAT:
-		v->d = sqlite3_column_double(st, i);
+		v->d = sqldb_column_double(st, i);
 		break;
 	case SQLITE_TEXT:
-		v->p = sqlite3_column_text(st, i);
-		v->len = (size_t)sqlite3_column_bytes(st, i);
+		v->p = sqldb_column_text(st, i);
+		v->len = sqldb_column_bytes(st, i);
 		break;
 	case SQLITE_BLOB:
-		v->p = sqlite3_column_blob(st, i);
-		v->len = (size_t)sqlite3_column_bytes(st, i);
+		v->p = sqldb_column_text(st, i);
+		v->len = sqldb_column_bytes(st, i);
 		break;
 	}
 }
@@ -608,18 +627,18 @@ vanchor_cmp(const void *x, const void *y)
  * each signature must verify: 1 and v filled if one does not.
  */
 static int
-load_checkpoints(sqlite3 *h, const struct audit_key *key,
+load_checkpoints(struct sqldb *h, const struct audit_key *key,
     struct vanchor **va, size_t *n, size_t *cap, struct audit_verify *v)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt	*st;
 	int		 rc;
 
-	if (sqlite3_prepare_v2(h, "SELECT id, seq, ts, hash, key, sig FROM "
-	    "audit_checkpoints ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+	if (prep1(h, "SELECT id, seq, ts, hash, key, sig FROM "
+	    "audit_checkpoints ORDER BY id", &st) != 0)
 		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
 		struct vanchor *c;
-		const unsigned char *t;
+		const char *t;
 
 		if (*n == *cap) {
 			*cap = *cap ? *cap * 2 : 16;
@@ -628,20 +647,20 @@ load_checkpoints(sqlite3 *h, const struct audit_key *key,
 		c = &(*va)[*n];
 		memset(c, 0, sizeof(*c));
 		snprintf(c->what, sizeof(c->what), "checkpoint id %lld",
-		    (long long)sqlite3_column_int64(st, 0));
-		c->a.seq = sqlite3_column_int64(st, 1);
-		c->a.time = sqlite3_column_int64(st, 2);
-		t = sqlite3_column_text(st, 3);
+		    (long long)sqldb_column_int64(st, 0));
+		c->a.seq = sqldb_column_int64(st, 1);
+		c->a.time = sqldb_column_int64(st, 2);
+		t = sqldb_column_text(st, 3);
 		usbgw_strlcpy(c->a.hash, t ? (const char *)t : "",
 		    sizeof(c->a.hash));
-		t = sqlite3_column_text(st, 4);
+		t = sqldb_column_text(st, 4);
 		usbgw_strlcpy(c->a.key, t ? (const char *)t : "",
 		    sizeof(c->a.key));
-		t = sqlite3_column_text(st, 5);
+		t = sqldb_column_text(st, 5);
 		usbgw_strlcpy(c->a.sig, t ? (const char *)t : "",
 		    sizeof(c->a.sig));
 		if (key != NULL && !audit_anchor_verify(key, &c->a)) {
-			sqlite3_finalize(st);
+			sqldb_finalize(st);
 			return vfail(v, c->a.seq, "%s (seq %" PRId64 "): its "
 			    "signature does not verify with the key %s (the "
 			    "checkpoint was forged)", c->what, c->a.seq,
@@ -649,22 +668,24 @@ load_checkpoints(sqlite3 *h, const struct audit_key *key,
 		}
 		(*n)++;
 	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : -1;
+	sqldb_finalize(st);
+	return rc == SQLDB_DONE ? 0 : -1;
 }
 
 /* Whether audit_log has the mac column (schema version 4 on). */
 static int
-have_mac_column(sqlite3 *h)
+have_mac_column(struct sqldb *h)
 {
-	sqlite3_stmt	*st;
-	int		 r = 0;
+	struct sqldb_stmt	*st;
+	int			 r = 0;
 
-	if (sqlite3_prepare_v2(h, "SELECT 1 FROM pragma_table_info('audit_log') "
-	    "WHERE name = 'mac'", -1, &st, NULL) != SQLITE_OK)
+	if (sqldb_kind(h) == SQLDB_PG)
+		return 1;	/* its schema starts at version 10 */
+	if (prep1(h, "SELECT 1 FROM pragma_table_info('audit_log') "
+	    "WHERE name = 'mac'", &st) != 0)
 		return 0;
-	r = sqlite3_step(st) == SQLITE_ROW;
-	sqlite3_finalize(st);
+	r = sqldb_step(st) == SQLDB_ROW;
+	sqldb_finalize(st);
 	return r;
 }
 
@@ -685,8 +706,8 @@ audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
     struct audit_verify *v)
 {
 	static const struct audit_verify_opts none;
-	sqlite3		*h = db_sqlite(db);
-	sqlite3_stmt	*st = NULL;
+	struct sqldb	*h = db_conn(db);
+	struct sqldb_stmt	*st = NULL;
 	struct hval	 val[NCOLS];
 	struct vanchor	*va = NULL;
 	size_t		 nva = 0, cap = 0, ai = 0, i;
@@ -699,12 +720,11 @@ audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
 	secret = audit_key_has_secret(o->key);
 	memset(v, 0, sizeof(*v));
 	memcpy(v->head, ZERO_HASH, 65);
-	if (sqlite3_prepare_v2(h, "SELECT count(*) FROM audit_prune_guard",
-	    -1, &st, NULL) != SQLITE_OK)
+	if (prep1(h, "SELECT count(*) FROM audit_prune_guard", &st) != 0)
 		return -1;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		guard = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	if (sqldb_step(st) == SQLDB_ROW)
+		guard = sqldb_column_int64(st, 0);
+	sqldb_finalize(st);
 	st = NULL;
 	if (guard != 0)
 		return vfail(v, 0, "audit_prune_guard is not empty: deletes "
@@ -764,23 +784,23 @@ audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
 	if (nva > 0)
 		qsort(va, nva, sizeof(*va), vanchor_cmp);
 
-	if (sqlite3_prepare_v2(h, macs ? "SELECT seq, ts, event, device_id, "
+	if (prep1(h, macs ? "SELECT seq, ts, event, device_id, "
 	    "busid, exporter, object, old_state, new_state, actor, actor_uid, "
 	    "actor_name, rule_id, host, reason, detail, prev_hash, hash, mac "
 	    "FROM audit_log ORDER BY seq" : "SELECT seq, ts, event, device_id, "
 	    "busid, exporter, object, old_state, new_state, actor, actor_uid, "
 	    "actor_name, rule_id, host, reason, detail, prev_hash, hash, NULL "
-	    "FROM audit_log ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
+	    "FROM audit_log ORDER BY seq", &st) != 0)
 		goto fail;
 	memcpy(expect_prev, ZERO_HASH, 65);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		seq = sqlite3_column_int64(st, 0);
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
+		seq = sqldb_column_int64(st, 0);
 		for (i = 0; i < NCOLS; i++)
 			col_value(st, (int)i, &val[i]);
-		usbgw_strlcpy(prev, sqlite3_column_text(st, 16) ?
-		    (const char *)sqlite3_column_text(st, 16) : "", sizeof(prev));
-		usbgw_strlcpy(stored, sqlite3_column_text(st, 17) ?
-		    (const char *)sqlite3_column_text(st, 17) : "",
+		usbgw_strlcpy(prev, sqldb_column_text(st, 16) ?
+		    sqldb_column_text(st, 16) : "", sizeof(prev));
+		usbgw_strlcpy(stored, sqldb_column_text(st, 17) ?
+		    sqldb_column_text(st, 17) : "",
 		    sizeof(stored));
 		if (v->rows == 0) {
 			v->first_seq = seq;
@@ -840,7 +860,7 @@ audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
 			break;
 		}
 		if (secret && seq >= since) {
-			const unsigned char *m = sqlite3_column_text(st, 18);
+			const char *m = sqldb_column_text(st, 18);
 
 			if (m == NULL) {
 				broken = vfail(v, seq, "seq %" PRId64 ": no MAC, "
@@ -877,7 +897,7 @@ audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
 		v->last_seq = seq;
 		v->rows++;
 	}
-	if (!broken && rc != SQLITE_DONE)
+	if (!broken && rc != SQLDB_DONE)
 		goto fail;
 	if (!broken && ai < nva) {
 		vcut(v, &va[ai], last);
@@ -892,11 +912,11 @@ audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
 	if (broken && v->reason[0] == '\0')
 		vfail(v, v->bad_seq, "broken");
 out:
-	sqlite3_finalize(st);
+	sqldb_finalize(st);
 	free(va);
 	return broken;
 fail:
-	sqlite3_finalize(st);
+	sqldb_finalize(st);
 	free(va);
 	return -1;
 }
@@ -951,8 +971,8 @@ int
 audit_checkpoint(struct audit *a, int64_t now, int force,
     struct audit_anchor *out)
 {
-	sqlite3		*h = db_sqlite(a->db);
-	sqlite3_stmt	*st = NULL;
+	struct sqldb	*h = db_conn(a->db);
+	struct sqldb_stmt	*st = NULL;
 	struct audit_anchor an;
 	char		 line[512];
 	int64_t		 seq;
@@ -969,27 +989,26 @@ audit_checkpoint(struct audit *a, int64_t now, int force,
 		return 0;		/* nothing to sign */
 	an.seq = seq;
 	/* the newest stored one, if it is already at the head */
-	if (!force && sqlite3_prepare_v2(h, "SELECT ts, hash, key, sig FROM "
-	    "audit_checkpoints WHERE seq = ?1 ORDER BY id DESC LIMIT 1", -1,
-	    &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, seq);
-		if (sqlite3_step(st) == SQLITE_ROW &&
-		    sqlite3_column_text(st, 1) != NULL &&
-		    strcmp((const char *)sqlite3_column_text(st, 1), an.hash) ==
+	if (!force && prep1(h, "SELECT ts, hash, key, sig FROM "
+	    "audit_checkpoints WHERE seq = ?1 ORDER BY id DESC LIMIT 1", &st) == 0) {
+		sqldb_bind_int64(st, 1, seq);
+		if (sqldb_step(st) == SQLDB_ROW &&
+		    sqldb_column_text(st, 1) != NULL &&
+		    strcmp(sqldb_column_text(st, 1), an.hash) ==
 		    0) {
-			an.time = sqlite3_column_int64(st, 0);
-			usbgw_strlcpy(an.key, (const char *)
-			    sqlite3_column_text(st, 2), sizeof(an.key));
-			usbgw_strlcpy(an.sig, (const char *)
-			    sqlite3_column_text(st, 3), sizeof(an.sig));
-			sqlite3_finalize(st);
+			an.time = sqldb_column_int64(st, 0);
+			usbgw_strlcpy(an.key, 
+			    sqldb_column_text(st, 2), sizeof(an.key));
+			usbgw_strlcpy(an.sig, 
+			    sqldb_column_text(st, 3), sizeof(an.sig));
+			sqldb_finalize(st);
 			if (out != NULL)
 				*out = an;
 			a->cp_seq = seq;
 			a->since_cp = 0;
 			return 0;
 		}
-		sqlite3_finalize(st);
+		sqldb_finalize(st);
 		st = NULL;
 	}
 	an.time = now;
@@ -997,20 +1016,20 @@ audit_checkpoint(struct audit *a, int64_t now, int force,
 		log_warnx("audit: cannot sign a checkpoint");
 		return -1;
 	}
-	if (sqlite3_prepare_v2(h, "INSERT INTO audit_checkpoints (seq, ts, hash, "
-	    "key, sig) VALUES (?1, ?2, ?3, ?4, ?5)", -1, &st, NULL) != SQLITE_OK) {
-		log_warnx("audit: checkpoint: %s", sqlite3_errmsg(h));
+	if (prep1(h, "INSERT INTO audit_checkpoints (seq, ts, hash, "
+	    "key, sig) VALUES (?1, ?2, ?3, ?4, ?5)", &st) != 0) {
+		log_warnx("audit: checkpoint: %s", sqldb_errmsg(h));
 		return -1;
 	}
-	sqlite3_bind_int64(st, 1, an.seq);
-	sqlite3_bind_int64(st, 2, an.time);
-	sqlite3_bind_text(st, 3, an.hash, 64, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, an.key, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, an.sig, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		log_warnx("audit: checkpoint: %s", sqlite3_errmsg(h));
+	sqldb_bind_int64(st, 1, an.seq);
+	sqldb_bind_int64(st, 2, an.time);
+	sqldb_bind_text(st, 3, an.hash);
+	sqldb_bind_text(st, 4, an.key);
+	sqldb_bind_text(st, 5, an.sig);
+	rc = sqldb_step(st);
+	sqldb_finalize(st);
+	if (rc != SQLDB_DONE) {
+		log_warnx("audit: checkpoint: %s", sqldb_errmsg(h));
 		return -1;
 	}
 	a->cp_seq = seq;
@@ -1076,8 +1095,8 @@ int
 audit_prune(struct audit *a, int64_t before, const struct actor *who,
     const char *reason, int64_t now, int64_t *pruned)
 {
-	sqlite3			*h = db_sqlite(a->db);
-	sqlite3_stmt		*st = NULL;
+	struct sqldb		*h = db_conn(a->db);
+	struct sqldb_stmt	*st = NULL;
 	struct audit_event	 e;
 	struct qrow		 r;
 	int64_t			 through = 0, count = 0, seq;
@@ -1090,20 +1109,19 @@ audit_prune(struct audit *a, int64_t before, const struct actor *who,
 	if (tx_begin(a, &nested) == -1)
 		return -1;
 	memset(&r, 0, sizeof(r));
-	if (sqlite3_prepare_v2(h, "SELECT seq, hash, (SELECT count(*) FROM "
+	if (prep1(h, "SELECT seq, hash, (SELECT count(*) FROM "
 	    "audit_log l WHERE l.seq <= m.seq) FROM audit_log m WHERE seq = "
-	    "(SELECT max(seq) FROM audit_log WHERE ts < ?1)", -1, &st,
-	    NULL) != SQLITE_OK)
+	    "(SELECT max(seq) FROM audit_log WHERE ts < ?1)", &st) != 0)
 		goto done;
-	sqlite3_bind_int64(st, 1, before);
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		through = sqlite3_column_int64(st, 0);
-		usbgw_strlcpy(last_hash, sqlite3_column_text(st, 1) ?
-		    (const char *)sqlite3_column_text(st, 1) : "",
+	sqldb_bind_int64(st, 1, before);
+	if (sqldb_step(st) == SQLDB_ROW) {
+		through = sqldb_column_int64(st, 0);
+		usbgw_strlcpy(last_hash, sqldb_column_text(st, 1) ?
+		    sqldb_column_text(st, 1) : "",
 		    sizeof(last_hash));
-		count = sqlite3_column_int64(st, 2);
+		count = sqldb_column_int64(st, 2);
 	}
-	sqlite3_finalize(st);
+	sqldb_finalize(st);
 	st = NULL;
 	if (through == 0) {
 		ok = 1;
@@ -1120,29 +1138,28 @@ audit_prune(struct audit *a, int64_t before, const struct actor *who,
 	qrow_fill(&r, &e, now);
 	if (read_head(a, &seq, prev) == -1 || write_row(a, &r, &seq, prev) == -1)
 		goto done;
-	if (sqlite3_prepare_v2(h, "INSERT INTO audit_prune_guard (through_seq) "
-	    "VALUES (?1)", -1, &st, NULL) != SQLITE_OK)
+	if (prep1(h, "INSERT INTO audit_prune_guard (through_seq) "
+	    "VALUES (?1)", &st) != 0)
 		goto done;
-	sqlite3_bind_int64(st, 1, through);
-	if (sqlite3_step(st) != SQLITE_DONE)
+	sqldb_bind_int64(st, 1, through);
+	if (sqldb_step(st) != SQLDB_DONE)
 		goto done;
-	sqlite3_finalize(st);
-	if (sqlite3_prepare_v2(h, "DELETE FROM audit_log WHERE seq <= ?1", -1,
-	    &st, NULL) != SQLITE_OK)
+	sqldb_finalize(st);
+	if (prep1(h, "DELETE FROM audit_log WHERE seq <= ?1", &st) != 0)
 		goto done;
-	sqlite3_bind_int64(st, 1, through);
-	if (sqlite3_step(st) != SQLITE_DONE)
+	sqldb_bind_int64(st, 1, through);
+	if (sqldb_step(st) != SQLDB_DONE)
 		goto done;
-	*pruned = sqlite3_changes(h);
-	sqlite3_finalize(st);
+	*pruned = sqldb_changes(h);
+	sqldb_finalize(st);
 	st = NULL;
 	if (sql(a, "DELETE FROM audit_prune_guard") == -1)
 		goto done;
 	ok = 1;
 done:
 	if (!ok)
-		log_warnx("audit: prune: %s", sqlite3_errmsg(h));
-	sqlite3_finalize(st);
+		log_warnx("audit: prune: %s", sqldb_errmsg(h));
+	sqldb_finalize(st);
 	qrow_free(&r);
 	if (tx_end(a, nested, ok) == -1) {
 		*pruned = 0;

@@ -17,12 +17,13 @@
 #include "log.h"
 #include "policy.h"
 #include "rule.h"
+#include "sqldb.h"
 #include "util.h"
 
 /* schema.sql, compiled in by the Makefile (build dir: gen/schema_sql.c). */
 extern const char usbgw_schema_sql[];
+extern const char usbgw_schema_pg_sql[];
 
-#define DB_BUSY_MS	2000	/* wait for a lock held by another process */
 
 enum stmt_id {
 	S_EXP_UPSERT,
@@ -82,14 +83,15 @@ enum stmt_id {
 	S_AG_BY_FPR,
 	S_AG_LIST,
 	S_AG_ACTIVE_NAME,
+	S_VIEW_NEXT,
 	S_NSTMTS
 };
 
-#define AGCOLS "SELECT id, name, role, state, IFNULL(fingerprint, ''), " \
-	"IFNULL(serial, ''), key_fingerprint, IFNULL(not_after, 0), " \
-	"IFNULL(address, ''), created_at, IFNULL(approved_at, 0), " \
-	"IFNULL(approved_by, ''), IFNULL(ended_at, 0), " \
-	"IFNULL(end_reason, '') FROM agents "
+#define AGCOLS "SELECT id, name, role, state, COALESCE(fingerprint, ''), " \
+	"COALESCE(serial, ''), key_fingerprint, COALESCE(not_after, 0), " \
+	"COALESCE(address, ''), created_at, COALESCE(approved_at, 0), " \
+	"COALESCE(approved_by, ''), COALESCE(ended_at, 0), " \
+	"COALESCE(end_reason, '') FROM agents "
 
 static const char *const stmt_sql[S_NSTMTS] = {
 	[S_EXP_UPSERT] =
@@ -127,7 +129,7 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "bcd_device, dev_class, dev_subclass, dev_protocol, speed, "
 	    "manufacturer, product, serial, hash, state, state_since, "
 	    "first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-	    "?10, ?11, ?12, ?13, ?14, 'probing', ?15, ?15, ?15)",
+	    "?10, ?11, ?12, ?13, ?14, 'probing', ?15, ?15, ?15) RETURNING id",
 	[S_IFACE_INSERT] =
 	    "INSERT INTO interfaces (device_id, idx, class, subclass, protocol) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -166,7 +168,7 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "departed_at IS NULL",
 	[S_PRES_INSERT] =
 	    "INSERT INTO presences (device_id, busid, arrived_at) "
-	    "VALUES (?1, ?2, ?3)",
+	    "VALUES (?1, ?2, ?3) RETURNING id",
 	[S_PRES_END] =
 	    "UPDATE presences SET departed_at = ?2, depart_reason = ?3 "
 	    "WHERE device_id = ?1 AND departed_at IS NULL RETURNING id",
@@ -182,7 +184,7 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	[S_RULE_INSERT] =
 	    "INSERT INTO rules (position, text, target, origin, device_id, "
 	    "comment, created_at, created_by) "
-	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
 	[S_RULE_POS] =
 	    "SELECT position FROM rules WHERE id = ?1 AND position IS NOT NULL",
 	[S_RULE_REMOVE] =
@@ -199,13 +201,13 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "(origin IN ('approval', 'denial')) = ?1 ORDER BY position",
 	[S_APPR_SUPERSEDE] =
 	    "UPDATE approvals SET ended_at = ?3, end_reason = 'superseded', "
-	    "ended_by = ?4 WHERE device_id = ?1 AND IFNULL(to_host, '') = ?2 "
+	    "ended_by = ?4 WHERE device_id = ?1 AND COALESCE(to_host, '') = ?2 "
 	    "AND ended_at IS NULL",
 	[S_APPR_INSERT] =
 	    "INSERT INTO approvals (device_id, presence_id, decision, scope, "
 	    "to_host, created_at, expires_at, actor_uid, actor_name, reason, "
 	    "rule_id, override) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-	    "?10, ?11, ?12)",
+	    "?10, ?11, ?12) RETURNING id",
 	[S_APPR_END] =
 	    "UPDATE approvals SET ended_at = ?2, end_reason = ?3, ended_by = ?4 "
 	    "WHERE id = ?1 AND ended_at IS NULL",
@@ -240,7 +242,7 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "INSERT INTO attachments (device_id, presence_id, approval_id, "
 	    "rule_id, mode, host_name, host_addr, started_at, transport, "
 	    "host_cert, up_transport, up_cert) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-	    "?7, ?8, ?9, ?10, ?11, ?12)",
+	    "?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
 	[S_ATT_COUNTERS] =
 	    "UPDATE attachments SET bytes_to_device = ?2, bytes_from_device = ?3, "
 	    "urbs_to_device = ?4, urbs_from_device = ?5 WHERE id = ?1",
@@ -251,14 +253,15 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	[S_ACC_INSERT] =
 	    "INSERT INTO access_requests (device_id, busid, host_name, host_addr, "
 	    "requested_at, outcome, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-	    "CASE WHEN ?6 = 'waiting' THEN NULL ELSE ?5 END)",
+	    "CASE WHEN ?6 = 'waiting' THEN NULL ELSE CAST(?5 AS BIGINT) END) "
+	    "RETURNING id",
 	[S_ACC_DECIDE] =
 	    "UPDATE access_requests SET outcome = ?2, decided_at = ?3, "
 	    "decided_by = ?4, approval_id = ?5 WHERE id = ?1 AND "
 	    "outcome = 'waiting'",
 	[S_ATT_OPEN] =
-	    "SELECT a.id, a.device_id, IFNULL(d.busid, ''), "
-	    "IFNULL(e.name, ''), IFNULL(a.host_name, IFNULL(a.host_addr, '')), "
+	    "SELECT a.id, a.device_id, COALESCE(d.busid, ''), "
+	    "COALESCE(e.name, ''), COALESCE(a.host_name, COALESCE(a.host_addr, '')), "
 	    "a.mode FROM attachments a LEFT JOIN devices d ON d.id = a.device_id "
 	    "LEFT JOIN exporters e ON e.id = d.exporter_id "
 	    "WHERE a.ended_at IS NULL AND (a.mode = 'proxy' OR ?1) ORDER BY a.id",
@@ -266,8 +269,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "UPDATE attachments SET ended_at = ?2, end_reason = ?3 "
 	    "WHERE id = ?1 AND ended_at IS NULL",
 	[S_ACC_WAITING] =
-	    "SELECT r.id, IFNULL(r.device_id, 0), r.busid, IFNULL(e.name, ''), "
-	    "IFNULL(r.host_name, r.host_addr), '' FROM access_requests r "
+	    "SELECT r.id, COALESCE(r.device_id, 0), r.busid, COALESCE(e.name, ''), "
+	    "COALESCE(r.host_name, r.host_addr), '' FROM access_requests r "
 	    "LEFT JOIN devices d ON d.id = r.device_id "
 	    "LEFT JOIN exporters e ON e.id = d.exporter_id "
 	    "WHERE r.outcome = 'waiting' ORDER BY r.id",
@@ -301,12 +304,41 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	[S_AG_LIST] = AGCOLS "ORDER BY name, id",
 	[S_AG_ACTIVE_NAME] = AGCOLS "WHERE name = ?1 AND state = 'active' "
 	    "ORDER BY id",
+	[S_VIEW_NEXT] =
+	    "SELECT name FROM sqlite_master WHERE type = 'view' LIMIT 1",
+};
+
+/*
+ * Where PostgreSQL needs other SQL than the table above: SQLite's
+ * two-argument max() is GREATEST, COLLATE NOCASE is lower() on both
+ * sides, the schema version is a table's row, the views are listed by
+ * information_schema.  Everything else runs as written on both.
+ */
+static const char *const stmt_sql_pg[S_NSTMTS] = {
+	[S_DEV_STATE] =
+	    "UPDATE devices SET state = ?2, rule_id = ?3, state_since = ?4, "
+	    "last_seen = GREATEST(last_seen, ?4) WHERE id = ?1",
+	[S_APPR_ACTIVE] =
+	    "SELECT id, device_id, presence_id, decision, scope, to_host, "
+	    "created_at, expires_at, actor_uid, actor_name, reason, rule_id, "
+	    "override "
+	    "FROM approvals WHERE device_id = ?1 AND ended_at IS NULL AND "
+	    "(expires_at IS NULL OR expires_at > ?3) AND "
+	    "(scope != 'once' OR presence_id = ?2) AND (to_host IS NULL OR "
+	    "(?4::text IS NOT NULL AND lower(to_host) = lower(?4)) OR "
+	    "(?5::text IS NOT NULL AND to_host = ?5)) "
+	    "ORDER BY created_at DESC, id DESC LIMIT 1",
+	[S_USER_VERSION] =
+	    "SELECT COALESCE(max(version), 0) FROM schema_version",
+	[S_VIEW_NEXT] =
+	    "SELECT table_name FROM information_schema.views "
+	    "WHERE table_schema = current_schema() LIMIT 1",
 };
 
 struct db {
-	sqlite3		*h;
-	char		*path;
-	sqlite3_stmt	*st[S_NSTMTS];
+	struct sqldb	*c;
+	char		*path;		/* redacted for PostgreSQL */
+	struct sqldb_stmt *st[S_NSTMTS];
 	char		 err[DB_ERR_MAX];
 	void		(*batch_opened)(void *);	/* db_batch() */
 	void		*batch_arg;
@@ -336,7 +368,7 @@ db_fail(struct db *db, const char *fmt, ...)
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	snprintf(db->err, sizeof(db->err), "%s: %s", what,
-	    sqlite3_errmsg(db->h));
+	    sqldb_errmsg(db->c));
 	log_warnx("database %s: %s", db->path, db->err);
 	return -1;
 }
@@ -350,7 +382,19 @@ db_errmsg(struct db *db)
 sqlite3 *
 db_sqlite(struct db *db)
 {
-	return db->h;
+	return sqldb_sqlite(db->c);
+}
+
+struct sqldb *
+db_conn(struct db *db)
+{
+	return db->c;
+}
+
+int
+db_is_pg(struct db *db)
+{
+	return sqldb_kind(db->c) == SQLDB_PG;
 }
 
 static int exec(struct db *, const char *);
@@ -361,17 +405,19 @@ static int exec(struct db *, const char *);
  * run on its own, as without batching.
  */
 static void
-batch_join(struct db *db, sqlite3_stmt *st)
+batch_join(struct db *db, struct sqldb_stmt *st)
 {
-	if (db->batch_opened == NULL || sqlite3_stmt_readonly(st))
+	if (db->batch_opened == NULL || sqldb_readonly(st))
 		return;
-	if (!sqlite3_get_autocommit(db->h)) {
+	if (sqldb_in_tx(db->c)) {
 		if (db->batch_open)
 			db->batch_writes++;
 		return;
 	}
-	if (exec(db, "BEGIN IMMEDIATE") == -1)
+	if (sqldb_begin(db->c) == -1) {
+		db_fail(db, "batch begin");
 		return;
+	}
 	db->batch_open = 1;
 	db->batch_writes = 1;
 	db->batch_opened(db->batch_arg);
@@ -396,111 +442,121 @@ db_batch_commit(struct db *db, unsigned *lost)
 	db->batch_open = 0;
 	db->batch_writes = 0;
 	/* an error that rolled the whole transaction back already */
-	if (sqlite3_get_autocommit(db->h)) {
+	if (!sqldb_in_tx(db->c)) {
 		if (lost != NULL)
 			*lost = n;
 		return db_fail(db, "batch of %u writes rolled back earlier", n);
 	}
 	if (exec(db, "COMMIT") == 0)
 		return 0;
-	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	if (sqldb_in_tx(db->c))
+		sqldb_rollback(db->c);
 	if (lost != NULL)
 		*lost = n;
 	return -1;
 }
 
 /* The statement, prepared once and ready for binding. */
-static sqlite3_stmt *
+static struct sqldb_stmt *
 stmt(struct db *db, enum stmt_id id)
 {
-	sqlite3_stmt *st = db->st[id];
+	struct sqldb_stmt *st = db->st[id];
+	const char *sql = stmt_sql[id];
 
 	if (st == NULL) {
-		if (sqlite3_prepare_v3(db->h, stmt_sql[id], -1,
-		    SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
-			db_fail(db, "prepare %d", (int)id);
+		if (db_is_pg(db) && stmt_sql_pg[id] != NULL)
+			sql = stmt_sql_pg[id];
+		if ((st = sqldb_prepare(db->c, sql)) == NULL) {
+			db_fail(db, "prepare \"%.48s...\"", sql);
 			return NULL;
 		}
 		db->st[id] = st;
 		batch_join(db, st);
 		return st;
 	}
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	sqldb_reset(st);
 	batch_join(db, st);
 	return st;
 }
 
 static void
-bind_text(sqlite3_stmt *st, int i, const char *s)
+bind_text(struct sqldb_stmt *st, int i, const char *s)
 {
-	if (s == NULL)
-		sqlite3_bind_null(st, i);
-	else
-		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+	sqldb_bind_text(st, i, s);
 }
 
 /* 0 binds NULL (for optional ids). */
 static void
-bind_id(sqlite3_stmt *st, int i, int64_t id)
+bind_id(struct sqldb_stmt *st, int i, int64_t id)
 {
 	if (id <= 0)
-		sqlite3_bind_null(st, i);
+		sqldb_bind_null(st, i);
 	else
-		sqlite3_bind_int64(st, i, id);
+		sqldb_bind_int64(st, i, id);
 }
 
 static void
-bind_u64(sqlite3_stmt *st, int i, uint64_t v)
+bind_u64(struct sqldb_stmt *st, int i, uint64_t v)
 {
-	sqlite3_bind_int64(st, i, v > INT64_MAX ? INT64_MAX : (int64_t)v);
+	sqldb_bind_int64(st, i, v > INT64_MAX ? INT64_MAX : (int64_t)v);
 }
 
 /* Run a statement that returns no row.  Returns the changes, or -1. */
 static int
-step_done(struct db *db, sqlite3_stmt *st, const char *what)
+step_done(struct db *db, struct sqldb_stmt *st, const char *what)
 {
-	int rc = sqlite3_step(st);
+	int rc = sqldb_step(st);
 
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE)
+	sqldb_reset(st);
+	if (rc != SQLDB_DONE)
 		return db_fail(db, "%s", what);
-	return sqlite3_changes(db->h);
+	return (int)sqldb_changes(db->c);
 }
 
 /* Run a statement returning at most one integer.  1, 0 (no row) or -1. */
 static int
-step_int(struct db *db, sqlite3_stmt *st, int64_t *out, const char *what)
+step_int(struct db *db, struct sqldb_stmt *st, int64_t *out, const char *what)
 {
-	int rc = sqlite3_step(st);
+	int rc = sqldb_step(st);
 
-	if (rc == SQLITE_ROW) {
-		*out = sqlite3_column_int64(st, 0);
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+	if (rc == SQLDB_ROW) {
+		*out = sqldb_column_int64(st, 0);
+		while ((rc = sqldb_step(st)) == SQLDB_ROW)
 			;
-		sqlite3_reset(st);
-		if (rc != SQLITE_DONE)
+		sqldb_reset(st);
+		if (rc != SQLDB_DONE)
 			return db_fail(db, "%s", what);
 		return 1;
 	}
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE)
+	sqldb_reset(st);
+	if (rc != SQLDB_DONE)
 		return db_fail(db, "%s", what);
 	return 0;
 }
 
-static void
-col_text(sqlite3_stmt *st, int i, char *out, size_t len)
+/* An INSERT ... RETURNING id: the id, or -1. */
+static int64_t
+step_id(struct db *db, struct sqldb_stmt *st, const char *what)
 {
-	const unsigned char *s = sqlite3_column_text(st, i);
+	int64_t id = -1;
 
-	usbgw_strlcpy(out, s != NULL ? (const char *)s : "", len);
+	if (step_int(db, st, &id, what) != 1)
+		return -1;
+	return id;
+}
+
+static void
+col_text(struct sqldb_stmt *st, int i, char *out, size_t len)
+{
+	const char *s = sqldb_column_text(st, i);
+
+	usbgw_strlcpy(out, s != NULL ? s : "", len);
 }
 
 static int
 exec(struct db *db, const char *sql)
 {
-	if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+	if (sqldb_exec(db->c, sql) == -1)
 		return db_fail(db, "%.40s", sql);
 	return 0;
 }
@@ -509,45 +565,62 @@ exec(struct db *db, const char *sql)
 static int
 tx_begin(struct db *db, int *nested)
 {
-	*nested = !sqlite3_get_autocommit(db->h);
-	return exec(db, *nested ? "SAVEPOINT db_tx" : "BEGIN IMMEDIATE");
+	*nested = sqldb_in_tx(db->c);
+	if ((*nested ? sqldb_savepoint(db->c, "db_tx") :
+	    sqldb_begin(db->c)) == -1)
+		return db_fail(db, "%s", *nested ? "savepoint" : "begin");
+	return 0;
 }
 
 static int
 tx_end(struct db *db, int nested, int ok)
 {
-	if (ok)
-		return exec(db, nested ? "RELEASE db_tx" : "COMMIT");
+	if (ok) {
+		if ((nested ? sqldb_release(db->c, "db_tx") :
+		    sqldb_commit(db->c)) == -1) {
+			db_fail(db, "commit");
+			if (!nested && sqldb_in_tx(db->c))
+				sqldb_rollback(db->c);
+			return -1;
+		}
+		return 0;
+	}
 	if (nested) {
-		sqlite3_exec(db->h, "ROLLBACK TO db_tx", NULL, NULL, NULL);
-		sqlite3_exec(db->h, "RELEASE db_tx", NULL, NULL, NULL);
+		sqldb_rollback_to(db->c, "db_tx");
+		sqldb_release(db->c, "db_tx");
 	} else
-		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+		sqldb_rollback(db->c);
 	return -1;
 }
 
 int
 db_begin(struct db *db)
 {
-	db->user_nested = !sqlite3_get_autocommit(db->h);
-	return exec(db, db->user_nested ? "SAVEPOINT db_user" :
-	    "BEGIN IMMEDIATE");
+	db->user_nested = sqldb_in_tx(db->c);
+	if ((db->user_nested ? sqldb_savepoint(db->c, "db_user") :
+	    sqldb_begin(db->c)) == -1)
+		return db_fail(db, "begin");
+	return 0;
 }
 
 int
 db_commit(struct db *db)
 {
-	return exec(db, db->user_nested ? "RELEASE db_user" : "COMMIT");
+	if ((db->user_nested ? sqldb_release(db->c, "db_user") :
+	    sqldb_commit(db->c)) == -1)
+		return db_fail(db, "commit");
+	return 0;
 }
 
 int
 db_rollback(struct db *db)
 {
 	if (!db->user_nested)
-		return exec(db, "ROLLBACK");
-	if (exec(db, "ROLLBACK TO db_user") == -1)
-		return -1;
-	return exec(db, "RELEASE db_user");
+		return sqldb_rollback(db->c) == -1 ? db_fail(db, "rollback") : 0;
+	if (sqldb_rollback_to(db->c, "db_user") == -1 ||
+	    sqldb_release(db->c, "db_user") == -1)
+		return db_fail(db, "rollback");
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -556,15 +629,22 @@ db_rollback(struct db *db)
 #define MIG_MARK	"\n-- @migration "
 #define VIEWS_MARK	"\n-- @views"
 
+/* The schema text of this connection's back end. */
+static const char *
+schema_text(int pg)
+{
+	return pg ? usbgw_schema_pg_sql : usbgw_schema_sql;
+}
+
 /*
  * Section n of the schema (n > 0: migration n; n == 0: the views) as
  * [*start, *end): from the line after its marker to the next marker.
  * Returns 0, or -1 if there is no such section.
  */
 static int
-schema_section(int n, const char **start, const char **end)
+schema_section(const char *text, int n, const char **start, const char **end)
 {
-	const char	*p = usbgw_schema_sql, *m, *v, *mark, *body = NULL;
+	const char	*p = text, *m, *v, *mark, *body = NULL;
 	long		 num, cur = -1;
 
 	for (;;) {
@@ -591,29 +671,43 @@ schema_section(int n, const char **start, const char **end)
 	}
 }
 
-int
-db_schema_version(void)
+/* The lowest (first) or highest migration number of a schema text. */
+static int
+schema_bound(const char *text, int highest)
 {
-	const char	*p = usbgw_schema_sql, *m;
-	int		 max = 0;
+	const char	*p = text, *m;
+	int		 best = 0;
 	long		 v;
 
 	while ((m = strstr(p, MIG_MARK)) != NULL) {
 		v = strtol(m + strlen(MIG_MARK), NULL, 10);
-		if (v > max && v < 1000000)
-			max = (int)v;
+		if (v > 0 && v < 1000000 && (best == 0 ||
+		    (highest ? v > best : v < best)))
+			best = (int)v;
 		p = m + 1;
 	}
-	return max;
+	return best;
+}
+
+int
+db_schema_version(void)
+{
+	return schema_bound(usbgw_schema_sql, 1);
+}
+
+int
+db_schema_version_pg(void)
+{
+	return schema_bound(usbgw_schema_pg_sql, 1);
 }
 
 int
 db_version(struct db *db)
 {
-	sqlite3_stmt	*st = stmt(db, S_USER_VERSION);
-	int64_t		 v = -1;
+	struct sqldb_stmt	*st = stmt(db, S_USER_VERSION);
+	int64_t			 v = -1;
 
-	if (st == NULL || step_int(db, st, &v, "user_version") != 1)
+	if (st == NULL || step_int(db, st, &v, "schema version") != 1)
 		return -1;
 	return (int)v;
 }
@@ -622,14 +716,12 @@ static int
 exec_section(struct db *db, const char *start, const char *end)
 {
 	char	*sql = xstrndup(start, (size_t)(end - start));
-	char	*msg = NULL;
 	int	 rc;
 
-	rc = sqlite3_exec(db->h, sql, NULL, NULL, &msg);
+	rc = sqldb_exec(db->c, sql);
 	free(sql);
-	if (rc != SQLITE_OK) {
-		snprintf(db->err, sizeof(db->err), "%s", msg ? msg : "?");
-		sqlite3_free(msg);
+	if (rc == -1) {
+		snprintf(db->err, sizeof(db->err), "%s", sqldb_errmsg(db->c));
 		return -1;
 	}
 	return 0;
@@ -639,51 +731,74 @@ exec_section(struct db *db, const char *start, const char *end)
 static int
 drop_views(struct db *db)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
+	const char *name;
 	char sql[200];
-	int rc = 0;
+	int rc = 0, step;
 
-	if (exec(db, "BEGIN IMMEDIATE") == -1)
-		return -1;
+	if (sqldb_begin(db->c) == -1)
+		return db_fail(db, "begin");
 	for (;;) {
-		if (sqlite3_prepare_v2(db->h, "SELECT name FROM sqlite_master "
-		    "WHERE type = 'view' LIMIT 1", -1, &st, NULL) != SQLITE_OK) {
-			rc = db_fail(db, "listing views");
+		if ((st = stmt(db, S_VIEW_NEXT)) == NULL) {
+			rc = -1;
 			break;
 		}
-		if (sqlite3_step(st) != SQLITE_ROW) {
-			sqlite3_finalize(st);
+		if ((step = sqldb_step(st)) != SQLDB_ROW) {
+			sqldb_reset(st);
+			if (step == SQLDB_ERROR)
+				rc = db_fail(db, "listing views");
 			break;
 		}
-		snprintf(sql, sizeof(sql), "DROP VIEW \"%.150s\"",
-		    (const char *)sqlite3_column_text(st, 0));
-		sqlite3_finalize(st);
-		if (strchr(sql + 11, '"') != sql + strlen(sql) - 1 ||
+		name = sqldb_column_text(st, 0);
+		snprintf(sql, sizeof(sql), "DROP VIEW \"%.150s\"%s",
+		    name != NULL ? name : "", db_is_pg(db) ? " CASCADE" : "");
+		sqldb_reset(st);
+		if (name == NULL || strchr(sql + 11, '"') != strrchr(sql, '"') ||
 		    exec(db, sql) == -1) {
 			rc = -1;
 			break;
 		}
 	}
 	if (rc == -1) {
-		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+		sqldb_rollback(db->c);
 		return -1;
 	}
 	return exec(db, "COMMIT");
 }
 
+/*
+ * Several gateways may open one PostgreSQL database at once: the
+ * migrations run under a session advisory lock (key: "usbg"), and the
+ * version is read again under it.
+ */
+#define PG_MIGRATE_LOCK	"SELECT pg_advisory_lock(1970496103)"
+#define PG_MIGRATE_UNLOCK "SELECT pg_advisory_unlock(1970496103)"
+
 static int
-migrate(struct db *db, int target, char *err, size_t errlen)
+migrate_locked(struct db *db, int target, char *err, size_t errlen)
 {
-	const char	*s, *e;
-	int		 cur, n, applied = 0;
+	const char	*text = schema_text(db_is_pg(db)), *s, *e;
+	int		 cur, n, first, applied = 0;
 
 	if ((cur = db_version(db)) == -1) {
 		snprintf(err, errlen, "%s", db->err);
 		return -1;
 	}
-	if (cur > db_schema_version()) {
+	if (cur > schema_bound(text, 1)) {
 		snprintf(err, errlen, "database schema version %d is newer than "
-		    "this program's (%d)", cur, db_schema_version());
+		    "this program's (%d)", cur, schema_bound(text, 1));
+		return -1;
+	}
+	/*
+	 * The PostgreSQL schema starts at a later version (its first
+	 * section creates the schema of that version): a new database
+	 * starts there.
+	 */
+	first = schema_bound(text, 0);
+	if (cur == 0 && target > 0 && target < first) {
+		snprintf(err, errlen, "the %s schema starts at version %d "
+		    "(asked for %d)", db_is_pg(db) ? "PostgreSQL" : "SQLite",
+		    first, target);
 		return -1;
 	}
 	/*
@@ -695,16 +810,19 @@ migrate(struct db *db, int target, char *err, size_t errlen)
 		snprintf(err, errlen, "dropping the views: %s", db->err);
 		return -1;
 	}
-	for (n = cur + 1; n <= target; n++) {
-		if (schema_section(n, &s, &e) == -1) {
-			snprintf(err, errlen, "schema.sql has no migration %d", n);
+	for (n = cur == 0 ? first : cur + 1; n <= target; n++) {
+		if (schema_section(text, n, &s, &e) == -1) {
+			snprintf(err, errlen, "the schema has no migration %d", n);
 			return -1;
 		}
-		if (exec(db, "BEGIN IMMEDIATE") == -1 ||
+		db->err[0] = '\0';
+		if (sqldb_begin(db->c) == -1 ||
 		    exec_section(db, s, e) == -1 || db_version(db) != n) {
 			snprintf(err, errlen, "migration to version %d: %s", n,
-			    db->err[0] ? db->err : "user_version not set");
-			sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+			    db->err[0] ? db->err : sqldb_errmsg(db->c)[0] ?
+			    sqldb_errmsg(db->c) : "schema version not set");
+			if (sqldb_in_tx(db->c))
+				sqldb_rollback(db->c);
 			return -1;
 		}
 		if (exec(db, "COMMIT") == -1) {
@@ -717,15 +835,37 @@ migrate(struct db *db, int target, char *err, size_t errlen)
 		applied = 1;
 	}
 	if (applied) {
-		if (schema_section(0, &s, &e) == -1 ||
-		    exec(db, "BEGIN IMMEDIATE") == -1 ||
+		if (schema_section(text, 0, &s, &e) == -1 ||
+		    sqldb_begin(db->c) == -1 ||
 		    exec_section(db, s, e) == -1 || exec(db, "COMMIT") == -1) {
-			snprintf(err, errlen, "views: %s", db->err);
-			sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+			snprintf(err, errlen, "views: %s", db->err[0] ? db->err :
+			    sqldb_errmsg(db->c));
+			if (sqldb_in_tx(db->c))
+				sqldb_rollback(db->c);
 			return -1;
 		}
 	}
 	return 0;
+}
+
+static int
+migrate(struct db *db, int target, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!db_is_pg(db))
+		return migrate_locked(db, target, err, errlen);
+	if (exec(db, "CREATE TABLE IF NOT EXISTS schema_version "
+	    "(version BIGINT NOT NULL)") == -1 || exec(db, PG_MIGRATE_LOCK) == -1) {
+		snprintf(err, errlen, "%s", db->err);
+		return -1;
+	}
+	rc = migrate_locked(db, target, err, errlen);
+	if (exec(db, PG_MIGRATE_UNLOCK) == -1 && rc == 0) {
+		snprintf(err, errlen, "%s", db->err);
+		rc = -1;
+	}
+	return rc;
 }
 
 /*
@@ -766,32 +906,36 @@ file_prepare(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+static struct db *
+db_new(const char *target, int flags, char *err, size_t errlen)
+{
+	struct db	*db;
+	struct sqldb	*c;
+
+	if ((c = sqldb_open(target, flags, err, errlen)) == NULL)
+		return NULL;
+	db = xcalloc(1, sizeof(*db));
+	db->c = c;
+	db->path = xstrdup(sqldb_name(c));
+	return db;
+}
+
 struct db *
 db_open_version(const char *path, int version, char *err, size_t errlen)
 {
 	struct db	*db;
-	int		 rc;
 
 	if (errlen > 0)
 		err[0] = '\0';
-	if (file_prepare(path, err, errlen) == -1)
+	if (!sqldb_is_pg(path) && file_prepare(path, err, errlen) == -1)
 		return NULL;
-	db = xcalloc(1, sizeof(*db));
-	db->path = xstrdup(path);
-	rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc != SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", path, db->h ?
-		    sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
-		db_close(db);
+	if ((db = db_new(path, 0, err, errlen)) == NULL)
 		return NULL;
-	}
-	sqlite3_extended_result_codes(db->h, 1);
-	sqlite3_busy_timeout(db->h, DB_BUSY_MS);
-	if (exec(db, "PRAGMA journal_mode = WAL") == -1 ||
+	if ((!db_is_pg(db) &&
+	    (exec(db, "PRAGMA journal_mode = WAL") == -1 ||
 	    exec(db, "PRAGMA synchronous = NORMAL") == -1 ||
 	    exec(db, "PRAGMA foreign_keys = ON") == -1 ||
-	    exec(db, "PRAGMA trusted_schema = OFF") == -1 ||
+	    exec(db, "PRAGMA trusted_schema = OFF") == -1)) ||
 	    migrate(db, version, err, errlen) == -1) {
 		if (db->err[0] != '\0' && err[0] == '\0')
 			snprintf(err, errlen, "%s", db->err);
@@ -805,22 +949,14 @@ struct db *
 db_open_readonly(const char *path, char *err, size_t errlen)
 {
 	struct db	*db;
-	int		 rc;
 
-	db = xcalloc(1, sizeof(*db));
-	db->path = xstrdup(path);
-	rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READONLY |
-	    SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_extended_result_codes(db->h, 1);
-		sqlite3_busy_timeout(db->h, DB_BUSY_MS);
-		if (exec(db, "PRAGMA trusted_schema = OFF") == -1 ||
-		    exec(db, "SELECT 1 FROM audit_log LIMIT 1") == -1)
-			rc = SQLITE_ERROR;
-	}
-	if (rc != SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", path, db->err[0] ? db->err :
-		    db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+	if (errlen > 0)
+		err[0] = '\0';
+	if ((db = db_new(path, SQLDB_READONLY, err, errlen)) == NULL)
+		return NULL;
+	if ((!db_is_pg(db) && exec(db, "PRAGMA trusted_schema = OFF") == -1) ||
+	    exec(db, "SELECT 1 FROM audit_log LIMIT 1") == -1) {
+		snprintf(err, errlen, "%s: %s", db->path, db->err);
 		db_close(db);
 		return NULL;
 	}
@@ -832,7 +968,8 @@ db_open(const char *path, char *err, size_t errlen)
 {
 	if (errlen > 0)
 		err[0] = '\0';
-	return db_open_version(path, db_schema_version(), err, errlen);
+	return db_open_version(path, sqldb_is_pg(path) ?
+	    db_schema_version_pg() : db_schema_version(), err, errlen);
 }
 
 void
@@ -845,9 +982,8 @@ db_close(struct db *db)
 	if (db->batch_open && db_batch_commit(db, NULL) == -1)
 		log_warnx("database: last batch lost: %s", db->err);
 	for (i = 0; i < S_NSTMTS; i++)
-		sqlite3_finalize(db->st[i]);
-	if (db->h != NULL)
-		sqlite3_close(db->h);
+		sqldb_finalize(db->st[i]);
+	sqldb_close(db->c);
 	free(db->path);
 	free(db);
 }
@@ -859,15 +995,15 @@ int64_t
 db_exporter_upsert(struct db *db, const char *name, const char *host,
     int port, int64_t now)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 id;
 
 	if ((st = stmt(db, S_EXP_UPSERT)) == NULL)
 		return -1;
 	bind_text(st, 1, name);
 	bind_text(st, 2, host);
-	sqlite3_bind_int(st, 3, port);
-	sqlite3_bind_int64(st, 4, now);
+	sqldb_bind_int64(st, 3, port);
+	sqldb_bind_int64(st, 4, now);
 	if (step_int(db, st, &id, "exporter upsert") != 1)
 		return -1;
 	return id;
@@ -877,11 +1013,11 @@ int
 db_exporter_set_kind(struct db *db, int64_t id, const char *kind,
     const char *tls)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_EXP_KIND)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_text(st, 2, kind);
 	bind_text(st, 3, tls);
 	return step_done(db, st, "exporter kind") == -1 ? -1 : 0;
@@ -891,11 +1027,11 @@ int
 db_exporter_set_source(struct db *db, int64_t id, const char *source,
     const char *origin)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_EXP_SOURCE)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_text(st, 2, source);
 	bind_text(st, 3, origin);
 	return step_done(db, st, "exporter source") == -1 ? -1 : 0;
@@ -904,50 +1040,50 @@ db_exporter_set_source(struct db *db, int64_t id, const char *source,
 int
 db_exporter_seen(struct db *db, int64_t id, int64_t when)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_EXP_SEEN)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, when);
+	sqldb_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 2, when);
 	return step_done(db, st, "exporter last seen") == -1 ? -1 : 0;
 }
 
 int
 db_exporter_error(struct db *db, int64_t id, const char *error, int64_t when)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_EXP_ERROR)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_text(st, 2, error);
-	sqlite3_bind_int64(st, 3, when);
+	sqldb_bind_int64(st, 3, when);
 	return step_done(db, st, "exporter last error") == -1 ? -1 : 0;
 }
 
 int
 db_exporter_remove(struct db *db, const char *name, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_EXP_REMOVE)) == NULL)
 		return -1;
 	bind_text(st, 1, name);
-	sqlite3_bind_int64(st, 2, now);
+	sqldb_bind_int64(st, 2, now);
 	return step_done(db, st, "exporter remove");
 }
 
 int
 db_exporter_status(struct db *db, int64_t id, const char *status, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_EXP_STATUS)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_text(st, 2, status);
-	sqlite3_bind_int64(st, 3, now);
+	sqldb_bind_int64(st, 3, now);
 	return step_done(db, st, "exporter status") == -1 ? -1 : 0;
 }
 
@@ -955,33 +1091,33 @@ int
 db_exporter_foreach(struct db *db, int (*cb)(void *, const struct db_exporter *),
     void *arg)
 {
-	sqlite3_stmt		*st;
+	struct sqldb_stmt	*st;
 	struct db_exporter	 e;
 	int			 rc;
 
 	if ((st = stmt(db, S_EXP_LIST)) == NULL)
 		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
 		memset(&e, 0, sizeof(e));
-		e.id = sqlite3_column_int64(st, 0);
+		e.id = sqldb_column_int64(st, 0);
 		col_text(st, 1, e.name, sizeof(e.name));
 		col_text(st, 2, e.host, sizeof(e.host));
-		e.port = sqlite3_column_int(st, 3);
+		e.port = sqldb_column_int64(st, 3);
 		col_text(st, 4, e.status, sizeof(e.status));
 		col_text(st, 5, e.kind, sizeof(e.kind));
 		col_text(st, 6, e.tls, sizeof(e.tls));
 		col_text(st, 7, e.source, sizeof(e.source));
-		e.last_seen = sqlite3_column_int64(st, 8);
+		e.last_seen = sqldb_column_int64(st, 8);
 		col_text(st, 9, e.last_error, sizeof(e.last_error));
-		e.last_error_at = sqlite3_column_int64(st, 10);
+		e.last_error_at = sqldb_column_int64(st, 10);
 		col_text(st, 11, e.origin, sizeof(e.origin));
 		if (cb(arg, &e) != 0) {
-			sqlite3_reset(st);
+			sqldb_reset(st);
 			return 0;
 		}
 	}
-	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(db, "exporter list");
+	sqldb_reset(st);
+	return rc == SQLDB_DONE ? 0 : db_fail(db, "exporter list");
 }
 
 /* ------------------------------------------------------------------ */
@@ -991,7 +1127,7 @@ int64_t
 db_device_upsert(struct db *db, int64_t exporter_id,
     const struct usbgw_identity *id, int64_t now, int *created)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 dev = 0;
 	int		 nested, rc, ok = 0;
 	unsigned	 i;
@@ -1002,7 +1138,7 @@ db_device_upsert(struct db *db, int64_t exporter_id,
 		return -1;
 	if ((st = stmt(db, S_DEV_FIND)) == NULL)
 		goto done;
-	sqlite3_bind_int64(st, 1, exporter_id);
+	sqldb_bind_int64(st, 1, exporter_id);
 	bind_text(st, 2, id->exporter_busid);
 	bind_text(st, 3, id->hash);
 	bind_text(st, 4, id->serial);
@@ -1013,40 +1149,39 @@ db_device_upsert(struct db *db, int64_t exporter_id,
 	if (rc == 1) {
 		if ((st = stmt(db, S_DEV_TOUCH)) == NULL)
 			goto done;
-		sqlite3_bind_int64(st, 1, dev);
+		sqldb_bind_int64(st, 1, dev);
 		bind_text(st, 2, id->busid);
-		sqlite3_bind_int64(st, 3, now);
+		sqldb_bind_int64(st, 3, now);
 		ok = step_done(db, st, "device touch") != -1;
 		goto done;
 	}
 	if ((st = stmt(db, S_DEV_INSERT)) == NULL)
 		goto done;
-	sqlite3_bind_int64(st, 1, exporter_id);
+	sqldb_bind_int64(st, 1, exporter_id);
 	bind_text(st, 2, id->exporter_busid);
 	bind_text(st, 3, id->busid);
-	sqlite3_bind_int(st, 4, id->vid);
-	sqlite3_bind_int(st, 5, id->pid);
-	sqlite3_bind_int(st, 6, id->bcd_device);
-	sqlite3_bind_int(st, 7, id->dev_class);
-	sqlite3_bind_int(st, 8, id->dev_subclass);
-	sqlite3_bind_int(st, 9, id->dev_protocol);
-	sqlite3_bind_int64(st, 10, id->speed);
+	sqldb_bind_int64(st, 4, id->vid);
+	sqldb_bind_int64(st, 5, id->pid);
+	sqldb_bind_int64(st, 6, id->bcd_device);
+	sqldb_bind_int64(st, 7, id->dev_class);
+	sqldb_bind_int64(st, 8, id->dev_subclass);
+	sqldb_bind_int64(st, 9, id->dev_protocol);
+	sqldb_bind_int64(st, 10, id->speed);
 	bind_text(st, 11, id->manufacturer);
 	bind_text(st, 12, id->product);
 	bind_text(st, 13, id->serial);
 	bind_text(st, 14, id->hash);
-	sqlite3_bind_int64(st, 15, now);
-	if (step_done(db, st, "device insert") == -1)
+	sqldb_bind_int64(st, 15, now);
+	if ((dev = step_id(db, st, "device insert")) == -1)
 		goto done;
-	dev = sqlite3_last_insert_rowid(db->h);
 	for (i = 0; i < id->n_ifaces && i < USBGW_IFACE_MAX; i++) {
 		if ((st = stmt(db, S_IFACE_INSERT)) == NULL)
 			goto done;
-		sqlite3_bind_int64(st, 1, dev);
-		sqlite3_bind_int(st, 2, (int)i);
-		sqlite3_bind_int(st, 3, id->ifaces[i].cls);
-		sqlite3_bind_int(st, 4, id->ifaces[i].subcls);
-		sqlite3_bind_int(st, 5, id->ifaces[i].proto);
+		sqldb_bind_int64(st, 1, dev);
+		sqldb_bind_int64(st, 2, (int)i);
+		sqldb_bind_int64(st, 3, id->ifaces[i].cls);
+		sqldb_bind_int64(st, 4, id->ifaces[i].subcls);
+		sqldb_bind_int64(st, 5, id->ifaces[i].proto);
 		if (step_done(db, st, "interface insert") == -1)
 			goto done;
 	}
@@ -1063,42 +1198,42 @@ int
 db_device_set_state(struct db *db, int64_t device_id, enum dev_state state,
     int64_t rule_id, int64_t now)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int		 n;
 
 	if ((unsigned)state >= DEV_NSTATES ||
 	    (st = stmt(db, S_DEV_STATE)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 1, device_id);
 	bind_text(st, 2, dev_state_name(state));
 	bind_id(st, 3, rule_id);
-	sqlite3_bind_int64(st, 4, now);
+	sqldb_bind_int64(st, 4, now);
 	if ((n = step_done(db, st, "device state")) == -1)
 		return -1;
 	return n == 1 ? 0 : -1;
 }
 
 static int
-read_device(struct db *db, sqlite3_stmt *st, struct db_device *d)
+read_device(struct db *db, struct sqldb_stmt *st, struct db_device *d)
 {
-	sqlite3_stmt	*fs;
+	struct sqldb_stmt *fs;
 	char		 state[16];
 	int		 s, rc;
 
 	memset(d, 0, sizeof(*d));
-	d->id = sqlite3_column_int64(st, 0);
-	d->exporter_id = sqlite3_column_int64(st, 1);
+	d->id = sqldb_column_int64(st, 0);
+	d->exporter_id = sqldb_column_int64(st, 1);
 	col_text(st, 2, d->ident.exporter, sizeof(d->ident.exporter));
 	col_text(st, 3, d->ident.exporter_busid,
 	    sizeof(d->ident.exporter_busid));
 	col_text(st, 4, d->ident.busid, sizeof(d->ident.busid));
-	d->ident.vid = (uint16_t)sqlite3_column_int(st, 5);
-	d->ident.pid = (uint16_t)sqlite3_column_int(st, 6);
-	d->ident.bcd_device = (uint16_t)sqlite3_column_int(st, 7);
-	d->ident.dev_class = (uint8_t)sqlite3_column_int(st, 8);
-	d->ident.dev_subclass = (uint8_t)sqlite3_column_int(st, 9);
-	d->ident.dev_protocol = (uint8_t)sqlite3_column_int(st, 10);
-	d->ident.speed = (uint32_t)sqlite3_column_int64(st, 11);
+	d->ident.vid = (uint16_t)sqldb_column_int64(st, 5);
+	d->ident.pid = (uint16_t)sqldb_column_int64(st, 6);
+	d->ident.bcd_device = (uint16_t)sqldb_column_int64(st, 7);
+	d->ident.dev_class = (uint8_t)sqldb_column_int64(st, 8);
+	d->ident.dev_subclass = (uint8_t)sqldb_column_int64(st, 9);
+	d->ident.dev_protocol = (uint8_t)sqldb_column_int64(st, 10);
+	d->ident.speed = (uint32_t)sqldb_column_int64(st, 11);
 	col_text(st, 12, d->ident.manufacturer, sizeof(d->ident.manufacturer));
 	col_text(st, 13, d->ident.product, sizeof(d->ident.product));
 	col_text(st, 14, d->ident.serial, sizeof(d->ident.serial));
@@ -1106,24 +1241,24 @@ read_device(struct db *db, sqlite3_stmt *st, struct db_device *d)
 	col_text(st, 16, state, sizeof(state));
 	s = dev_state_parse(state);
 	d->state = s < 0 ? DEV_PENDING : (enum dev_state)s;
-	d->state_since = sqlite3_column_int64(st, 17);
-	d->rule_id = sqlite3_column_int64(st, 18);
-	d->first_seen = sqlite3_column_int64(st, 19);
-	d->last_seen = sqlite3_column_int64(st, 20);
+	d->state_since = sqldb_column_int64(st, 17);
+	d->rule_id = sqldb_column_int64(st, 18);
+	d->first_seen = sqldb_column_int64(st, 19);
+	d->last_seen = sqldb_column_int64(st, 20);
 
 	if ((fs = stmt(db, S_IFACE_GET)) == NULL)
 		return -1;
-	sqlite3_bind_int64(fs, 1, d->id);
-	while ((rc = sqlite3_step(fs)) == SQLITE_ROW &&
+	sqldb_bind_int64(fs, 1, d->id);
+	while ((rc = sqldb_step(fs)) == SQLDB_ROW &&
 	    d->ident.n_ifaces < USBGW_IFACE_MAX) {
 		struct usbgw_iface *f = &d->ident.ifaces[d->ident.n_ifaces++];
 
-		f->cls = (uint8_t)sqlite3_column_int(fs, 0);
-		f->subcls = (uint8_t)sqlite3_column_int(fs, 1);
-		f->proto = (uint8_t)sqlite3_column_int(fs, 2);
+		f->cls = (uint8_t)sqldb_column_int64(fs, 0);
+		f->subcls = (uint8_t)sqldb_column_int64(fs, 1);
+		f->proto = (uint8_t)sqldb_column_int64(fs, 2);
 	}
-	sqlite3_reset(fs);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	sqldb_reset(fs);
+	if (rc != SQLDB_ROW && rc != SQLDB_DONE)
 		return db_fail(db, "interfaces");
 	return 0;
 }
@@ -1131,41 +1266,41 @@ read_device(struct db *db, sqlite3_stmt *st, struct db_device *d)
 int
 db_device_get(struct db *db, int64_t device_id, struct db_device *out)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int		 rc;
 
 	if ((st = stmt(db, S_DEV_GET)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		sqlite3_reset(st);
+	sqldb_bind_int64(st, 1, device_id);
+	rc = sqldb_step(st);
+	if (rc == SQLDB_DONE) {
+		sqldb_reset(st);
 		return 0;
 	}
-	if (rc != SQLITE_ROW) {
-		sqlite3_reset(st);
+	if (rc != SQLDB_ROW) {
+		sqldb_reset(st);
 		return db_fail(db, "device get");
 	}
 	rc = read_device(db, st, out);
-	sqlite3_reset(st);
+	sqldb_reset(st);
 	return rc == -1 ? -1 : 1;
 }
 
 int64_t
 db_device_busid_holder(struct db *db, const char *busid)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 id = 0;
 	int		 rc;
 
 	if ((st = stmt(db, S_DEV_HOLDER)) == NULL)
 		return -1;
 	bind_text(st, 1, busid);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		id = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	rc = sqldb_step(st);
+	if (rc == SQLDB_ROW)
+		id = sqldb_column_int64(st, 0);
+	sqldb_reset(st);
+	if (rc != SQLDB_ROW && rc != SQLDB_DONE)
 		return db_fail(db, "busid holder");
 	return id;
 }
@@ -1174,28 +1309,28 @@ static int
 device_foreach(struct db *db, int64_t exporter_id, int include_gone,
     int (*cb)(void *, const struct db_device *), void *arg)
 {
-	sqlite3_stmt		*st;
+	struct sqldb_stmt	*st;
 	struct db_device	 d;
 	int			 rc;
 
 	if ((st = stmt(db, exporter_id > 0 ? S_DEV_LIST_EXPORTER :
 	    S_DEV_LIST)) == NULL)
 		return -1;
-	sqlite3_bind_int(st, 1, include_gone ? 1 : 0);
+	sqldb_bind_int64(st, 1, include_gone ? 1 : 0);
 	if (exporter_id > 0)
-		sqlite3_bind_int64(st, 2, exporter_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		sqldb_bind_int64(st, 2, exporter_id);
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
 		if (read_device(db, st, &d) == -1) {
-			sqlite3_reset(st);
+			sqldb_reset(st);
 			return -1;
 		}
 		if (cb(arg, &d) != 0) {
-			sqlite3_reset(st);
+			sqldb_reset(st);
 			return 0;
 		}
 	}
-	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(db, "device list");
+	sqldb_reset(st);
+	return rc == SQLDB_DONE ? 0 : db_fail(db, "device list");
 }
 
 int
@@ -1220,12 +1355,12 @@ db_exporter_devices_foreach(struct db *db, int64_t exporter_id,
 int64_t
 db_presence_current(struct db *db, int64_t device_id)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 id = 0;
 
 	if ((st = stmt(db, S_PRES_OPEN)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 1, device_id);
 	if (step_int(db, st, &id, "presence") == -1)
 		return -1;
 	return id;
@@ -1235,26 +1370,24 @@ int64_t
 db_presence_begin(struct db *db, int64_t device_id, const char *busid,
     int64_t now)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 id;
 
 	if ((id = db_presence_current(db, device_id)) != 0)
 		return id;
 	if ((st = stmt(db, S_PRES_INSERT)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 1, device_id);
 	bind_text(st, 2, busid);
-	sqlite3_bind_int64(st, 3, now);
-	if (step_done(db, st, "presence insert") == -1)
-		return -1;
-	return sqlite3_last_insert_rowid(db->h);
+	sqldb_bind_int64(st, 3, now);
+	return step_id(db, st, "presence insert");
 }
 
 int
 db_presence_end(struct db *db, int64_t device_id, const char *reason,
     int64_t now)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 pid = 0;
 	int		 nested, rc = -1;
 
@@ -1262,8 +1395,8 @@ db_presence_end(struct db *db, int64_t device_id, const char *reason,
 		return -1;
 	if ((st = stmt(db, S_PRES_END)) == NULL)
 		goto done;
-	sqlite3_bind_int64(st, 1, device_id);
-	sqlite3_bind_int64(st, 2, now);
+	sqldb_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 2, now);
 	bind_text(st, 3, reason);
 	if ((rc = step_int(db, st, &pid, "presence end")) != 1)
 		goto done;
@@ -1271,8 +1404,8 @@ db_presence_end(struct db *db, int64_t device_id, const char *reason,
 		rc = -1;
 		goto done;
 	}
-	sqlite3_bind_int64(st, 1, pid);
-	sqlite3_bind_int64(st, 2, now);
+	sqldb_bind_int64(st, 1, pid);
+	sqldb_bind_int64(st, 2, now);
 	if (step_done(db, st, "once-approvals end") == -1)
 		rc = -1;
 done:
@@ -1287,7 +1420,7 @@ done:
 static int64_t
 rule_count(struct db *db)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 n = -1;
 
 	if ((st = stmt(db, S_RULE_COUNT)) == NULL ||
@@ -1299,13 +1432,13 @@ rule_count(struct db *db)
 static int
 rule_shift(struct db *db, int64_t from, int64_t to, int delta)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_RULE_SHIFT)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, from);
-	sqlite3_bind_int64(st, 2, to);
-	sqlite3_bind_int(st, 3, delta);
+	sqldb_bind_int64(st, 1, from);
+	sqldb_bind_int64(st, 2, to);
+	sqldb_bind_int64(st, 3, delta);
 	return step_done(db, st, "rule shift") == -1 ? -1 : 0;
 }
 
@@ -1313,12 +1446,12 @@ rule_shift(struct db *db, int64_t from, int64_t to, int delta)
 static int64_t
 rule_position(struct db *db, int64_t rule_id)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 pos = 0;
 
 	if ((st = stmt(db, S_RULE_POS)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, rule_id);
+	sqldb_bind_int64(st, 1, rule_id);
 	if (step_int(db, st, &pos, "rule position") == -1)
 		return -1;
 	return pos;
@@ -1330,10 +1463,10 @@ rule_insert(struct db *db, long position, const struct rule *r,
     const char *origin, int64_t device_id, const char *comment,
     const char *by, int64_t now)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 n;
 	char		*text;
-	int		 rc;
+	int64_t		 id;
 
 	if ((n = rule_count(db)) == -1)
 		return -1;
@@ -1344,19 +1477,17 @@ rule_insert(struct db *db, long position, const struct rule *r,
 	if ((st = stmt(db, S_RULE_INSERT)) == NULL)
 		return -1;
 	text = rule_format(r);
-	sqlite3_bind_int64(st, 1, position);
+	sqldb_bind_int64(st, 1, position);
 	bind_text(st, 2, text);
 	bind_text(st, 3, rule_target_name(rule_target(r)));
 	bind_text(st, 4, origin);
 	bind_id(st, 5, device_id);
 	bind_text(st, 6, comment);
-	sqlite3_bind_int64(st, 7, now);
+	sqldb_bind_int64(st, 7, now);
 	bind_text(st, 8, by);
-	rc = step_done(db, st, "rule insert");
+	id = step_id(db, st, "rule insert");
 	free(text);
-	if (rc == -1)
-		return -1;
-	return sqlite3_last_insert_rowid(db->h);
+	return id;
 }
 
 /* Remove an active rule at pos (inside a transaction). */
@@ -1364,12 +1495,12 @@ static int
 rule_unlink(struct db *db, int64_t rule_id, int64_t pos, const char *by,
     int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_RULE_REMOVE)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, rule_id);
-	sqlite3_bind_int64(st, 2, now);
+	sqldb_bind_int64(st, 1, rule_id);
+	sqldb_bind_int64(st, 2, now);
 	bind_text(st, 3, by);
 	if (step_done(db, st, "rule remove") == -1)
 		return -1;
@@ -1417,7 +1548,7 @@ done:
 int
 db_rule_move(struct db *db, int64_t rule_id, long position)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 pos, n;
 	int		 nested, rc = -1;
 
@@ -1443,8 +1574,8 @@ db_rule_move(struct db *db, int64_t rule_id, long position)
 	}
 	if ((st = stmt(db, S_RULE_SETPOS)) == NULL)
 		goto done;
-	sqlite3_bind_int64(st, 1, rule_id);
-	sqlite3_bind_int64(st, 2, position);
+	sqldb_bind_int64(st, 1, rule_id);
+	sqldb_bind_int64(st, 2, position);
 	if (step_done(db, st, "rule move") != -1)
 		rc = 1;
 done:
@@ -1457,24 +1588,24 @@ int
 db_rule_of_device(struct db *db, int64_t device_id, int64_t *rule_id,
     char *origin, size_t len)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int		 rc;
 
 	if ((st = stmt(db, S_RULE_DEVICE)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 1, device_id);
 	bind_text(st, 2, "admin");
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*rule_id = sqlite3_column_int64(st, 0);
+	rc = sqldb_step(st);
+	if (rc == SQLDB_ROW) {
+		*rule_id = sqldb_column_int64(st, 0);
 		/* column 2: 1 when in the admin tier (same as "admin") */
-		usbgw_strlcpy(origin, sqlite3_column_int(st, 2) ? "admin" :
+		usbgw_strlcpy(origin, sqldb_column_int64(st, 2) ? "admin" :
 		    "operator", len);
 	}
-	sqlite3_reset(st);
-	if (rc == SQLITE_ROW)
+	sqldb_reset(st);
+	if (rc == SQLDB_ROW)
 		return 1;
-	return rc == SQLITE_DONE ? 0 : db_fail(db, "device rule");
+	return rc == SQLDB_DONE ? 0 : db_fail(db, "device rule");
 }
 
 int64_t
@@ -1482,7 +1613,7 @@ db_rule_set_device(struct db *db, int64_t device_id, long position,
     const struct rule *r, const char *origin, const char *comment,
     const char *by, int64_t now)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 old = 0, oldpos = 0, pos = position, id = -1;
 	int		 nested, rc, same_tier = 0;
 
@@ -1490,16 +1621,16 @@ db_rule_set_device(struct db *db, int64_t device_id, long position,
 		return -1;
 	if ((st = stmt(db, S_RULE_DEVICE)) == NULL)
 		goto done;
-	sqlite3_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 1, device_id);
 	bind_text(st, 2, origin);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		old = sqlite3_column_int64(st, 0);
-		oldpos = sqlite3_column_int64(st, 1);
-		same_tier = sqlite3_column_int(st, 2);
+	rc = sqldb_step(st);
+	if (rc == SQLDB_ROW) {
+		old = sqldb_column_int64(st, 0);
+		oldpos = sqldb_column_int64(st, 1);
+		same_tier = sqldb_column_int64(st, 2);
 	}
-	sqlite3_reset(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+	sqldb_reset(st);
+	if (rc != SQLDB_ROW && rc != SQLDB_DONE) {
 		db_fail(db, "device rule");
 		goto done;
 	}
@@ -1519,7 +1650,7 @@ int
 db_rules_load(struct db *db, struct policy *p, int operator_tier,
     void (*bad)(void *, int64_t, const char *, const char *), void *arg)
 {
-	sqlite3_stmt		*st;
+	struct sqldb_stmt	*st;
 	struct rule_error	 err;
 	struct rule		*r;
 	const char		*text;
@@ -1528,11 +1659,11 @@ db_rules_load(struct db *db, struct policy *p, int operator_tier,
 
 	if ((st = stmt(db, S_RULE_LOAD)) == NULL)
 		return -1;
-	sqlite3_bind_int(st, 1, operator_tier ? 1 : 0);
+	sqldb_bind_int64(st, 1, operator_tier ? 1 : 0);
 	policy_clear(p);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		id = sqlite3_column_int64(st, 0);
-		text = (const char *)sqlite3_column_text(st, 1);
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
+		id = sqldb_column_int64(st, 0);
+		text = sqldb_column_text(st, 1);
 		if (text == NULL || (r = rule_parse(text, &err)) == NULL) {
 			if (text == NULL)
 				snprintf(err.msg, sizeof(err.msg), "no text");
@@ -1546,8 +1677,8 @@ db_rules_load(struct db *db, struct policy *p, int operator_tier,
 		if (policy_append(p, id, r) == -1)
 			rule_free(r);
 	}
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE)
+	sqldb_reset(st);
+	if (rc != SQLDB_DONE)
 		return db_fail(db, "rules load");
 	return nbad;
 }
@@ -1558,7 +1689,7 @@ db_rules_load(struct db *db, struct policy *p, int operator_tier,
 int64_t
 db_approval_add(struct db *db, const struct db_approval *a)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 id = -1;
 	int		 nested;
 
@@ -1568,35 +1699,33 @@ db_approval_add(struct db *db, const struct db_approval *a)
 		return -1;
 	if ((st = stmt(db, S_APPR_SUPERSEDE)) == NULL)
 		goto done;
-	sqlite3_bind_int64(st, 1, a->device_id);
+	sqldb_bind_int64(st, 1, a->device_id);
 	bind_text(st, 2, a->to_host);
-	sqlite3_bind_int64(st, 3, a->created_at);
+	sqldb_bind_int64(st, 3, a->created_at);
 	bind_text(st, 4, a->actor_name);
 	if (step_done(db, st, "approval supersede") == -1)
 		goto done;
 	if ((st = stmt(db, S_APPR_INSERT)) == NULL)
 		goto done;
-	sqlite3_bind_int64(st, 1, a->device_id);
+	sqldb_bind_int64(st, 1, a->device_id);
 	bind_id(st, 2, a->presence_id);
 	bind_text(st, 3, a->deny ? "deny" : "allow");
 	bind_text(st, 4, scope_names[a->scope]);
 	bind_text(st, 5, a->to_host[0] ? a->to_host : NULL);
-	sqlite3_bind_int64(st, 6, a->created_at);
+	sqldb_bind_int64(st, 6, a->created_at);
 	if (a->scope == SCOPE_FOR || a->scope == SCOPE_UNTIL)
-		sqlite3_bind_int64(st, 7, a->expires_at);
+		sqldb_bind_int64(st, 7, a->expires_at);
 	else
-		sqlite3_bind_null(st, 7);
+		sqldb_bind_null(st, 7);
 	if (a->actor_uid >= 0)
-		sqlite3_bind_int64(st, 8, a->actor_uid);
+		sqldb_bind_int64(st, 8, a->actor_uid);
 	else
-		sqlite3_bind_null(st, 8);
+		sqldb_bind_null(st, 8);
 	bind_text(st, 9, a->actor_name);
 	bind_text(st, 10, a->reason[0] ? a->reason : NULL);
 	bind_id(st, 11, a->rule_id);
-	sqlite3_bind_int(st, 12, a->override ? 1 : 0);
-	if (step_done(db, st, "approval insert") == -1)
-		goto done;
-	id = sqlite3_last_insert_rowid(db->h);
+	sqldb_bind_int64(st, 12, a->override ? 1 : 0);
+	id = step_id(db, st, "approval insert");
 done:
 	if (tx_end(db, nested, id != -1) == -1)
 		return -1;
@@ -1607,12 +1736,12 @@ int
 db_approval_end(struct db *db, int64_t approval_id, const char *reason,
     const char *by, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_APPR_END)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, approval_id);
-	sqlite3_bind_int64(st, 2, now);
+	sqldb_bind_int64(st, 1, approval_id);
+	sqldb_bind_int64(st, 2, now);
 	bind_text(st, 3, reason);
 	bind_text(st, 4, by);
 	return step_done(db, st, "approval end");
@@ -1622,12 +1751,12 @@ int
 db_approvals_end_device(struct db *db, int64_t device_id, const char *reason,
     const char *by, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_APPR_END_DEV)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
-	sqlite3_bind_int64(st, 2, now);
+	sqldb_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 2, now);
 	bind_text(st, 3, reason);
 	bind_text(st, 4, by);
 	return step_done(db, st, "approvals end");
@@ -1635,15 +1764,15 @@ db_approvals_end_device(struct db *db, int64_t device_id, const char *reason,
 
 /* One approvals row, selected as S_APPR_ACTIVE/S_APPR_LIST select it. */
 static void
-approval_row(sqlite3_stmt *st, struct db_approval *a)
+approval_row(struct sqldb_stmt *st, struct db_approval *a)
 {
 	char	scope[16], decision[8];
 	size_t	i;
 
 	memset(a, 0, sizeof(*a));
-	a->id = sqlite3_column_int64(st, 0);
-	a->device_id = sqlite3_column_int64(st, 1);
-	a->presence_id = sqlite3_column_int64(st, 2);
+	a->id = sqldb_column_int64(st, 0);
+	a->device_id = sqldb_column_int64(st, 1);
+	a->presence_id = sqldb_column_int64(st, 2);
 	col_text(st, 3, decision, sizeof(decision));
 	a->deny = strcmp(decision, "deny") == 0;
 	col_text(st, 4, scope, sizeof(scope));
@@ -1651,14 +1780,14 @@ approval_row(sqlite3_stmt *st, struct db_approval *a)
 		if (strcmp(scope, scope_names[i]) == 0)
 			a->scope = (enum approve_scope)i;
 	col_text(st, 5, a->to_host, sizeof(a->to_host));
-	a->created_at = sqlite3_column_int64(st, 6);
-	a->expires_at = sqlite3_column_int64(st, 7);
-	a->actor_uid = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 :
-	    sqlite3_column_int64(st, 8);
+	a->created_at = sqldb_column_int64(st, 6);
+	a->expires_at = sqldb_column_int64(st, 7);
+	a->actor_uid = sqldb_column_is_null(st, 8) ? -1 :
+	    sqldb_column_int64(st, 8);
 	col_text(st, 9, a->actor_name, sizeof(a->actor_name));
 	col_text(st, 10, a->reason, sizeof(a->reason));
-	a->rule_id = sqlite3_column_int64(st, 11);
-	a->override = sqlite3_column_int(st, 12) != 0;
+	a->rule_id = sqldb_column_int64(st, 11);
+	a->override = sqldb_column_int64(st, 12) != 0;
 }
 
 int
@@ -1666,23 +1795,23 @@ db_approval_active(struct db *db, int64_t device_id, int64_t presence_id,
     const char *host_name, const char *host_addr, int64_t now,
     struct db_approval *a)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int		 rc;
 
 	if ((st = stmt(db, S_APPR_ACTIVE)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
-	sqlite3_bind_int64(st, 2, presence_id);
-	sqlite3_bind_int64(st, 3, now);
+	sqldb_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 2, presence_id);
+	sqldb_bind_int64(st, 3, now);
 	bind_text(st, 4, host_name);
 	bind_text(st, 5, host_addr);
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		sqlite3_reset(st);
-		return rc == SQLITE_DONE ? 0 : db_fail(db, "approval active");
+	rc = sqldb_step(st);
+	if (rc != SQLDB_ROW) {
+		sqldb_reset(st);
+		return rc == SQLDB_DONE ? 0 : db_fail(db, "approval active");
 	}
 	approval_row(st, a);
-	sqlite3_reset(st);
+	sqldb_reset(st);
 	return 1;
 }
 
@@ -1691,60 +1820,60 @@ db_approvals_list(struct db *db, int64_t device_id, int64_t presence_id,
     int64_t now, int (*cb)(void *, const struct db_approval *), void *arg)
 {
 	struct db_approval	 a;
-	sqlite3_stmt		*st;
+	struct sqldb_stmt	*st;
 	int			 rc, n = 0;
 
 	if ((st = stmt(db, S_APPR_LIST)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
-	sqlite3_bind_int64(st, 2, presence_id);
-	sqlite3_bind_int64(st, 3, now);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	sqldb_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 2, presence_id);
+	sqldb_bind_int64(st, 3, now);
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
 		approval_row(st, &a);
 		n++;
 		if (cb(arg, &a) != 0) {
-			rc = SQLITE_DONE;
+			rc = SQLDB_DONE;
 			break;
 		}
 	}
-	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? n : db_fail(db, "approvals list");
+	sqldb_reset(st);
+	return rc == SQLDB_DONE ? n : db_fail(db, "approvals list");
 }
 
 int
 db_approval_next_expiry(struct db *db, int64_t *when, int64_t *approval_id)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int		 rc;
 
 	if ((st = stmt(db, S_APPR_NEXT)) == NULL)
 		return -1;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
+	rc = sqldb_step(st);
+	if (rc == SQLDB_ROW) {
 		if (approval_id != NULL)
-			*approval_id = sqlite3_column_int64(st, 0);
-		*when = sqlite3_column_int64(st, 1);
+			*approval_id = sqldb_column_int64(st, 0);
+		*when = sqldb_column_int64(st, 1);
 	}
-	sqlite3_reset(st);
-	if (rc == SQLITE_ROW)
+	sqldb_reset(st);
+	if (rc == SQLDB_ROW)
 		return 1;
-	return rc == SQLITE_DONE ? 0 : db_fail(db, "next expiry");
+	return rc == SQLDB_DONE ? 0 : db_fail(db, "next expiry");
 }
 
 int
 db_approvals_due(struct db *db, int64_t now, int64_t *ids, size_t max)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int		 rc, n = 0;
 
 	if ((st = stmt(db, S_APPR_DUE)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, now);
-	sqlite3_bind_int64(st, 2, (int64_t)(max > INT32_MAX ? INT32_MAX : max));
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW && (size_t)n < max)
-		ids[n++] = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	sqldb_bind_int64(st, 1, now);
+	sqldb_bind_int64(st, 2, (int64_t)(max > INT32_MAX ? INT32_MAX : max));
+	while ((rc = sqldb_step(st)) == SQLDB_ROW && (size_t)n < max)
+		ids[n++] = sqldb_column_int64(st, 0);
+	sqldb_reset(st);
+	if (rc != SQLDB_ROW && rc != SQLDB_DONE)
 		return db_fail(db, "approvals due");
 	return n;
 }
@@ -1758,29 +1887,27 @@ db_attachment_begin(struct db *db, int64_t device_id, int64_t presence_id,
     const char *host_name, const char *host_addr, const struct db_legs *legs,
     int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_ATT_INSERT)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, device_id);
+	sqldb_bind_int64(st, 1, device_id);
 	bind_id(st, 2, presence_id);
 	bind_id(st, 3, approval_id);
 	bind_id(st, 4, rule_id);
 	bind_text(st, 5, mode);
 	bind_text(st, 6, host_name);
 	bind_text(st, 7, host_addr);
-	sqlite3_bind_int64(st, 8, now);
+	sqldb_bind_int64(st, 8, now);
 	bind_text(st, 9, legs->transport);
 	bind_text(st, 10, legs->host_cert);
 	bind_text(st, 11, legs->up_transport);
 	bind_text(st, 12, legs->up_cert);
-	if (step_done(db, st, "attachment insert") == -1)
-		return -1;
-	return sqlite3_last_insert_rowid(db->h);
+	return step_id(db, st, "attachment insert");
 }
 
 static void
-bind_counters(sqlite3_stmt *st, const struct db_counters *c)
+bind_counters(struct sqldb_stmt *st, const struct db_counters *c)
 {
 	bind_u64(st, 2, c->bytes_to_device);
 	bind_u64(st, 3, c->bytes_from_device);
@@ -1791,11 +1918,11 @@ bind_counters(sqlite3_stmt *st, const struct db_counters *c)
 int
 db_attachment_counters(struct db *db, int64_t id, const struct db_counters *c)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_ATT_COUNTERS)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_counters(st, c);
 	return step_done(db, st, "attachment counters") == -1 ? -1 : 0;
 }
@@ -1804,29 +1931,29 @@ int
 db_attachment_end(struct db *db, int64_t id, const struct db_counters *c,
     const char *reason, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_ATT_END)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_counters(st, c);
-	sqlite3_bind_int64(st, 6, now);
+	sqldb_bind_int64(st, 6, now);
 	bind_text(st, 7, reason);
 	return step_done(db, st, "attachment end") == -1 ? -1 : 0;
 }
 
 /* Rows of S_ATT_OPEN / S_ACC_WAITING: id, device, busid, exporter, host, mode. */
 static int
-open_rows(struct db *db, sqlite3_stmt *st, const char *what,
+open_rows(struct db *db, struct sqldb_stmt *st, const char *what,
     int (*cb)(void *, const struct db_open_row *), void *arg)
 {
 	struct db_open_row r;
 	int rc;
 
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
 		memset(&r, 0, sizeof(r));
-		r.id = sqlite3_column_int64(st, 0);
-		r.device_id = sqlite3_column_int64(st, 1);
+		r.id = sqldb_column_int64(st, 0);
+		r.device_id = sqldb_column_int64(st, 1);
 		col_text(st, 2, r.busid, sizeof(r.busid));
 		col_text(st, 3, r.exporter, sizeof(r.exporter));
 		col_text(st, 4, r.host, sizeof(r.host));
@@ -1834,31 +1961,31 @@ open_rows(struct db *db, sqlite3_stmt *st, const char *what,
 		if (cb(arg, &r) != 0)
 			break;
 	}
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(db, "%s", what);
+	sqldb_reset(st);
+	return rc == SQLDB_ROW || rc == SQLDB_DONE ? 0 : db_fail(db, "%s", what);
 }
 
 int
 db_open_attachments_foreach(struct db *db, int include_local,
     int (*cb)(void *, const struct db_open_row *), void *arg)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_ATT_OPEN)) == NULL)
 		return -1;
-	sqlite3_bind_int(st, 1, include_local ? 1 : 0);
+	sqldb_bind_int64(st, 1, include_local ? 1 : 0);
 	return open_rows(db, st, "open attachments", cb, arg);
 }
 
 int
 db_attachment_close(struct db *db, int64_t id, const char *reason, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_ATT_CLOSE)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, now);
+	sqldb_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 2, now);
 	bind_text(st, 3, reason);
 	return step_done(db, st, "attachment close");
 }
@@ -1867,7 +1994,7 @@ int
 db_waiting_requests_foreach(struct db *db,
     int (*cb)(void *, const struct db_open_row *), void *arg)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_ACC_WAITING)) == NULL)
 		return -1;
@@ -1879,7 +2006,7 @@ db_access_request_add(struct db *db, int64_t device_id, const char *busid,
     const char *host_name, const char *host_addr, const char *outcome,
     int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_ACC_INSERT)) == NULL)
 		return -1;
@@ -1887,24 +2014,22 @@ db_access_request_add(struct db *db, int64_t device_id, const char *busid,
 	bind_text(st, 2, busid);
 	bind_text(st, 3, host_name);
 	bind_text(st, 4, host_addr);
-	sqlite3_bind_int64(st, 5, now);
+	sqldb_bind_int64(st, 5, now);
 	bind_text(st, 6, outcome);
-	if (step_done(db, st, "access request") == -1)
-		return -1;
-	return sqlite3_last_insert_rowid(db->h);
+	return step_id(db, st, "access request");
 }
 
 int
 db_access_request_decide(struct db *db, int64_t id, const char *outcome,
     const char *by, int64_t approval_id, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_ACC_DECIDE)) == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_text(st, 2, outcome);
-	sqlite3_bind_int64(st, 3, now);
+	sqldb_bind_int64(st, 3, now);
 	bind_text(st, 4, by);
 	bind_id(st, 5, approval_id);
 	return step_done(db, st, "access decide");
@@ -1913,31 +2038,31 @@ db_access_request_decide(struct db *db, int64_t id, const char *outcome,
 int
 db_setting_get(struct db *db, const char *key, char *value, size_t len)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int		 rc;
 
 	if ((st = stmt(db, S_SET_GET)) == NULL)
 		return -1;
 	bind_text(st, 1, key);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
+	rc = sqldb_step(st);
+	if (rc == SQLDB_ROW)
 		col_text(st, 0, value, len);
-	sqlite3_reset(st);
-	if (rc == SQLITE_ROW)
+	sqldb_reset(st);
+	if (rc == SQLDB_ROW)
 		return 1;
-	return rc == SQLITE_DONE ? 0 : db_fail(db, "setting get");
+	return rc == SQLDB_DONE ? 0 : db_fail(db, "setting get");
 }
 
 int
 db_setting_set(struct db *db, const char *key, const char *value, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 
 	if ((st = stmt(db, S_SET_PUT)) == NULL)
 		return -1;
 	bind_text(st, 1, key);
 	bind_text(st, 2, value);
-	sqlite3_bind_int64(st, 3, now);
+	sqldb_bind_int64(st, 3, now);
 	return step_done(db, st, "setting set") == -1 ? -1 : 0;
 }
 
@@ -1947,7 +2072,7 @@ int64_t
 db_agent_pending(struct db *db, const char *name, const char *role,
     const char *key_fpr, const char *address, int64_t now)
 {
-	sqlite3_stmt *st = stmt(db, S_AG_PENDING);
+	struct sqldb_stmt *st = stmt(db, S_AG_PENDING);
 	int64_t id;
 
 	if (st == NULL)
@@ -1956,7 +2081,7 @@ db_agent_pending(struct db *db, const char *name, const char *role,
 	bind_text(st, 2, role);
 	bind_text(st, 3, key_fpr);
 	bind_text(st, 4, address);
-	sqlite3_bind_int64(st, 5, now);
+	sqldb_bind_int64(st, 5, now);
 	if (step_int(db, st, &id, "agent pending") != 1)
 		return -1;
 	return id;
@@ -1966,16 +2091,16 @@ int
 db_agent_activate(struct db *db, int64_t id, const char *fpr,
     const char *serial, int64_t not_after, const char *by, int64_t now)
 {
-	sqlite3_stmt *st = stmt(db, S_AG_ACTIVATE);
+	struct sqldb_stmt *st = stmt(db, S_AG_ACTIVATE);
 
 	if (st == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_text(st, 2, fpr);
 	bind_text(st, 3, serial);
-	sqlite3_bind_int64(st, 4, not_after);
+	sqldb_bind_int64(st, 4, not_after);
 	bind_text(st, 5, by);
-	sqlite3_bind_int64(st, 6, now);
+	sqldb_bind_int64(st, 6, now);
 	return step_done(db, st, "agent activate");
 }
 
@@ -1983,14 +2108,14 @@ int
 db_agent_end(struct db *db, int64_t id, const char *state, const char *reason,
     int64_t now)
 {
-	sqlite3_stmt *st = stmt(db, S_AG_END);
+	struct sqldb_stmt *st = stmt(db, S_AG_END);
 
 	if (st == NULL)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
+	sqldb_bind_int64(st, 1, id);
 	bind_text(st, 2, state);
 	bind_text(st, 3, reason);
-	sqlite3_bind_int64(st, 4, now);
+	sqldb_bind_int64(st, 4, now);
 	return step_done(db, st, "agent end");
 }
 
@@ -1998,7 +2123,7 @@ int64_t
 db_agent_renewed(struct db *db, const struct db_agent *old, const char *fpr,
     const char *serial, int64_t not_after, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 	int64_t id = -1;
 	int nested;
 
@@ -2013,10 +2138,10 @@ db_agent_renewed(struct db *db, const struct db_agent *old, const char *fpr,
 	bind_text(st, 3, fpr);
 	bind_text(st, 4, serial);
 	bind_text(st, 5, old->key_fpr);
-	sqlite3_bind_int64(st, 6, not_after);
+	sqldb_bind_int64(st, 6, not_after);
 	bind_text(st, 7, old->address[0] ? old->address : NULL);
-	sqlite3_bind_int64(st, 8, now);
-	sqlite3_bind_int64(st, 9, old->id);
+	sqldb_bind_int64(st, 8, now);
+	sqldb_bind_int64(st, 9, old->id);
 	if (step_int(db, st, &id, "agent renewed") != 1)
 		id = -1;
 out:
@@ -2028,58 +2153,58 @@ out:
 int
 db_agent_lapse_pending(struct db *db, const char *reason, int64_t now)
 {
-	sqlite3_stmt *st = stmt(db, S_AG_LAPSE);
+	struct sqldb_stmt *st = stmt(db, S_AG_LAPSE);
 
 	if (st == NULL)
 		return -1;
 	bind_text(st, 1, reason);
-	sqlite3_bind_int64(st, 2, now);
+	sqldb_bind_int64(st, 2, now);
 	return step_done(db, st, "agents lapse");
 }
 
 static void
-agent_row(sqlite3_stmt *st, struct db_agent *a)
+agent_row(struct sqldb_stmt *st, struct db_agent *a)
 {
 	memset(a, 0, sizeof(*a));
-	a->id = sqlite3_column_int64(st, 0);
+	a->id = sqldb_column_int64(st, 0);
 	col_text(st, 1, a->name, sizeof(a->name));
 	col_text(st, 2, a->role, sizeof(a->role));
 	col_text(st, 3, a->state, sizeof(a->state));
 	col_text(st, 4, a->fpr, sizeof(a->fpr));
 	col_text(st, 5, a->serial, sizeof(a->serial));
 	col_text(st, 6, a->key_fpr, sizeof(a->key_fpr));
-	a->not_after = sqlite3_column_int64(st, 7);
+	a->not_after = sqldb_column_int64(st, 7);
 	col_text(st, 8, a->address, sizeof(a->address));
-	a->created_at = sqlite3_column_int64(st, 9);
-	a->approved_at = sqlite3_column_int64(st, 10);
+	a->created_at = sqldb_column_int64(st, 9);
+	a->approved_at = sqldb_column_int64(st, 10);
 	col_text(st, 11, a->approved_by, sizeof(a->approved_by));
-	a->ended_at = sqlite3_column_int64(st, 12);
+	a->ended_at = sqldb_column_int64(st, 12);
 	col_text(st, 13, a->end_reason, sizeof(a->end_reason));
 }
 
 int
 db_agent_by_fpr(struct db *db, const char *fpr, struct db_agent *a)
 {
-	sqlite3_stmt *st = stmt(db, S_AG_BY_FPR);
+	struct sqldb_stmt *st = stmt(db, S_AG_BY_FPR);
 	int rc;
 
 	if (st == NULL)
 		return -1;
 	bind_text(st, 1, fpr);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
+	rc = sqldb_step(st);
+	if (rc == SQLDB_ROW)
 		agent_row(st, a);
-	sqlite3_reset(st);
-	if (rc == SQLITE_ROW)
+	sqldb_reset(st);
+	if (rc == SQLDB_ROW)
 		return 1;
-	return rc == SQLITE_DONE ? 0 : db_fail(db, "agent by fingerprint");
+	return rc == SQLDB_DONE ? 0 : db_fail(db, "agent by fingerprint");
 }
 
 int
 db_agent_foreach(struct db *db, const char *active_name,
     int (*cb)(void *, const struct db_agent *), void *arg)
 {
-	sqlite3_stmt *st = stmt(db, active_name != NULL ? S_AG_ACTIVE_NAME :
+	struct sqldb_stmt *st = stmt(db, active_name != NULL ? S_AG_ACTIVE_NAME :
 	    S_AG_LIST);
 	struct db_agent a;
 	int rc;
@@ -2088,13 +2213,13 @@ db_agent_foreach(struct db *db, const char *active_name,
 		return -1;
 	if (active_name != NULL)
 		bind_text(st, 1, active_name);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
 		agent_row(st, &a);
 		if (cb(arg, &a) != 0) {
-			rc = SQLITE_DONE;
+			rc = SQLDB_DONE;
 			break;
 		}
 	}
-	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(db, "agents");
+	sqldb_reset(st);
+	return rc == SQLDB_DONE ? 0 : db_fail(db, "agents");
 }

@@ -1,11 +1,12 @@
 /*
- * The gateway's SQLite database (schema.sql, embedded): opening and
+ * The gateway's database (schema.sql for SQLite, schema_pg.sql for
+ * PostgreSQL, both embedded; sqldb.h chooses the back end): opening and
  * migrating it, and the writes and reads the daemon needs, each one
  * prepared statement (prepared once, kept for the connection's life).
  *
  * Contract for every function below unless it says otherwise: returns
  * -1 on a database error (logged with log_warnx, and db_errmsg() has
- * SQLite's message); ids are > 0; `now` is Unix seconds; strings are
+ * the back end's message); ids are > 0; `now` is Unix seconds; strings are
  * copied (NULL means SQL NULL where a column allows it).  One connection
  * per process, used from one thread; statements are short, so calling
  * them from the event loop is fine (the audit log batches its writes,
@@ -26,13 +27,16 @@
 
 struct db;
 struct policy;
+struct sqldb;
 struct rule;
 
 #define DB_ERR_MAX	256
 
 /*
  * Open (creating the file 0600, not its directory) and migrate to the
- * newest schema version.  NULL on error with a message in err.
+ * newest schema version.  path: a SQLite file, or a PostgreSQL URI
+ * ("postgresql://USER@/DB?host=DIR"; sqldb.h); messages name it without
+ * its password.  NULL on error with a message in err.
  * db_open_version() stops at `version` (tests build old databases).
  */
 struct db	*db_open(const char *path, char *err, size_t errlen);
@@ -42,10 +46,16 @@ struct db	*db_open_version(const char *path, int version, char *err,
 struct db	*db_open_readonly(const char *path, char *err, size_t errlen);
 void		 db_close(struct db *);
 
-/* The newest version schema.sql defines, and the database's. */
+/* The newest version schema.sql (schema_pg.sql) defines, and the
+ * database's. */
 int		 db_schema_version(void);
+int		 db_schema_version_pg(void);
 int		 db_version(struct db *);
+/* The SQLite handle for the modules still on it; NULL on PostgreSQL. */
 sqlite3		*db_sqlite(struct db *);
+/* The connection (raw SQL: tests, tools); 1 if it is PostgreSQL. */
+struct sqldb	*db_conn(struct db *);
+int		 db_is_pg(struct db *);
 const char	*db_errmsg(struct db *);
 
 /*

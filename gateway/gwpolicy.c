@@ -21,6 +21,7 @@
 #include "log.h"
 #include "policy.h"
 #include "rule.h"
+#include "sqldb.h"
 #include "util.h"
 
 #define ERR(code, ...) do { snprintf(err, errlen, __VA_ARGS__); return code; } while (0)
@@ -58,26 +59,26 @@ static enum ctl_err
 h_policy_list(json_t *args, const struct actor *who, json_t **res, char *err,
     size_t errlen)
 {
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 	json_t *a;
 
-	if (sqlite3_prepare_v2(db_sqlite(store_db()),
-	    "SELECT id, position, text, IFNULL(comment, ''), created_at, "
+	if ((st = sqldb_prepare(db_conn(store_db()),
+	    "SELECT id, position, text, COALESCE(comment, ''), created_at, "
 	    "created_by, origin FROM rules WHERE position IS NOT NULL "
-	    "ORDER BY position", -1, &st, NULL) != SQLITE_OK)
+	    "ORDER BY position")) == NULL)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
 	a = json_array();
-	while (sqlite3_step(st) == SQLITE_ROW)
+	while (sqldb_step(st) == SQLDB_ROW)
 		json_array_append_new(a, json_pack(
 		    "{s:I, s:I, s:s, s:s, s:I, s:s, s:s}",
-		    "id", (json_int_t)sqlite3_column_int64(st, 0),
-		    "position", (json_int_t)sqlite3_column_int64(st, 1),
-		    "rule", (const char *)sqlite3_column_text(st, 2),
-		    "comment", (const char *)sqlite3_column_text(st, 3),
-		    "created_at", (json_int_t)sqlite3_column_int64(st, 4),
-		    "created_by", (const char *)sqlite3_column_text(st, 5),
-		    "origin", (const char *)sqlite3_column_text(st, 6)));
-	sqlite3_finalize(st);
+		    "id", (json_int_t)sqldb_column_int64(st, 0),
+		    "position", (json_int_t)sqldb_column_int64(st, 1),
+		    "rule", sqldb_column_text(st, 2),
+		    "comment", sqldb_column_text(st, 3),
+		    "created_at", (json_int_t)sqldb_column_int64(st, 4),
+		    "created_by", sqldb_column_text(st, 5),
+		    "origin", sqldb_column_text(st, 6)));
+	sqldb_finalize(st);
 	*res = a;
 	return CTL_OK;
 }
@@ -482,7 +483,7 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 	const char *device = NULL;
 	json_int_t since = 0, limit = 100;
 	struct device *dev;
-	sqlite3_stmt *st;
+	struct sqldb_stmt *st;
 	enum ctl_err e;
 	json_t *a;
 	char cand[512];
@@ -506,14 +507,14 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 		if (device[0] == '\0')
 			ERR(CTL_E_USAGE, "device: an empty busid: expected a "
 			    "busid such as tc17:1-1");
-		if (sqlite3_prepare_v2(db_sqlite(store_db()),
-		    "SELECT 1 FROM audit_log WHERE busid = ?1 LIMIT 1", -1,
-		    &st, NULL) != SQLITE_OK)
+		if ((st = sqldb_prepare(db_conn(store_db()),
+		    "SELECT 1 FROM audit_log WHERE busid = ?1 LIMIT 1")) ==
+		    NULL)
 			ERR(CTL_E_INTERNAL, "database: %s",
 			    db_errmsg(store_db()));
-		sqlite3_bind_text(st, 1, device, -1, SQLITE_TRANSIENT);
-		known = sqlite3_step(st) == SQLITE_ROW;
-		sqlite3_finalize(st);
+		sqldb_bind_text(st, 1, device);
+		known = sqldb_step(st) == SQLDB_ROW;
+		sqldb_finalize(st);
 		if (!known) {
 			dev = gw_device_find(device, &n);
 			if (dev == NULL && n > 1) {
@@ -529,21 +530,20 @@ h_audit_list(json_t *args, const struct actor *who, json_t **res, char *err,
 			device = dev->busid;
 		}
 	}
-	if (sqlite3_prepare_v2(db_sqlite(store_db()),
+	if ((st = sqldb_prepare(db_conn(store_db()),
 	    "SELECT " STORE_AUDIT_COLUMNS " FROM (SELECT * FROM audit_log "
 	    "WHERE ts >= ?1 AND "
-	    "(?2 = 0 OR busid = ?3) ORDER BY seq DESC LIMIT ?4) "
-	    "ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
+	    "(?2 = 0 OR busid = ?3) ORDER BY seq DESC LIMIT ?4) recent "
+	    "ORDER BY seq")) == NULL)
 		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
-	sqlite3_bind_int64(st, 1, since);
-	sqlite3_bind_int(st, 2, device != NULL);
-	sqlite3_bind_text(st, 3, device != NULL ? device : "", -1,
-	    SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 4, limit);
+	sqldb_bind_int64(st, 1, since);
+	sqldb_bind_int64(st, 2, device != NULL);
+	sqldb_bind_text(st, 3, device != NULL ? device : "");
+	sqldb_bind_int64(st, 4, limit);
 	a = json_array();
-	while (sqlite3_step(st) == SQLITE_ROW)
+	while (sqldb_step(st) == SQLDB_ROW)
 		json_array_append_new(a, store_audit_row_json(st));
-	sqlite3_finalize(st);
+	sqldb_finalize(st);
 	*res = a;
 	return CTL_OK;
 }

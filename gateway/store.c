@@ -32,13 +32,14 @@
 #include "decision.h"
 #include "gw.h"
 #include "log.h"
+#include "sqldb.h"
 #include "util.h"
 
 static struct db	*db;
 static int		 lock_fd = -1;
 static struct audit	*audit;
 static struct event	*flush_ev;
-static sqlite3_stmt	*st_history;
+static struct sqldb_stmt *st_history;
 static struct audit_key	*akey;		/* the audit key (auditkey.h) */
 static struct event	*cp_ev;		/* checkpoint timer */
 static unsigned		 cp_rows = 1000, cp_interval_ms = 3600 * 1000;
@@ -128,6 +129,9 @@ store_lock(const char *path, char *err, size_t errlen)
 	int		 fd;
 
 	if (path[0] == '\0' || strcmp(path, ":memory:") == 0)
+		return 0;
+	/* a PostgreSQL database is shared by design: no file to hold */
+	if (sqldb_is_pg(path))
 		return 0;
 	xasprintf(&lpath, "%s.lock", path);
 	if ((fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY,
@@ -251,25 +255,25 @@ write_pub(const char *keypath)
 static int
 head_mac_ok(int64_t *seq)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	char		 mac[65];
 	int		 ok = 1;
 
 	*seq = 0;
-	if (sqlite3_prepare_v2(db_sqlite(db), "SELECT seq, hash, mac FROM "
-	    "audit_log ORDER BY seq DESC LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+	if ((st = sqldb_prepare(db_conn(db), "SELECT seq, hash, mac FROM "
+	    "audit_log ORDER BY seq DESC LIMIT 1")) == NULL)
 		return 1;
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		const unsigned char *h = sqlite3_column_text(st, 1);
-		const unsigned char *m = sqlite3_column_text(st, 2);
+	if (sqldb_step(st) == SQLDB_ROW) {
+		const char *h = sqldb_column_text(st, 1);
+		const char *m = sqldb_column_text(st, 2);
 
-		*seq = sqlite3_column_int64(st, 0);
+		*seq = sqldb_column_int64(st, 0);
 		if (*seq >= audit_key_since(akey))
-			ok = h != NULL && m != NULL && strlen((const char *)h) ==
-			    64 && audit_key_mac(akey, *seq, (const char *)h,
-			    mac) == 0 && strcmp(mac, (const char *)m) == 0;
+			ok = h != NULL && m != NULL && strlen(h) == 64 &&
+			    audit_key_mac(akey, *seq, h, mac) == 0 &&
+			    strcmp(mac, m) == 0;
 	}
-	sqlite3_finalize(st);
+	sqldb_finalize(st);
 	return ok;
 }
 
@@ -277,20 +281,19 @@ head_mac_ok(int64_t *seq)
 static int64_t
 keyed_rows(int64_t *first, int64_t *last)
 {
-	sqlite3_stmt	*st;
+	struct sqldb_stmt *st;
 	int64_t		 n = 0;
 
 	*first = *last = 0;
-	if (sqlite3_prepare_v2(db_sqlite(db), "SELECT count(*), min(seq), "
-	    "max(seq) FROM audit_log WHERE mac IS NOT NULL", -1, &st, NULL) !=
-	    SQLITE_OK)
+	if ((st = sqldb_prepare(db_conn(db), "SELECT count(*), min(seq), "
+	    "max(seq) FROM audit_log WHERE mac IS NOT NULL")) == NULL)
 		return -1;
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		n = sqlite3_column_int64(st, 0);
-		*first = sqlite3_column_int64(st, 1);
-		*last = sqlite3_column_int64(st, 2);
+	if (sqldb_step(st) == SQLDB_ROW) {
+		n = sqldb_column_int64(st, 0);
+		*first = sqldb_column_int64(st, 1);
+		*last = sqldb_column_int64(st, 2);
 	}
-	sqlite3_finalize(st);
+	sqldb_finalize(st);
 	return n;
 }
 
@@ -318,6 +321,8 @@ key_open(const char *dbpath, const char *keypath, int *created)
 	}
 	if (keypath != NULL && keypath[0] != '\0')
 		usbgw_strlcpy(path, keypath, sizeof(path));
+	else if (sqldb_is_pg(dbpath))	/* no file beside a URI */
+		usbgw_strlcpy(path, STORE_PG_AUDIT_KEY, sizeof(path));
 	else
 		snprintf(path, sizeof(path), "%s.key", dbpath);
 	if ((akey = audit_key_load(path, 0, &missing, err, sizeof(err))) != NULL)
@@ -349,13 +354,16 @@ loaded:
 }
 
 int
-store_open(const char *path, const char *keypath)
+store_open(const char *target, const char *keypath)
 {
+	char path[256];		/* for messages: no password */
+
 	char err[DB_ERR_MAX], detail[256];
 	int64_t seq;
 	int created;
 
-	if ((db = db_open(path, err, sizeof(err))) == NULL) {
+	sqldb_redact(target, path, sizeof(path));
+	if ((db = db_open(target, err, sizeof(err))) == NULL) {
 		log_warnx("database %s: %s", path, err);
 		return -1;
 	}
@@ -363,7 +371,7 @@ store_open(const char *path, const char *keypath)
 		log_warnx("database %s: cannot start the audit log", path);
 		return -1;
 	}
-	if (key_open(path, keypath, &created) == -1)
+	if (key_open(target, keypath, &created) == -1)
 		return -1;
 	audit_set_key(audit, akey);
 	audit_set_checkpoint_rows(audit, cp_rows);
@@ -380,11 +388,10 @@ store_open(const char *path, const char *keypath)
 		    "%lld) does not carry the key's MAC", (long long)seq);
 		store_audit("audit-tampered", NULL, "audit_log", detail);
 	}
-	if (sqlite3_prepare_v3(db_sqlite(db),
+	if ((st_history = sqldb_prepare(db_conn(db),
 	    "SELECT " STORE_AUDIT_COLUMNS " FROM audit_log "
 	    "WHERE device_id = ?1 OR (device_id IS NULL AND "
-	    "busid = ?2) ORDER BY seq DESC LIMIT ?3", -1,
-	    SQLITE_PREPARE_PERSISTENT, &st_history, NULL) != SQLITE_OK) {
+	    "busid = ?2) ORDER BY seq DESC LIMIT ?3")) == NULL) {
 		log_warnx("database %s: %s", path, db_errmsg(db));
 		return -1;
 	}
@@ -411,7 +418,7 @@ store_close(void)
 	if (cp_ev != NULL)
 		event_free(cp_ev);
 	cp_ev = NULL;
-	sqlite3_finalize(st_history);
+	sqldb_finalize(st_history);
 	st_history = NULL;
 	audit_free(audit);
 	audit = NULL;
@@ -867,7 +874,7 @@ store_access_outcome(int64_t request_id, const char *outcome,
  * protocol shows it (audit.list, show's history).
  */
 json_t *
-store_audit_row_json(sqlite3_stmt *st)
+store_audit_row_json(struct sqldb_stmt *st)
 {
 	static const char *const names[] = { "id", "time", "action", "busid",
 	    "from", "to", "actor", "actor_uid", "actor_name", "rule_id",
@@ -876,14 +883,14 @@ store_audit_row_json(sqlite3_stmt *st)
 	int i;
 
 	for (i = 0; i < (int)nitems(names); i++) {
-		switch (sqlite3_column_type(st, i)) {
+		switch (sqldb_column_type(st, i)) {
 		case SQLITE_INTEGER:
 			json_object_set_new(o, names[i],
-			    json_integer(sqlite3_column_int64(st, i)));
+			    json_integer(sqldb_column_int64(st, i)));
 			break;
 		case SQLITE_TEXT:
 			json_object_set_new(o, names[i], json_string(
-			    (const char *)sqlite3_column_text(st, i)));
+			    sqldb_column_text(st, i)));
 			break;
 		default:
 			json_object_set_new(o, names[i], json_null());
@@ -901,13 +908,13 @@ store_device_history(struct device *dev, int limit)
 	if (db == NULL)
 		return a;
 	store_flush();
-	sqlite3_reset(st_history);
-	sqlite3_bind_int64(st_history, 1, dev->id);
-	sqlite3_bind_text(st_history, 2, dev->busid, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int(st_history, 3, limit);
-	while (sqlite3_step(st_history) == SQLITE_ROW)
+	sqldb_reset(st_history);
+	sqldb_bind_int64(st_history, 1, dev->id);
+	sqldb_bind_text(st_history, 2, dev->busid);
+	sqldb_bind_int64(st_history, 3, limit);
+	while (sqldb_step(st_history) == SQLDB_ROW)
 		json_array_insert_new(a, 0, store_audit_row_json(st_history));
-	sqlite3_reset(st_history);
+	sqldb_reset(st_history);
 	return a;
 }
 

@@ -14,6 +14,10 @@
 
 /* store.c: persistence and audit (SQLite) */
 struct db;
+
+/* The audit key's default path when the database is PostgreSQL (with
+ * SQLite: DATABASE.key). */
+#define STORE_PG_AUDIT_KEY	"/var/lib/usbgw/audit.key"
 struct usbgw_identity;
 /*
  * Take the database's lock (DATABASE.lock), before store_open(): -1 with
@@ -84,8 +88,8 @@ json_t		*store_device_history(struct device *, int limit);
 #define STORE_AUDIT_COLUMNS "seq, ts, event, busid, old_state, new_state, " \
 	"actor, actor_uid, actor_name, rule_id, host, reason, detail, " \
 	"exporter, object"
-struct sqlite3_stmt;
-json_t		*store_audit_row_json(struct sqlite3_stmt *);
+struct sqldb_stmt;
+json_t		*store_audit_row_json(struct sqldb_stmt *);
 /* An exporter's row written (id set), with an exporter-add row. */
 void		 store_exporter_save(struct exporter *, const struct actor *);
 /* The same without the audit row (an import audits once). */

@@ -25,6 +25,7 @@
 #include "hooks.h"
 #include "metrics.h"
 #include "log.h"
+#include "sqldb.h"
 #include "tlsid.h"
 #include "enroll.h"
 #include "util.h"
@@ -47,7 +48,8 @@ usage(int code)
 	    "              [-p PIDFILE] [-v LEVEL] [-P PORTFILE]\n"
 	    "  -f            stay in the foreground, log to stderr\n"
 	    "  -c FILE       configuration file (default %s)\n"
-	    "  -d DATABASE   SQLite database (default %s)\n"
+	    "  -d DATABASE   SQLite database file, or a PostgreSQL URI\n"
+	    "                postgresql://USER@/DB?host=DIR (default %s)\n"
 	    "  -s SOCKET     control socket (default %s)\n"
 	    "  -l ADDR:PORT  USB/IP listen address, may repeat (default *:%s;\n"
 	    "                none in local mode)\n"
@@ -173,6 +175,13 @@ tls_dir_path(const struct config *cfg, char *out, size_t len)
 	if (cfg->tls_dir[0] != '\0') {
 		if (usbgw_strlcpy(out, cfg->tls_dir, len) >= len)
 			fatalx("tls-dir %s: path too long", cfg->tls_dir);
+		return;
+	}
+	/* PostgreSQL: the default database's directory, /var/lib/usbgw */
+	if (sqldb_is_pg(cfg->database)) {
+		slash = strrchr(CONFIG_DEFAULT_DB, '/');
+		snprintf(out, len, "%.*s/tls", (int)(slash - CONFIG_DEFAULT_DB),
+		    CONFIG_DEFAULT_DB);
 		return;
 	}
 	slash = strrchr(cfg->database, '/');
@@ -639,8 +648,12 @@ main(int argc, char *argv[])
 	if (hostname_init(base, &ho) == -1)
 		fatalx("cannot start host name look-ups");
 
-	if (store_open(cfg->database, cfg->audit_key) == -1)
-		fatalx("cannot open database %s", cfg->database);
+	if (store_open(cfg->database, cfg->audit_key) == -1) {
+		char name[256];
+
+		sqldb_redact(cfg->database, name, sizeof(name));
+		fatalx("cannot open database %s", name);
+	}
 	/* the lock is ours: what a killed run left open is closed now */
 	store_close_stale(cfg->mode == CONFIG_MODE_LOCAL, USBGW_RESTART_REASON);
 	tiers_load();

@@ -7,7 +7,8 @@ PKGS="make gcc clang libclang-rt-14-dev pkg-config perl strace systemd
 libevent-dev libsqlite3-dev libusb-1.0-0-dev libssl-dev libjansson-dev
 sqlite3 socat python3 tshark usbip iproute2 util-linux passwd procps psmisc
 qemu-system-x86 cpio xz-utils zstd nftables patch prometheus curl stunnel4
-dpkg-dev debhelper fakeroot lintian adduser"
+dpkg-dev debhelper fakeroot lintian adduser
+postgresql libpq-dev"
 
 missing=""
 for p in $PKGS; do

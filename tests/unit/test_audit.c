@@ -16,6 +16,7 @@
 #include "audit.h"
 #include "db.h"
 #include "log.h"
+#include "sqldb.h"
 #include "tap.h"
 #include "util.h"
 
@@ -58,47 +59,87 @@ shell(const char *db, const char *sql)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Raw SQL on the db's connection (either back end): its error or NULL. */
 static const char *
 raw(struct db *db, const char *sql)
 {
 	static char	 msg[512];
-	char		*e = NULL;
 
-	if (sqlite3_exec(db_sqlite(db), sql, NULL, NULL, &e) == SQLITE_OK)
+	if (sqldb_exec(db_conn(db), sql) == 0)
 		return NULL;
-	snprintf(msg, sizeof(msg), "%s", e ? e : "?");
-	sqlite3_free(e);
+	snprintf(msg, sizeof(msg), "%s", sqldb_errmsg(db_conn(db)));
 	return msg;
 }
 
 static long long
 q1(struct db *db, const char *sql)
 {
-	sqlite3_stmt	*st;
-	long long	 v = -999;
+	struct sqldb_stmt	*st;
+	long long		 v = -999;
 
-	if (sqlite3_prepare_v2(db_sqlite(db), sql, -1, &st, NULL) != SQLITE_OK)
+	if ((st = sqldb_prepare(db_conn(db), sql)) == NULL) {
+		diag("%s: %s", sql, sqldb_errmsg(db_conn(db)));
 		return v;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	}
+	if (sqldb_step(st) == SQLDB_ROW)
+		v = sqldb_column_int64(st, 0);
+	sqldb_finalize(st);
 	return v;
 }
 
 static const char *
 qs(struct db *db, const char *sql)
 {
-	static char	 buf[1024];
-	sqlite3_stmt	*st;
+	static char		 buf[1024];
+	struct sqldb_stmt	*st;
+	const char		*t;
 
 	snprintf(buf, sizeof(buf), "(error)");
-	if (sqlite3_prepare_v2(db_sqlite(db), sql, -1, &st, NULL) != SQLITE_OK)
+	if ((st = sqldb_prepare(db_conn(db), sql)) == NULL) {
+		diag("%s: %s", sql, sqldb_errmsg(db_conn(db)));
 		return buf;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		snprintf(buf, sizeof(buf), "%s", sqlite3_column_text(st, 0) ?
-		    (const char *)sqlite3_column_text(st, 0) : "(null)");
-	sqlite3_finalize(st);
+	}
+	if (sqldb_step(st) == SQLDB_ROW) {
+		t = sqldb_column_text(st, 0);
+		snprintf(buf, sizeof(buf), "%s", t ? t : "(null)");
+	}
+	sqldb_finalize(st);
 	return buf;
+}
+
+/*
+ * pg: the tests that run on both back ends run on PostgreSQL
+ * ($USBGW_PG_URI, emptied for each database a test makes).
+ */
+static int	pg;
+
+static const char *
+target(const char *name)
+{
+	const char	*uri = getenv("USBGW_PG_URI");
+	struct sqldb	*c;
+	char		 err[SQLDB_ERR_MAX];
+
+	if (!pg) {
+		rm_db(path(name));
+		return path(name);
+	}
+	if ((c = sqldb_open(uri, 0, err, sizeof(err))) == NULL) {
+		diag("%s", err);
+		return uri;
+	}
+	if (sqldb_exec(c, "DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+	    == -1)
+		diag("%s", sqldb_errmsg(c));
+	sqldb_close(c);
+	return uri;
+}
+
+/* The same database again (a second connection). */
+static const char *
+again(const char *name)
+{
+	return pg ? getenv("USBGW_PG_URI") : path(name);
 }
 
 /* A database with n rows at ts = 1000 + i, mixed actors. */
@@ -112,8 +153,7 @@ make(const char *name, int n, struct audit **ap)
 	char			 err[DB_ERR_MAX], busid[32], reason[64];
 	int			 i;
 
-	rm_db(path(name));
-	db = db_open(path(name), err, sizeof(err));
+	db = db_open(target(name), err, sizeof(err));
 	if (db == NULL) {
 		diag("%s", err);
 		abort();
@@ -196,7 +236,7 @@ test_chain(void)
 		struct audit	*a2;
 		char		 err[DB_ERR_MAX];
 
-		db2 = db_open(path("chain.db"), err, sizeof(err));
+		db2 = db_open(again("chain.db"), err, sizeof(err));
 		a2 = audit_new(db2);
 		audit_append(a, &e, 200);
 		audit_append(a2, &e, 201);
@@ -232,13 +272,16 @@ test_actors(void)
 {
 	struct db *db = make("actors.db", 6, NULL);
 
-	is_str(qs(db, "SELECT group_concat(actor || '/' || IFNULL(actor_uid, '-') "
-	    "|| '/' || IFNULL(actor_name, '-') || '/' || IFNULL(rule_id, '-'), "
-	    "' ') FROM audit_log"), "operator/1000/alice/- rule/-/-/7 "
+	is_str(qs(db, "SELECT group_concat(actor || '/' || "
+	    "COALESCE(CAST(actor_uid AS TEXT), '-') || '/' || "
+	    "COALESCE(actor_name, '-') || '/' || "
+	    "COALESCE(CAST(rule_id AS TEXT), '-'), ' ') FROM "
+	    "(SELECT * FROM audit_log ORDER BY seq) l"), "operator/1000/alice/- rule/-/-/7 "
 	    "system/-/-/- operator/1000/alice/- rule/-/-/7 system/-/-/-",
 	    "actors: operator uid and name, rule id, system");
-	is_str(qs(db, "SELECT group_concat(IFNULL(host, '-'), ' ') FROM "
-	    "audit_log"), "- - - vdi01 - -", "NULL stays NULL");
+	is_str(qs(db, "SELECT group_concat(COALESCE(host, '-'), ' ') FROM "
+	    "(SELECT * FROM audit_log ORDER BY seq) l"), "- - - vdi01 - -",
+	    "NULL stays NULL");
 	db_close(db);
 }
 
@@ -411,7 +454,8 @@ test_prune(void)
 	ok(audit_prune(a, 1006, &op, "retention 90 days", 5000, &n) == 0,
 	    "prune before 1006");
 	is_int(n, 5, "5 rows removed");
-	is_str(qs(db, "SELECT group_concat(seq, ',') FROM audit_log"),
+	is_str(qs(db, "SELECT group_concat(seq, ',') FROM "
+	    "(SELECT seq FROM audit_log ORDER BY seq) l"),
 	    "6,7,8,9,10,11,12", "rows 6..12 remain (12 is the checkpoint)");
 	is_str(qs(db, "SELECT event || ' ' || actor_name || ' ' || reason FROM "
 	    "audit_log WHERE seq = 12"), "audit-prune root retention 90 days",
@@ -439,7 +483,12 @@ test_prune(void)
 	db_close(db);
 	db = make("prune2.db", 10, &a);
 	audit_prune(a, 1006, &op, "r", 5000, &n);
-	ok(raw(db, "DROP TRIGGER audit_log_no_update; UPDATE audit_log SET "
+	ok(raw(db, pg ? "DROP TRIGGER audit_log_no_update ON audit_log; "
+	    "UPDATE audit_log SET "
+	    "detail = 'through_seq=6 last_hash=' || (SELECT hash FROM audit_log "
+	    "WHERE seq = 6) WHERE event = 'audit-prune'; DROP TRIGGER "
+	    "audit_log_no_delete ON audit_log; DELETE FROM audit_log WHERE "
+	    "seq = 6" : "DROP TRIGGER audit_log_no_update; UPDATE audit_log SET "
 	    "detail = 'through_seq=6 last_hash=' || (SELECT hash FROM audit_log "
 	    "WHERE seq = 6) WHERE event = 'audit-prune'; DROP TRIGGER "
 	    "audit_log_no_delete; DELETE FROM audit_log WHERE seq = 6") == NULL,
@@ -574,6 +623,15 @@ main(void)
 	test_prune();
 	test_prune_check();
 	test_cost();
+	if (getenv("USBGW_PG_URI") != NULL && getenv("USBGW_PG_URI")[0]) {
+		diag("PostgreSQL: %s", getenv("USBGW_PG_URI"));
+		pg = 1;
+		test_chain();
+		test_actors();
+		test_prune();
+		test_cost();
+	} else
+		diag("USBGW_PG_URI not set: the PostgreSQL runs are left out");
 	{
 		static const char *const files[] = { "chain.db", "actors.db",
 		    "trig.db", "anchor.db", "prune.db", "prune2.db", "cost.db" };

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "policy.h"
 #include "rule.h"
+#include "sqldb.h"
 #include "tap.h"
 #include "util.h"
 
@@ -40,20 +41,20 @@ path(const char *name)
 	return buf[i];
 }
 
-/* One integer from raw SQL (on the db's own connection). */
+/* One integer from raw SQL (on the db's own connection, either back end). */
 static long long
 q1(struct db *db, const char *sql)
 {
-	sqlite3_stmt	*st;
-	long long	 v = -999;
+	struct sqldb_stmt	*st;
+	long long		 v = -999;
 
-	if (sqlite3_prepare_v2(db_sqlite(db), sql, -1, &st, NULL) != SQLITE_OK) {
-		diag("prepare %s: %s", sql, sqlite3_errmsg(db_sqlite(db)));
+	if ((st = sqldb_prepare(db_conn(db), sql)) == NULL) {
+		diag("prepare %s: %s", sql, sqldb_errmsg(db_conn(db)));
 		return v;
 	}
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	if (sqldb_step(st) == SQLDB_ROW)
+		v = sqldb_column_int64(st, 0);
+	sqldb_finalize(st);
 	return v;
 }
 
@@ -61,35 +62,72 @@ q1(struct db *db, const char *sql)
 static const char *
 qs(struct db *db, const char *sql)
 {
-	static char	 buf[4096];
-	sqlite3_stmt	*st;
+	static char		 buf[4096];
+	struct sqldb_stmt	*st;
+	const char		*t;
 
 	snprintf(buf, sizeof(buf), "(error)");
-	if (sqlite3_prepare_v2(db_sqlite(db), sql, -1, &st, NULL) != SQLITE_OK) {
-		diag("prepare %s: %s", sql, sqlite3_errmsg(db_sqlite(db)));
+	if ((st = sqldb_prepare(db_conn(db), sql)) == NULL) {
+		diag("prepare %s: %s", sql, sqldb_errmsg(db_conn(db)));
 		return buf;
 	}
-	if (sqlite3_step(st) == SQLITE_ROW)
-		snprintf(buf, sizeof(buf), "%s", sqlite3_column_text(st, 0) ?
-		    (const char *)sqlite3_column_text(st, 0) : "(null)");
-	else
+	if (sqldb_step(st) == SQLDB_ROW) {
+		t = sqldb_column_text(st, 0);
+		snprintf(buf, sizeof(buf), "%s", t ? t : "(null)");
+	} else
 		snprintf(buf, sizeof(buf), "(no row)");
-	sqlite3_finalize(st);
+	sqldb_finalize(st);
 	return buf;
 }
 
-/* Run raw SQL; returns SQLite's error message or NULL. */
+/* Run raw SQL; returns the back end's error message or NULL. */
 static const char *
 raw(struct db *db, const char *sql)
 {
 	static char	 msg[512];
-	char		*e = NULL;
 
-	if (sqlite3_exec(db_sqlite(db), sql, NULL, NULL, &e) == SQLITE_OK)
+	if (sqldb_exec(db_conn(db), sql) == 0)
 		return NULL;
-	snprintf(msg, sizeof(msg), "%s", e ? e : "?");
-	sqlite3_free(e);
+	snprintf(msg, sizeof(msg), "%s", sqldb_errmsg(db_conn(db)));
 	return msg;
+}
+
+/*
+ * The PostgreSQL database of $USBGW_PG_URI (NULL: not set), emptied:
+ * each test that runs on it starts from a new schema.
+ */
+static const char *
+pg_fresh(void)
+{
+	const char	*uri = getenv("USBGW_PG_URI");
+	struct sqldb	*c;
+	char		 err[SQLDB_ERR_MAX];
+
+	if (uri == NULL || uri[0] == '\0')
+		return NULL;
+	if ((c = sqldb_open(uri, 0, err, sizeof(err))) == NULL) {
+		diag("%s", err);
+		return uri;	/* the test's open fails and says so */
+	}
+	if (sqldb_exec(c, "DROP SCHEMA public CASCADE; "
+	    "CREATE SCHEMA public") == -1)
+		diag("emptying %s: %s", sqldb_name(c), sqldb_errmsg(c));
+	sqldb_close(c);
+	return uri;
+}
+
+/* The target of a test run: a SQLite file in dir, or PostgreSQL. */
+static const char *
+target(int pg, const char *file)
+{
+	return pg ? pg_fresh() : path(file);
+}
+
+/* The same target again (a reopen, a second connection): not emptied. */
+static const char *
+again(int pg, const char *file)
+{
+	return pg ? getenv("USBGW_PG_URI") : path(file);
 }
 
 static void
@@ -210,6 +248,174 @@ test_fresh(void)
 	db = db_open("/nonexistent-dir/x.db", err, sizeof(err));
 	ok(db == NULL && strstr(err, "/nonexistent-dir/x.db") != NULL,
 	    "no directory is created: %s", err);
+}
+
+/*
+ * A new PostgreSQL database: the schema of schema_pg.sql at the same
+ * version as schema.sql, its objects, the version checks, errors that
+ * name the target without its password.
+ */
+static void
+test_fresh_pg(void)
+{
+	struct db	*db;
+	char		 err[DB_ERR_MAX], red[256];
+	const char	*uri = pg_fresh();
+	static const char *const tables[] = { "exporters", "rules", "devices",
+		"interfaces", "presences", "approvals", "attachments",
+		"access_requests", "audit_log", "audit_prune_guard", "settings",
+		"audit_checkpoints", "agents" };
+	static const char *const triggers[] = { "audit_log_no_update",
+		"audit_log_no_delete", "audit_log_append_only",
+		"rules_text_immutable", "audit_checkpoints_no_update",
+		"audit_checkpoints_no_delete" };
+	size_t		 i;
+	char		 sql[256];
+
+	is_int(db_schema_version_pg(), db_schema_version(),
+	    "schema_pg.sql is at schema.sql's version");
+	db = db_open(uri, err, sizeof(err));
+	if (!ok(db != NULL, "open a new PostgreSQL database"))
+		diag("%s", err);
+	if (db == NULL)
+		return;
+	ok(db_is_pg(db) && db_sqlite(db) == NULL, "it is PostgreSQL, "
+	    "no SQLite handle");
+	is_int(db_version(db), db_schema_version(), "created at the newest "
+	    "version (%d)", db_schema_version());
+	for (i = 0; i < nitems(tables); i++) {
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM "
+		    "information_schema.tables WHERE table_schema = "
+		    "current_schema() AND table_name = '%s' AND "
+		    "table_type = 'BASE TABLE'", tables[i]);
+		is_int(q1(db, sql), 1, "table %s exists", tables[i]);
+	}
+	is_int(q1(db, "SELECT count(*) FROM information_schema.views WHERE "
+	    "table_schema = current_schema()"), 12, "12 views");
+	for (i = 0; i < nitems(triggers); i++) {
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_trigger "
+		    "WHERE tgname = '%s'", triggers[i]);
+		is_int(q1(db, sql), 1, "trigger %s exists", triggers[i]);
+	}
+	{
+		const char *m = raw(db, "INSERT INTO audit_log (seq, ts, event, "
+		    "actor, prev_hash, hash) VALUES (5, 1, 'x', 'system', "
+		    "repeat('0', 64), repeat('1', 64))");
+
+		ok(m != NULL && strstr(m, "appended with the next seq") != NULL,
+		    "audit_log: only the next seq (%s)", m ? m : "accepted");
+	}
+	db_close(db);
+
+	db = db_open(uri, err, sizeof(err));
+	ok(db != NULL && db_version(db) == db_schema_version(),
+	    "reopen: nothing to migrate");
+	ok(raw(db, "UPDATE schema_version SET version = 99") == NULL,
+	    "pretend a newer schema");
+	db_close(db);
+	db = db_open(uri, err, sizeof(err));
+	ok(db == NULL, "a newer database is refused");
+	snprintf(sql, sizeof(sql), "database schema version 99 is newer than "
+	    "this program's (%d)", db_schema_version());
+	is_str(err, sql, "with a clear message");
+	db_close(db);
+
+	uri = pg_fresh();
+	db = db_open_version(uri, 5, err, sizeof(err));
+	ok(db == NULL, "no PostgreSQL database older than version 10 (its "
+	    "first section)");
+	is_str(err, "the PostgreSQL schema starts at version 10 (asked for 5)",
+	    "says so");
+	db_close(db);
+
+	db = db_open("postgresql://alice:s3cret@/usbgw?host=/nonexistent-dir"
+	    "&connect_timeout=2", err, sizeof(err));
+	ok(db == NULL, "no server: refused");
+	ok(strncmp(err, "postgresql://alice@/usbgw?host=/nonexistent-dir",
+	    47) == 0, "the message names the target: %s", err);
+	ok(strstr(err, "s3cret") == NULL, "without the password");
+	sqldb_redact("postgres://bob:pw@db.example:5432/gw?password=x2&"
+	    "sslmode=require", red, sizeof(red));
+	is_str(red, "postgres://bob@db.example:5432/gw?sslmode=require",
+	    "redact: user info and password= both");
+	sqldb_redact("postgresql://u@/d?host=/tmp&password=pw", red, sizeof(red));
+	is_str(red, "postgresql://u@/d?host=/tmp", "redact: password= last");
+	sqldb_redact("postgresql:///d?password=pw", red, sizeof(red));
+	is_str(red, "postgresql:///d", "redact: password= alone");
+	sqldb_redact("postgresql://u:p@w@h/d", red, sizeof(red));
+	is_str(red, "postgresql://u@h/d", "redact: an '@' in the password");
+	sqldb_redact("/var/lib/usbgw/usbgw.db", red, sizeof(red));
+	is_str(red, "/var/lib/usbgw/usbgw.db", "redact: a path is a path");
+	ok(sqldb_is_pg("postgresql://x") && sqldb_is_pg("postgres://x") &&
+	    !sqldb_is_pg("postgresql.db") && !sqldb_is_pg("pg://x"),
+	    "which targets are PostgreSQL");
+}
+
+/* Terminate the server process behind db's connection (another one). */
+static int
+pg_kill_conn(struct db *db)
+{
+	struct sqldb	*c;
+	char		 err[SQLDB_ERR_MAX], sql[96];
+	long long	 pid = q1(db, "SELECT pg_backend_pid()");
+	int		 rc;
+
+	if ((c = sqldb_open(getenv("USBGW_PG_URI"), 0, err, sizeof(err))) ==
+	    NULL) {
+		diag("%s", err);
+		return -1;
+	}
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%lld)", pid);
+	rc = sqldb_exec(c, sql);
+	sqldb_close(c);
+	return rc;
+}
+
+/*
+ * The server closes the connection (a restart, a failover): outside a
+ * transaction the next statement connects again; inside one, nothing
+ * of it is committed, its COMMIT fails, and no statement runs on a new
+ * connection until the transaction is ended (else the rest of it would
+ * be committed piecemeal).
+ */
+static void
+test_pg_lost(void)
+{
+	struct db	*db;
+	char		 err[DB_ERR_MAX];
+	int64_t		 e;
+
+	db = db_open(pg_fresh(), err, sizeof(err));
+	if (!ok(db != NULL, "open (PostgreSQL)"))
+		return;
+	ok(db_exporter_upsert(db, "a1", "127.0.0.1", 3240, 1) > 0, "a write");
+	ok(pg_kill_conn(db) == 0, "the server ends our connection");
+	e = db_exporter_upsert(db, "a2", "127.0.0.1", 3240, 2);
+	ok(e == -1, "the write that finds it lost fails");
+	e = db_exporter_upsert(db, "a3", "127.0.0.1", 3240, 3);
+	ok(e > 0, "the next one connects again and succeeds");
+	ok(db_exporter_status(db, e, "up", 4) == 0, "and the statements "
+	    "prepared before the loss are prepared again");
+
+	ok(db_begin(db) == 0, "a transaction");
+	ok(db_exporter_upsert(db, "t1", "127.0.0.1", 3240, 5) > 0,
+	    "a write in it");
+	ok(pg_kill_conn(db) == 0, "the connection is lost inside it");
+	ok(db_exporter_upsert(db, "t2", "127.0.0.1", 3240, 6) == -1,
+	    "the next write fails");
+	ok(db_exporter_upsert(db, "t3", "127.0.0.1", 3240, 7) == -1,
+	    "and so does the one after: no new connection mid-transaction");
+	ok(sqldb_in_tx(db_conn(db)), "the transaction still counts as open");
+	ok(db_commit(db) == -1, "its COMMIT fails");
+	ok(strstr(db_errmsg(db), "lost") != NULL, "saying the connection "
+	    "was lost: %s", db_errmsg(db));
+	ok(!sqldb_in_tx(db_conn(db)), "then no transaction is open");
+	ok(db_exporter_upsert(db, "t4", "127.0.0.1", 3240, 8) > 0,
+	    "a write after it connects again");
+	is_str(qs(db, "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+	    "exporters ORDER BY name) n"), "a1,a3,t4",
+	    "nothing of the lost transaction was committed");
+	db_close(db);
 }
 
 static char *
@@ -377,7 +583,7 @@ dev_cb(void *arg, const struct db_device *d)
 }
 
 static void
-test_helpers(void)
+test_helpers(int pg)
 {
 	struct db		*db;
 	struct db_device	 dd;
@@ -392,8 +598,10 @@ test_helpers(void)
 				 a3, when, aid, t, ids[8];
 	int			 created, n;
 
-	db = db_open(path("h.db"), err, sizeof(err));
-	if (!ok(db != NULL, "open"))
+	db = db_open(target(pg, "h.db"), err, sizeof(err));
+	if (!ok(db != NULL, "open (%s)", pg ? "PostgreSQL" : "SQLite"))
+		diag("%s", err);
+	if (db == NULL)
 		return;
 
 	/* Exporters. */
@@ -425,8 +633,10 @@ test_helpers(void)
 	ok(db_exporter_set_kind(db, e, "usbip", "sometimes") == -1,
 	    "an unknown tls setting is refused by the schema");
 	ok(db_exporter_set_kind(db, e, "usbip", "off") == 0, "kind back");
-	is_int(db_exporter_upsert(db, "tc18", "10.0.0.19", 3240, 100), e + 1,
-	    "second exporter");
+	/* PostgreSQL's identity moves on at ON CONFLICT too: ids have gaps */
+	t = db_exporter_upsert(db, "tc18", "10.0.0.19", 3240, 100);
+	ok(pg ? t > e : t == e + 1, "second exporter (%lld after %lld)",
+	    (long long)t, (long long)e);
 	n = 0;
 	db_exporter_foreach(db, count_cb, &n);
 	is_int(n, 2, "two exporters listed");
@@ -570,7 +780,7 @@ test_helpers(void)
 	ok(db_approval_next_expiry(db, &when, &aid) == 1 && aid == a2,
 	    "next expiry moves on");
 	db_close(db);
-	db = db_open(path("h.db"), err, sizeof(err));
+	db = db_open(again(pg, "h.db"), err, sizeof(err));
 	ok(db != NULL && db_approval_next_expiry(db, &when, &aid) == 1 &&
 	    aid == a2 && when == 1500 + 3600, "the expiry survives a restart");
 	n = db_approvals_due(db, 1500 + 3600, ids, nitems(ids));
@@ -679,7 +889,9 @@ test_helpers(void)
 		free(s);
 	}
 	is_int(db_rule_remove(db, r4, "root", 32), 1, "remove the catch-all");
-	ok(raw(db, "DROP TRIGGER rules_text_immutable; UPDATE rules SET "
+	ok(raw(db, pg ? "DROP TRIGGER rules_text_immutable ON rules; "
+	    "UPDATE rules SET text = 'reject bogus' WHERE id = 3" :
+	    "DROP TRIGGER rules_text_immutable; UPDATE rules SET "
 	    "text = 'reject bogus' WHERE id = 3") == NULL,
 	    "corrupt a stored rule behind the daemon's back");
 	bad_id = 0;
@@ -740,10 +952,10 @@ test_helpers(void)
 	t = db_access_request_add(db, 0, "tc99-9-9", NULL, "10.6.6.6",
 	    "refused", 3100);
 	is_str(qs(db, "SELECT outcome || ' ' || wait_seconds || ' ' || "
-	    "IFNULL(vid, '-') FROM v_access_requests ORDER BY request_id"),
+	    "COALESCE(vid, '-') FROM v_access_requests ORDER BY request_id"),
 	    "granted 10 046d", "v_access_requests");
 	is_str(qs(db, "SELECT outcome || ' ' || wait_seconds || ' ' || "
-	    "IFNULL(device_id, '-') FROM v_access_requests WHERE request_id = 2"),
+	    "COALESCE(CAST(device_id AS TEXT), '-') FROM v_access_requests WHERE request_id = 2"),
 	    "refused 0 -", "an unknown busid");
 	ok(db_access_request_add(db, d3, "b", NULL, "1", "maybe", 1) == -1,
 	    "bad outcome refused");
@@ -803,7 +1015,7 @@ batch_cb(void *arg)
  * db_batch_commit(); another connection sees them only after it.
  */
 static void
-test_batch(void)
+test_batch(int pg)
 {
 	char err[DB_ERR_MAX];
 	struct db *db, *other;
@@ -811,20 +1023,21 @@ test_batch(void)
 	int arg = 7, n;
 	int64_t e;
 
-	db = db_open(path("b.db"), err, sizeof(err));
-	other = db_open(path("b.db"), err, sizeof(err));
+	db = db_open(target(pg, "b.db"), err, sizeof(err));
+	other = db_open(again(pg, "b.db"), err, sizeof(err));
 	ok(db != NULL && other != NULL, "two connections");
 	if (db == NULL || other == NULL)
 		return;
 	db_batch(db, batch_cb, &arg);
+	batch_calls = 0;
 	n = 0;
 	db_exporter_foreach(db, count_cb, &n);
 	is_int(batch_calls, 0, "a read opens no batch");
-	ok(sqlite3_get_autocommit(db_sqlite(db)) != 0, "no transaction open");
+	ok(!sqldb_in_tx(db_conn(db)), "no transaction open");
 	e = db_exporter_upsert(db, "b1", "127.0.0.1", 3240, 1);
 	ok(e > 0, "a write");
 	is_int(batch_calls, 1, "the first write opened the batch");
-	ok(sqlite3_get_autocommit(db_sqlite(db)) == 0, "a transaction is open");
+	ok(sqldb_in_tx(db_conn(db)), "a transaction is open");
 	ok(db_exporter_upsert(db, "b2", "127.0.0.1", 3241, 1) > 0 &&
 	    db_exporter_status(db, e, "up", 2) == 0, "more writes");
 	is_int(batch_calls, 1, "they joined it");
@@ -840,10 +1053,10 @@ test_batch(void)
 	    "the rollback undid its savepoint only");
 	ok(db_begin(db) == 0 && db_exporter_upsert(db, "b4", "127.0.0.1",
 	    3243, 1) > 0 && db_commit(db) == 0, "a savepoint released");
-	ok(sqlite3_get_autocommit(db_sqlite(db)) == 0,
+	ok(sqldb_in_tx(db_conn(db)),
 	    "the batch is still open after it");
 	ok(db_batch_commit(db, &lost) == 0 && lost == 0, "the batch commits");
-	ok(sqlite3_get_autocommit(db_sqlite(db)) != 0, "nothing open after");
+	ok(!sqldb_in_tx(db_conn(db)), "nothing open after");
 	is_int(q1(other, "SELECT count(*) FROM exporters"), 3,
 	    "the other connection sees the three rows");
 	ok(db_batch_commit(db, &lost) == 0 && lost == 0,
@@ -908,9 +1121,17 @@ main(void)
 	test_fresh();
 	test_migrate_fixture();
 	test_migrate_built();
-	test_helpers();
+	test_helpers(0);
 	test_modes();
-	test_batch();
+	test_batch(0);
+	if (getenv("USBGW_PG_URI") != NULL && getenv("USBGW_PG_URI")[0]) {
+		diag("PostgreSQL: %s", getenv("USBGW_PG_URI"));
+		test_fresh_pg();
+		test_helpers(1);
+		test_batch(1);
+		test_pg_lost();
+	} else
+		diag("USBGW_PG_URI not set: the PostgreSQL runs are left out");
 	{
 		const char *const files[] = { "fresh.db", "fresh2.db", "v1.db",
 		    "built.db", "h.db", "m0.db", "m1.db", "m2.db", "b.db" };
