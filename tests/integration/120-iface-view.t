@@ -129,6 +129,11 @@ like "$OUT" "ask id 1209:0003 interface-policy allow \{ block 08:\*:\* \}" "poli
 if [ -x "$USBGW_BUILD/pty-chat" ]; then
 	cat >"$T/chat" <<EOF2
 expect q or Ctrl-D to quit
+expect 1 device already waiting for approval: asked first
+expect (busid 1-1)
+expect [q]uit?
+send s
+expect skipped
 sh printf 'plug 1-6 composite serial=S16\\n' | socat -t 5 - UNIX-CONNECT:$T/sim.ctl >/dev/null
 expect (busid 1-6)
 expect [q]uit?
