@@ -1112,45 +1112,14 @@ device_config_changed(struct device *dev)
 /*
  * Load the endpoints of configuration `value`, interface alternate
  * settings as given (alt[i] for interface number i; all 0 after
- * SET_CONFIGURATION).  Unknown value: no endpoint but ep0.
+ * SET_CONFIGURATION), each with its interface number (the relay's
+ * per-interface check).  Unknown value: no endpoint but ep0.
  */
 static void
 load_eps(struct device *dev, uint8_t value, const uint8_t *alts)
 {
-	struct desc_config c;
-	const char *why;
-	int i, k, j;
-
-	memset(dev->ep_in, 0, sizeof(dev->ep_in));
-	memset(dev->ep_out, 0, sizeof(dev->ep_out));
 	dev->cur_config = value;
-	for (i = 0; i < GW_MAX_CONFIGS; i++) {
-		if (dev->ident.config[i] == NULL)
-			continue;
-		if (desc_parse_config(dev->ident.config[i],
-		    dev->ident.config_len[i], &c, &why) == -1 ||
-		    c.value != value)
-			continue;
-		for (k = 0; k < c.nalt; k++) {
-			struct desc_alt *a = &c.alt[k];
-			uint8_t want = a->number < DESC_MAX_INTF && alts ?
-			    alts[a->number] : 0;
-
-			if (a->alt != want)
-				continue;
-			for (j = 0; j < a->nep; j++) {
-				struct desc_ep *e = &a->ep[j];
-				struct gw_ep *g = (e->address & 0x80) ?
-				    &dev->ep_in[e->address & 0x0f] :
-				    &dev->ep_out[e->address & 0x0f];
-
-				g->present = 1;
-				g->type = e->type;
-				g->maxp = e->maxp;
-			}
-		}
-		break;
-	}
+	(void)ifmap_load(dev->ep_in, dev->ep_out, &dev->ident, value, alts);
 }
 
 void
@@ -1164,7 +1133,7 @@ device_load_endpoints(struct device *dev, uint8_t value)
 void
 device_set_interface(struct device *dev, uint8_t intf, uint8_t alt)
 {
-	if (intf >= DESC_MAX_INTF)
+	if (intf >= IFMAP_NINTF)
 		return;
 	dev->alt[intf] = alt;
 	load_eps(dev, dev->cur_config, dev->alt);

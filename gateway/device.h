@@ -10,19 +10,11 @@
 
 #include "ctl.h"
 #include "ident.h"
+#include "ifmap.h"
 #include "decision.h"
 #include "loop.h"
 #include "upstream.h"
 #include "usbip.h"
-
-/* One endpoint of the device's active configuration. */
-struct gw_ep {
-	uint8_t		present;
-	uint8_t		type;		/* USB_ENDPOINT_XFER_* (0..3) */
-	uint16_t	maxp;
-};
-
-
 
 struct device {
 	TAILQ_ENTRY(device)	 entry;		/* in exporter->devices */
@@ -43,9 +35,11 @@ struct device {
 	struct upstream		*up;
 	struct dsession		*ds;		/* attached session */
 	uint32_t		 gw_devid;	/* what vhci hosts see */
-	struct gw_ep		 ep_in[16], ep_out[16];
+	/* the endpoint map (ifmap.h): what the current configuration and
+	 * alternate settings have, each endpoint with its interface */
+	struct gw_ep		 ep_in[IFMAP_NEP], ep_out[IFMAP_NEP];
 	uint8_t			 cur_config;
-	uint8_t			 alt[32];	/* alt setting per interface */
+	uint8_t			 alt[IFMAP_NINTF];	/* per interface */
 	/*
 	 * The inputs of its decision (approvals, revocation, anomaly, the
 	 * exporter's claims), the decision as applied and the device's
