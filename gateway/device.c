@@ -230,6 +230,25 @@ device_set_state(struct device *dev, enum dev_state st,
 	device_set_state_rule(dev, st, who, reason, 0);
 }
 
+/*
+ * A proxy session attaches: the decision applied from now on is its
+ * host's (what device_reeval keeps while attached), so the relay
+ * enforces the interface verdicts of what allowed this host, not the
+ * standing state's (decided for no host).  Not allowed: the standing
+ * one stays, and the relay refuses what it does not allow.
+ */
+static void
+attach_decision(struct device *dev)
+{
+	struct decision d;
+
+	device_decide(dev, dev->ds, &d);
+	if (d.verdict != VERDICT_ALLOW)
+		return;
+	dev->core->decision = d;
+	dev->rule_id = d.rule_id;
+}
+
 /* The same, naming the rule that caused it (0: the actor's, if a rule). */
 static void
 device_set_state_rule(struct device *dev, enum dev_state st,
@@ -239,6 +258,8 @@ device_set_state_rule(struct device *dev, enum dev_state st,
 
 	if (who == NULL)
 		who = &sys_actor;
+	if (st == DEV_ATTACHED && dev->ds != NULL)
+		attach_decision(dev);
 	if (old == st)
 		return;
 	dev->state = st;
@@ -740,6 +761,7 @@ device_json_text(const struct device *dev, struct jtext *b)
 		jt_kint(b, "bytes_to_host", (int64_t)dev->bytes_down);
 		jt_kint(b, "bytes_to_device", (int64_t)dev->bytes_up);
 		jt_kint(b, "urbs", (int64_t)dev->urbs);
+		jt_kint(b, "refused", (int64_t)dev->refused);
 	}
 	/* the exporter leg: the claim's connection, while it has one */
 	if (upstream_transport(dev->up) != NULL) {
@@ -846,6 +868,13 @@ void
 device_audit_malformed(struct device *dev, struct dsession *ds, const char *msg)
 {
 	store_audit_device(dev, "malformed", NULL, msg);
+}
+
+void
+device_audit_iface_refused(struct device *dev, struct dsession *ds,
+    const char *msg)
+{
+	store_audit_device(dev, "iface-refused", NULL, msg);
 }
 
 void

@@ -51,6 +51,7 @@ struct device {
 	/* counters of the current attachment */
 	int64_t			 attach_id;
 	uint64_t		 bytes_down, bytes_up, urbs;
+	uint64_t		 refused;	/* denied-interface URBs */
 };
 
 
@@ -145,6 +146,9 @@ void		 gw_identity_event(struct device *);
 void		 gw_probed_event(struct device *);
 void		 device_descriptor_anomaly(struct device *, const char *what);
 void		 device_audit_malformed(struct device *, struct dsession *,
+		    const char *msg);
+/* The relay refused a URB or request to a denied interface (bounded). */
+void		 device_audit_iface_refused(struct device *, struct dsession *,
 		    const char *msg);
 /* device.c: the descriptors the probe read */
 void		 device_load_endpoints(struct device *, uint8_t config_value);
