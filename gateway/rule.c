@@ -118,6 +118,15 @@ struct rcond {
 	struct rule		*query;
 };
 
+/* One inner rule of an interface-policy (protocol.md part 3). */
+struct riface {
+	uint8_t			 allow;
+	uint8_t			 any_cls;	/* "*:*:*" */
+	struct rvalue		 pat;		/* cls/sub/proto, any_sub/any_proto */
+	uint8_t			 has_index, index;	/* bInterfaceNumber */
+	uint8_t			 has_config, config;	/* bConfigurationValue */
+};
+
 struct rule {
 	enum rule_target	 target;
 	struct rattr		 a[A_NKINDS];
@@ -125,6 +134,10 @@ struct rule {
 	uint8_t			 cop;
 	uint16_t		 nc;
 	struct rcond		*c;
+	uint8_t			 has_ipol;	/* interface-policy */
+	uint8_t			 ipol_allow;	/* its implicit target */
+	uint16_t		 ni;
+	struct riface		*ri;
 };
 
 static const char *const target_names[] = {
@@ -171,6 +184,7 @@ rule_free(struct rule *r)
 	for (i = 0; i < r->nc; i++)
 		rule_free(r->c[i].query);
 	free(r->c);
+	free(r->ri);
 	free(r);
 }
 
@@ -1309,6 +1323,136 @@ parse_usbguard_hash(struct parser *p, const struct tok *name, struct rattr *a)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* interface-policy                                                     */
+
+/* A decimal 0..max for 'index'/'configuration'; -1 if not one. */
+static int
+parse_small(const char *s, size_t len, unsigned max)
+{
+	unsigned	v = 0;
+	size_t		i;
+
+	if (len == 0 || len > 3)
+		return -1;
+	for (i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	return v > max ? -1 : (int)v;
+}
+
+/* allow|block CLASS:SUB:PROTO [index N] [configuration N]; t is the target. */
+static int
+parse_inner(struct parser *p, const struct tok *t, struct riface *ri)
+{
+	struct tok	 q, n;
+	char		 got[GOT_MAX * 4 + 16];
+	int		 v;
+
+	memset(ri, 0, sizeof(*ri));
+	if (tok_is(p, t, "allow"))
+		ri->allow = 1;
+	else if (!tok_is(p, t, "block"))
+		return perr(p, t->start, "expected 'allow', 'block' or '}' in "
+		    "interface-policy, got %s", tok_desc(p, t, got, sizeof(got)));
+	if (lex(p, &q) == -1)
+		return -1;
+	if (tok_is(p, &q, "*:*:*"))
+		ri->any_cls = ri->pat.any_sub = ri->pat.any_proto = 1;
+	else {
+		p->aname = ri->allow ? "allow" : "block";
+		if (parse_value(p, A_WITH_INTERFACE, VC_AFTER, &q,
+		    &ri->pat) == -1)
+			return -1;
+	}
+	for (;;) {
+		size_t save = p->pos;
+		int is_index;
+
+		if (lex(p, &q) == -1)
+			return -1;
+		is_index = tok_is(p, &q, "index");
+		if (!is_index && !tok_is(p, &q, "configuration")) {
+			p->pos = save;
+			return 0;
+		}
+		if (is_index ? ri->has_index : ri->has_config)
+			return perr(p, q.start, "duplicate '%s' in this "
+			    "interface rule", is_index ? "index" :
+			    "configuration");
+		if (lex(p, &n) == -1)
+			return -1;
+		v = n.type == T_WORD ? parse_small(p->s + n.start,
+		    n.end - n.start, 255) : -1;
+		if (v == -1 || (!is_index && v == 0))
+			return perr(p, n.start, "expected %s after '%s', got %s",
+			    is_index ? "an interface number 0..255" :
+			    "a configuration value 1..255",
+			    is_index ? "index" : "configuration",
+			    tok_desc(p, &n, got, sizeof(got)));
+		if (is_index) {
+			ri->has_index = 1;
+			ri->index = (uint8_t)v;
+		} else {
+			ri->has_config = 1;
+			ri->config = (uint8_t)v;
+		}
+	}
+}
+
+/* interface-policy allow|block { inner ... }; the name token has been read. */
+static int
+parse_ipol(struct parser *p, struct rule *r, const struct tok *name)
+{
+	struct tok	 t;
+	struct riface	 ri;
+	char		 got[GOT_MAX * 4 + 16];
+
+	if (r->target != RULE_ALLOW && r->target != RULE_ASK)
+		return perr(p, name->start, "'interface-policy' only in an "
+		    "allow or ask rule (a %s rule refuses the whole device)",
+		    rule_target_name(r->target));
+	if (lex(p, &t) == -1)
+		return -1;
+	if (tok_is(p, &t, "allow"))
+		r->ipol_allow = 1;
+	else if (!tok_is(p, &t, "block"))
+		return perr(p, t.start, "expected implicit target 'allow' or "
+		    "'block' after 'interface-policy', got %s",
+		    tok_desc(p, &t, got, sizeof(got)));
+	if (lex(p, &t) == -1)
+		return -1;
+	if (t.type != T_LBRACE)
+		return perr(p, t.start, "expected '{' after 'interface-policy "
+		    "%s', got %s", r->ipol_allow ? "allow" : "block",
+		    tok_desc(p, &t, got, sizeof(got)));
+	r->has_ipol = 1;
+	for (;;) {
+		if (lex(p, &t) == -1)
+			return -1;
+		if (t.type == T_RBRACE) {
+			if (r->ni == 0)
+				return perr(p, t.start, "empty interface-policy "
+				    "set (expected 'allow' or 'block' rules)");
+			return 0;
+		}
+		if (t.type == T_EOF)
+			return perr(p, t.start, "expected 'allow', 'block' or "
+			    "'}' in interface-policy, got end of rule");
+		if (r->ni == RULE_IFACE_RULES_MAX)
+			return perr(p, t.start, "too many rules in "
+			    "interface-policy (at most %d)",
+			    RULE_IFACE_RULES_MAX);
+		if (parse_inner(p, &t, &ri) == -1)
+			return -1;
+		r->ri = xreallocarray(r->ri, (size_t)r->ni + 1,
+		    sizeof(*r->ri));
+		r->ri[r->ni++] = ri;
+	}
+}
+
 static struct rule *
 parse_rule(struct parser *p, int query)
 {
@@ -1388,6 +1532,27 @@ parse_rule(struct parser *p, int query)
 				goto fail;
 			}
 			if (parse_if(p, r) == -1)
+				goto fail;
+			continue;
+		}
+		if (tok_is(p, &t, "interface-policy")) {
+			if (query || (p->flags & (RULE_PARSE_DEVICE |
+			    RULE_PARSE_USBGUARD))) {
+				perr(p, t.start, "'interface-policy' is not "
+				    "allowed %s", query ? "in an allowed-matches "
+				    "query" : (p->flags & RULE_PARSE_DEVICE) ?
+				    "here (only " DEVICE_ATTRS ")" :
+				    "in USBGuard rules (USBGuard does not "
+				    "implement it: its proposal, issue #67, is "
+				    "open)");
+				goto fail;
+			}
+			if (r->has_ipol) {
+				perr(p, t.start, "duplicate attribute "
+				    "'interface-policy'");
+				goto fail;
+			}
+			if (parse_ipol(p, r, &t) == -1)
 				goto fail;
 			continue;
 		}
@@ -1650,6 +1815,30 @@ fmt_cond(struct sbuf *b, const struct rcond *c)
 	}
 }
 
+/* interface-policy allow { block 08:*:* allow 03:01:01 index 1 } */
+static void
+fmt_ipol(struct sbuf *b, const struct rule *r)
+{
+	const struct riface	*ri;
+	uint16_t		 i;
+
+	sb_printf(b, "interface-policy %s {", r->ipol_allow ? "allow" :
+	    "block");
+	for (i = 0; i < r->ni; i++) {
+		ri = &r->ri[i];
+		sb_add(b, ri->allow ? " allow " : " block ");
+		if (ri->any_cls)
+			sb_add(b, "*:*:*");
+		else
+			fmt_value(b, A_WITH_INTERFACE, &ri->pat);
+		if (ri->has_index)
+			sb_printf(b, " index %u", ri->index);
+		if (ri->has_config)
+			sb_printf(b, " configuration %u", ri->config);
+	}
+	sb_add(b, " }");
+}
+
 static void
 fmt_attrs(struct sbuf *b, const struct rule *r, int lead)
 {
@@ -1663,6 +1852,12 @@ fmt_attrs(struct sbuf *b, const struct rule *r, int lead)
 			sb_add(b, " ");
 		lead = 1;
 		fmt_attr(b, (enum attr_kind)k, &r->a[k]);
+	}
+	if (r->has_ipol) {
+		if (lead)
+			sb_add(b, " ");
+		lead = 1;
+		fmt_ipol(b, r);
 	}
 	if (!r->has_cond)
 		return;
@@ -1746,6 +1941,20 @@ rule_equal(const struct rule *a, const struct rule *b)
 		for (i = 0; i < x->n; i++)
 			if (!value_equal((enum attr_kind)k, &x->v[i], &y->v[i]))
 				return 0;
+	}
+	if (a->has_ipol != b->has_ipol || a->ipol_allow != b->ipol_allow ||
+	    a->ni != b->ni)
+		return 0;
+	for (i = 0; i < a->ni; i++) {
+		const struct riface *x = &a->ri[i], *y = &b->ri[i];
+
+		if (x->allow != y->allow || x->any_cls != y->any_cls ||
+		    !value_equal(A_WITH_INTERFACE, &x->pat, &y->pat) ||
+		    x->has_index != y->has_index ||
+		    x->has_config != y->has_config ||
+		    (x->has_index && x->index != y->index) ||
+		    (x->has_config && x->config != y->config))
+			return 0;
 	}
 	if (!a->has_cond)
 		return 1;
@@ -2217,4 +2426,37 @@ rule_from_identity(const struct usbgw_identity *id, enum rule_target target,
 		set_single(r, A_TO_HOST, &v);
 	}
 	return r;
+}
+
+int
+rule_has_iface_policy(const struct rule *r)
+{
+	return r->has_ipol;
+}
+
+/* First inner rule that matches the interface descriptor, else the implicit target. */
+int
+rule_iface_allowed(const struct rule *r, uint8_t config, uint8_t number,
+    uint8_t cls, uint8_t subcls, uint8_t proto)
+{
+	const struct riface	*ri;
+	uint16_t		 i;
+
+	if (!r->has_ipol)
+		return 1;
+	for (i = 0; i < r->ni; i++) {
+		ri = &r->ri[i];
+		if (!ri->any_cls && ri->pat.cls != cls)
+			continue;
+		if (!ri->pat.any_sub && ri->pat.sub != subcls)
+			continue;
+		if (!ri->pat.any_proto && ri->pat.proto != proto)
+			continue;
+		if (ri->has_index && ri->index != number)
+			continue;
+		if (ri->has_config && ri->config != config)
+			continue;
+		return ri->allow;
+	}
+	return r->ipol_allow;
 }

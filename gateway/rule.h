@@ -23,6 +23,7 @@
 #define RULE_TEXT_MAX	16384	/* bytes in one rule's text */
 #define RULE_SET_MAX	64	/* values in one { } set */
 #define RULE_COND_MAX	16	/* conditions in one if { } set */
+#define RULE_IFACE_RULES_MAX 32	/* inner rules of one interface-policy */
 #define RULE_NEVER	INT64_MAX	/* "no time-driven change" */
 
 enum rule_target {
@@ -114,6 +115,19 @@ int		 rule_match(const struct rule *, const struct usbgw_identity *,
  * with time: the caller re-evaluates when authorizations change.
  */
 int64_t		 rule_next_change(const struct rule *, int64_t now);
+
+/*
+ * interface-policy IMPLICIT { allow|block CC:SS:PP [index N]
+ * [configuration N] ... } (protocol.md part 3): only in allow and ask
+ * rules.  rule_iface_allowed() says whether the policy lets one
+ * interface descriptor through (the first inner rule matching its class
+ * triple, bInterfaceNumber and bConfigurationValue, else the implicit
+ * target); 1 for a rule without interface-policy.  The caller combines
+ * it with the device's verdict (decision.c).
+ */
+int		 rule_has_iface_policy(const struct rule *);
+int		 rule_iface_allowed(const struct rule *, uint8_t config,
+		    uint8_t number, uint8_t cls, uint8_t subcls, uint8_t proto);
 
 /*
  * The vid:pid keys a device must match one of for the rule to apply,

@@ -16,6 +16,45 @@ static const struct {
 	const char	*text;
 	const char	*error;
 } bad[] = {
+	/* interface-policy (issue 17) */
+	{ "allow interface-policy",
+	    "column 23: expected implicit target 'allow' or 'block' after 'interface-policy', got end of rule" },
+	{ "allow interface-policy reject { block 08:*:* }",
+	    "column 24: expected implicit target 'allow' or 'block' after 'interface-policy', got 'reject'" },
+	{ "allow interface-policy allow block 08:*:*",
+	    "column 30: expected '{' after 'interface-policy allow', got 'block'" },
+	{ "allow interface-policy allow { }",
+	    "column 32: empty interface-policy set (expected 'allow' or 'block' rules)" },
+	{ "allow interface-policy allow { block 08:*:*",
+	    "column 44: expected 'allow', 'block' or '}' in interface-policy, got end of rule" },
+	{ "allow interface-policy allow { reject 08:*:* }",
+	    "column 32: expected 'allow', 'block' or '}' in interface-policy, got 'reject'" },
+	{ "allow interface-policy allow { block 08 }",
+	    "column 38: expected cc:ss:pp after 'block', got '08'" },
+	{ "allow interface-policy allow { block *:01:* }",
+	    "column 38: '*:01:*': the interface class cannot be '*'" },
+	{ "allow interface-policy allow { block 08:*:50 }",
+	    "column 38: '08:*:50': the protocol must be '*' when the subclass is '*'" },
+	{ "allow interface-policy allow { block 08:*:* index }",
+	    "column 51: expected an interface number 0..255 after 'index', got '}'" },
+	{ "allow interface-policy allow { block 08:*:* index 256 }",
+	    "column 51: expected an interface number 0..255 after 'index', got '256'" },
+	{ "allow interface-policy allow { block 08:*:* index -1 }",
+	    "column 51: expected an interface number 0..255 after 'index', got '-1'" },
+	{ "allow interface-policy allow { block 08:*:* configuration 0 }",
+	    "column 59: expected a configuration value 1..255 after 'configuration', got '0'" },
+	{ "allow interface-policy allow { block 08:*:* index 1 index 2 }",
+	    "column 53: duplicate 'index' in this interface rule" },
+	{ "allow interface-policy allow { block 08:*:* configuration 1 configuration 1 }",
+	    "column 61: duplicate 'configuration' in this interface rule" },
+	{ "block id 1234:5678 interface-policy allow { block 08:*:* }",
+	    "column 20: 'interface-policy' only in an allow or ask rule (a block rule refuses the whole device)" },
+	{ "reject interface-policy allow { block 08:*:* }",
+	    "column 8: 'interface-policy' only in an allow or ask rule (a reject rule refuses the whole device)" },
+	{ "allow interface-policy allow { block 08:*:* } interface-policy block { allow 03:*:* }",
+	    "column 47: duplicate attribute 'interface-policy'" },
+	{ "allow if allowed-matches(interface-policy allow { block 08:*:* })",
+	    "column 26: 'interface-policy' is not allowed in an allowed-matches query" },
 	{ "",
 	    "column 1: expected target (allow, block, reject or ask), got end of rule" },
 	{ "   ",
@@ -304,6 +343,17 @@ static const struct {
 	    "ask id 1234:5678" },
 	{ "allow if !allowed-matches(id 1234:5678 serial \"a b\" with-interface one-of { 03:*:* })",
 	    "allow if !allowed-matches(id 1234:5678 serial \"a b\" with-interface one-of { 03:*:* })" },
+	/* interface-policy (issue 17) */
+	{ "allow id 1d6b:0104 interface-policy allow { block 08:*:* block 03:01:01 }",
+	    "allow id 1d6b:0104 interface-policy allow { block 08:*:* block 03:01:01 }" },
+	{ "allow id 1d6b:0104 interface-policy block { allow 02:*:* allow 0a:*:* }",
+	    "allow id 1d6b:0104 interface-policy block { allow 02:*:* allow 0a:*:* }" },
+	{ "allow interface-policy block {allow 03:01:01 configuration 2 index 1} id 1d6b:0104 if weekday(mon)",
+	    "allow id 1d6b:0104 interface-policy block { allow 03:01:01 index 1 configuration 2 } if weekday(mon)" },
+	{ "ask id 1d6b:0104 interface-policy block { allow *:*:* index 0 block 0A:*:* }",
+	    "ask id 1d6b:0104 interface-policy block { allow *:*:* index 0 block 0a:*:* }" },
+	{ "allow interface-policy allow { block 08:06:* index 255 configuration 255 } label \"x\"",
+	    "allow label \"x\" interface-policy allow { block 08:06:* index 255 configuration 255 }" },
 	{ "allow serial \"'single' \\' \\a\\b\\f\\r\\v\"",
 	    "allow serial \"'single' ' \\x07\\x08\\x0c\\x0d\\x0b\"" },
 };
@@ -752,6 +802,88 @@ test_time(void)
 	tzset();
 }
 
+/* interface-policy: bounds, equality and the per-interface answer. */
+static void
+test_iface_policy(void)
+{
+	struct rule_error	 err;
+	struct rule		*r, *r2;
+	char			 buf[2048];
+	size_t			 o, i;
+
+	o = (size_t)snprintf(buf, sizeof(buf), "allow interface-policy allow {");
+	for (i = 0; i < RULE_IFACE_RULES_MAX; i++)
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, " block "
+		    "%02zx:*:*", i);
+	snprintf(buf + o, sizeof(buf) - o, " }");
+	roundtrip(buf, buf, "32 interface rules");
+	snprintf(buf + o, sizeof(buf) - o, " block ff:*:* }");
+	r = rule_parse(buf, &err);
+	ok(r == NULL, "33 interface rules refused");
+	is_str(err.msg, "column 448: too many rules in interface-policy (at "
+	    "most 32)", "its error");
+	rule_free(r);
+
+	r = rule_parse("allow interface-policy allow { block 08:*:* }", &err);
+	r2 = rule_parse("allow interface-policy block { block 08:*:* }", &err);
+	ok(r && r2 && !rule_equal(r, r2), "implicit target counts in equality");
+	rule_free(r2);
+	r2 = rule_parse("allow interface-policy allow { block 08:*:* index 1 }",
+	    &err);
+	ok(r2 && !rule_equal(r, r2), "index counts in equality");
+	rule_free(r2);
+	r2 = rule_parse("allow", &err);
+	ok(r2 && !rule_equal(r, r2) && !rule_equal(r2, r),
+	    "with and without interface-policy differ");
+	ok(!rule_has_iface_policy(r2) && rule_has_iface_policy(r),
+	    "rule_has_iface_policy");
+	ok(rule_iface_allowed(r2, 1, 0, 8, 6, 0x50),
+	    "no interface-policy: every interface passes the rule");
+	rule_free(r2);
+	rule_free(r);
+
+	r = rule_parse("allow interface-policy allow { allow 08:06:50 index 2 "
+	    "block 08:*:* block 03:01:01 configuration 1 allow *:*:* index 5 "
+	    "block *:*:* }", &err);
+	if (!ok(r != NULL, "policy parses"))
+		diag("%s", err.msg);
+	else {
+		ok(rule_iface_allowed(r, 1, 2, 8, 6, 0x50), "first match: "
+		    "allow 08:06:50 index 2");
+		ok(!rule_iface_allowed(r, 1, 3, 8, 6, 0x50), "index 3: the "
+		    "second rule blocks 08:*:*");
+		ok(!rule_iface_allowed(r, 1, 2, 8, 6, 0x62), "other protocol: "
+		    "blocked by 08:*:*");
+		ok(!rule_iface_allowed(r, 1, 0, 3, 1, 1), "keyboard in "
+		    "configuration 1 blocked");
+		ok(!rule_iface_allowed(r, 2, 0, 3, 1, 1), "keyboard in "
+		    "configuration 2: falls to block *:*:*");
+		ok(rule_iface_allowed(r, 2, 5, 3, 1, 1), "interface 5: allow "
+		    "*:*:* index 5");
+		ok(!rule_iface_allowed(r, 1, 0, 2, 2, 1), "anything else: "
+		    "block *:*:*");
+		rule_free(r);
+	}
+	r = rule_parse("allow interface-policy block { allow 02:*:* allow "
+	    "0a:*:* }", &err);
+	ok(r && rule_iface_allowed(r, 1, 0, 2, 2, 1) &&
+	    rule_iface_allowed(r, 1, 1, 0x0a, 0, 0) &&
+	    !rule_iface_allowed(r, 1, 2, 8, 6, 0x50),
+	    "implicit block: only the listed classes pass");
+	rule_free(r);
+	r = rule_parse_ex("allow id 1234:5678 interface-policy allow { block "
+	    "08:*:* }", RULE_PARSE_USBGUARD, &err);
+	ok(r == NULL, "USBGuard mode refuses interface-policy");
+	is_str(err.msg, "column 20: 'interface-policy' is not allowed in "
+	    "USBGuard rules (USBGuard does not implement it: its proposal, "
+	    "issue #67, is open)", "its error");
+	rule_free(r);
+	r = rule_parse_ex("allow id 1234:5678 interface-policy allow { block "
+	    "08:*:* }", RULE_PARSE_DEVICE, &err);
+	ok(r == NULL, "device mode (keep-list) refuses interface-policy");
+	rule_free(r);
+}
+
 static void
 test_usbguard_mode(void)
 {
@@ -792,5 +924,6 @@ main(void)
 	test_keys();
 	test_time();
 	test_usbguard_mode();
+	test_iface_policy();
 	return done_testing();
 }
