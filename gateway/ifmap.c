@@ -61,7 +61,7 @@ intf_refuse(const struct ifmap_view *v, uint8_t num, const char *what,
 
 	if (decision_iface_allowed(v->dec, v->config, num, alt))
 		return NULL;
-	snprintf(buf, len, "%s of interface %u (configuration %u, alternate "
+	snprintf(buf, len, "%s interface %u (configuration %u, alternate "
 	    "setting %u), which the decision denies", what, num, v->config,
 	    alt);
 	return buf;
@@ -106,10 +106,13 @@ ep0_refuse(const struct ifmap_view *v, const uint8_t s[8], char *buf,
 		return intf_refuse(v, idx, "control request to", buf, len);
 	case 2:		/* endpoint */
 		e = (idx & 0x80) ? &v->in[idx & 0x0f] : &v->out[idx & 0x0f];
-		if (e->present)
-			return intf_refuse(v, e->intf, idx & 0x80 ?
-			    "control request to an IN endpoint" :
-			    "control request to an OUT endpoint", buf, len);
+		if (e->present) {
+			char what[48];
+
+			snprintf(what, sizeof(what), "control request to "
+			    "endpoint 0x%02x of", idx);
+			return intf_refuse(v, e->intf, what, buf, len);
+		}
 		snprintf(buf, len, "control request to endpoint 0x%02x, which "
 		    "the current configuration and alternate settings do not "
 		    "have", idx);
@@ -132,7 +135,7 @@ ifmap_refuse(const struct ifmap_view *v, uint8_t ep, uint32_t dir,
 		return ep0_refuse(v, setup, buf, len);
 	ep &= 0x0f;
 	e = dir == USBIP_DIR_IN ? &v->in[ep] : &v->out[ep];
-	snprintf(what, sizeof(what), "URB to endpoint 0x%02x",
+	snprintf(what, sizeof(what), "URB to endpoint 0x%02x of",
 	    dir == USBIP_DIR_IN ? 0x80 | ep : ep);
 	if (!e->present) {
 		/* (the relay refuses these as malformed before asking) */
