@@ -185,6 +185,7 @@ policy_test_exec(struct cmd_ctx *ctx)
 	json_t *res, *d, *args;
 	char *rule, *end;
 	size_t i, n = 0, changed = 0;
+	bool per_iface = false;
 	long p = 0;
 	int st;
 
@@ -207,18 +208,44 @@ policy_test_exec(struct cmd_ctx *ctx)
 		printf("no devices present\n");
 		goto out;
 	}
-	t = table_new(6, "BUSID", "STATE", "DEVICE", "MATCH", "TARGET",
-	    "WOULD BE");
+	/* a column for the interfaces denied when an interface-policy decides */
+	json_array_foreach(res, i, d)
+		if (json_is_true(json_object_get(d, "per_interface")))
+			per_iface = true;
+	if (per_iface)
+		t = table_new(7, "BUSID", "STATE", "DEVICE", "MATCH", "TARGET",
+		    "WOULD BE", "INTERFACES DENIED");
+	else
+		t = table_new(6, "BUSID", "STATE", "DEVICE", "MATCH", "TARGET",
+		    "WOULD BE");
 	json_array_foreach(res, i, d) {
 		int m = json_is_true(json_object_get(d, "match"));
+		char denied[1024];
+		size_t nd;
 
 		n += (size_t)m;
 		if (*jstr(d, "would") != '\0' &&
 		    strcmp(jstr(d, "would"), jstr(d, "state")) != 0)
 			changed++;
+		if (!per_iface) {
+			table_add(t, jstr(d, "busid"), jstr(d, "state"),
+			    device_name(d), m ? "yes" : "no", m ? jfmt(d,
+			    "target") : "", jstr(d, "would"));
+			continue;
+		}
+		nd = format_iface_decisions(d, true, denied, sizeof(denied));
+		if (!json_is_true(json_object_get(d, "per_interface")))
+			denied[0] = '\0';
+		else if (json_array_size(json_object_get(d, "interfaces")) == 0)
+			usbgw_strlcpy(denied, "all (none known)", sizeof(denied));
+		else if (nd == json_array_size(json_object_get(d, "interfaces")))
+			usbgw_strlcat(denied, " (all: nothing usable)",
+			    sizeof(denied));
+		else if (nd == 0)
+			usbgw_strlcpy(denied, "none", sizeof(denied));
 		table_add(t, jstr(d, "busid"), jstr(d, "state"), device_name(d),
 		    m ? "yes" : "no", m ? jfmt(d, "target") : "",
-		    jstr(d, "would"));
+		    jstr(d, "would"), denied);
 	}
 	table_print(t, stdout);
 	table_free(t);

@@ -1,4 +1,5 @@
 /* usbgw show BUSID: everything the gateway knows about one device. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +41,38 @@ print_approval(const json_t *a)
 	field("approval", buf);
 }
 
+/*
+ * Each interface descriptor with its verdict; under an interface-policy
+ * that denies them all, say that nothing on the device is usable.
+ */
+static void
+print_ifaces(const json_t *d)
+{
+	const json_t *a = json_object_get(d, "interfaces");
+	char buf[8192], *line, *next;
+	bool first = true;
+	size_t denied;
+
+	if (!json_is_array(a) || json_array_size(a) == 0) {
+		if (json_is_true(json_object_get(d, "per_interface")))
+			field("per interface", "no interface known: nothing "
+			    "is usable");
+		return;
+	}
+	denied = format_iface_decisions(d, false, buf, sizeof(buf));
+	for (line = buf; line != NULL; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		field(first ? "per interface" : "", line);
+		first = false;
+	}
+	if (json_is_true(json_object_get(d, "per_interface")) &&
+	    strcmp(jstr(d, "verdict"), "allow") == 0 &&
+	    denied == json_array_size(a))
+		field("", "every interface is denied: the device is allowed "
+		    "but nothing on it is usable");
+}
+
 /* Why the device is in its state, and every active operator decision. */
 static void
 print_decision(const json_t *res)
@@ -54,6 +87,7 @@ print_decision(const json_t *res)
 		snprintf(buf, sizeof(buf), "%s, by %s: %s", jstr(d, "verdict"),
 		    jstr(d, "by"), jstr(d, "why"));
 		field("decision", buf);
+		print_ifaces(d);
 	}
 	if (!json_is_array(a = json_object_get(res, "approvals")))
 		return;

@@ -50,12 +50,12 @@ ev_to(const json_t *d)
 static void
 print_event_human(const json_t *msg)
 {
-	const json_t *d = json_object_get(msg, "data");
+	const json_t *d = json_object_get(msg, "data"), *dec;
 	const char *type = jstr(msg, "event");
 	double t = json_number_value(json_object_get(msg, "time"));
 	time_t secs = (time_t)t;
 	struct tm tm;
-	char when[32], actor[128], line[1024];
+	char when[32], actor[128], line[1024], denied[512];
 	size_t n = 0;
 
 	localtime_r(&secs, &tm);
@@ -81,7 +81,15 @@ print_event_human(const json_t *msg)
 		    actor_str(json_object_get(d, "actor"), actor,
 		    sizeof(actor)));
 	if (n < sizeof(line) && *jstr(d, "reason") != '\0')
-		snprintf(line + n, sizeof(line) - n, ": %s", jstr(d, "reason"));
+		n += (size_t)snprintf(line + n, sizeof(line) - n, ": %s",
+		    jstr(d, "reason"));
+	/* an interface-policy: which interfaces it denies */
+	dec = json_object_get(d, "decision");
+	if (n < sizeof(line) &&
+	    json_is_true(json_object_get(dec, "per_interface")) &&
+	    format_iface_decisions(dec, true, denied, sizeof(denied)) > 0)
+		snprintf(line + n, sizeof(line) - n, " [interfaces denied: %s]",
+		    denied);
 	print_safe(stdout, line);
 	putchar('\n');
 }
@@ -277,8 +285,9 @@ answer_pairing(struct prompt *p, const json_t *d, char c)
 static void
 show_question(const json_t *msg)
 {
-	const json_t *d = json_object_get(msg, "data"), *ifs, *x;
+	const json_t *d = json_object_get(msg, "data"), *ifs, *x, *dec;
 	const char *cn;
+	char denied[512];
 	size_t i;
 
 	if (strcmp(jstr(msg, "event"), "access-request") == 0)
@@ -308,6 +317,24 @@ show_question(const json_t *msg)
 			if (json_is_string(x) &&
 			    (cn = usb_class_name(json_string_value(x))) != NULL)
 				printf(" (%s)", cn);
+		}
+	}
+	dec = json_object_get(d, "decision");
+	if (json_is_true(json_object_get(dec, "per_interface"))) {
+		size_t nd = format_iface_decisions(dec, true, denied,
+		    sizeof(denied));
+
+		printf("\n  interface-policy, once approved: ");
+		if (nd == 0)
+			printf("every interface allowed");
+		else if (nd == json_array_size(json_object_get(dec,
+		    "interfaces"))) {
+			printf("every interface denied (");
+			print_safe(stdout, denied);
+			printf("): nothing usable");
+		} else {
+			printf("denied ");
+			print_safe(stdout, denied);
 		}
 	}
 	if (*device_identity_str(d) != '\0') {

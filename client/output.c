@@ -442,3 +442,43 @@ jstr2(const json_t *obj, const char *key, const char *alt)
 {
 	return *jstr(obj, key) != '\0' ? jstr(obj, key) : jstr(obj, alt);
 }
+
+size_t
+format_iface_decisions(const json_t *d, bool denied_only, char *buf,
+    size_t len)
+{
+	const json_t *a = json_object_get(d, "interfaces"), *x;
+	const char *name, *dec;
+	size_t i, denied = 0;
+	char one[160];
+
+	if (len > 0)
+		buf[0] = '\0';
+	if (!json_is_array(a))
+		return 0;
+	json_array_foreach(a, i, x) {
+		/* the policy's word where there is one (pending: if approved) */
+		dec = *jstr(x, "policy") != '\0' ? jstr(x, "policy") :
+		    jstr(x, "decision");
+		if (strcmp(dec, "allow") != 0)
+			denied++;
+		else if (denied_only)
+			continue;
+		name = usb_class_name(jstr(x, "class"));
+		if (denied_only)
+			snprintf(one, sizeof(one), "%s%s.%s/%s %s",
+			    buf[0] != '\0' ? " " : "", jfmt(x, "config"),
+			    jfmt(x, "number"), jfmt(x, "alt"), jstr(x, "class"));
+		else
+			snprintf(one, sizeof(one), "%sconfig %s interface %s alt "
+			    "%s  %s%s%s%s  %s%s%s%s", buf[0] != '\0' ? "\n" : "",
+			    jfmt(x, "config"), jfmt(x, "number"), jfmt(x, "alt"),
+			    jstr(x, "class"), name != NULL ? " (" : "",
+			    name != NULL ? name : "", name != NULL ? ")" : "",
+			    jstr(x, "decision"), *jstr(x, "policy") != '\0' ?
+			    " (interface-policy: " : "", jstr(x, "policy"),
+			    *jstr(x, "policy") != '\0' ? ")" : "");
+		usbgw_strlcat(buf, one, len);
+	}
+	return denied;
+}

@@ -9,6 +9,7 @@
 #ifndef USBGW_CLIENT_H
 #define USBGW_CLIENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
@@ -132,6 +133,15 @@ const char	*actor_str(const json_t *actor, char *buf, size_t len);
 const char	*usb_class_name(const char *ccsspp);	/* NULL if unknown */
 const char	*row_actor(const json_t *row, char *buf, size_t len);
 const char	*jstr2(const json_t *obj, const char *key, const char *alt);
+/*
+ * A decision's per-interface verdicts (its "interfaces" array), one line
+ * each: "config 1 interface 0 alt 0  08:06:50 (Mass Storage)  deny
+ * (interface-policy: deny)".  denied_only: only those the interface-policy
+ * denies (pending: once approved), on one line: "1.1/0 08:06:50" ("" if
+ * none).  Returns how many the policy (else the decision) denies.
+ */
+size_t		 format_iface_decisions(const json_t *decision, bool denied_only,
+		    char *buf, size_t len);
 /* jfmt() and device_name() return one of 32 rotating static buffers. */
 
 /* timeparse.c */

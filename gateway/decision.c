@@ -212,6 +212,69 @@ apply_rows(const struct decision_in *in, const struct facts *f,
 	}
 }
 
+/* The rule of a tier's decision if it carries an interface-policy. */
+static const struct rule *
+ipol_rule(struct policy *p, const struct policy_decision *pd)
+{
+	const struct rule	*r;
+	long			 pos;
+
+	if (p == NULL || pd->rule_id == 0 ||
+	    (pd->target != RULE_ALLOW && pd->target != RULE_ASK))
+		return NULL;
+	if ((pos = policy_find(p, pd->rule_id)) < 0)
+		return NULL;
+	r = policy_rule_at(p, (size_t)pos, NULL);
+	return r != NULL && rule_has_iface_policy(r) ? r : NULL;
+}
+
+/*
+ * An allowed (or pending) decision under interface-policies
+ * (decision.h): a verdict for every interface descriptor, the policies'
+ * intersection.
+ */
+static void
+apply_ifaces(const struct decision_in *in, const struct facts *f,
+    struct decision *d)
+{
+	const struct rule	*pol[2];
+	const struct iface_verdict *x;
+	size_t			 i, j, n = 0, denied = 0;
+	char			 note[64];
+
+	/* pending: what an approval would give (operators see it first) */
+	if (d->verdict != VERDICT_ALLOW && d->verdict != VERDICT_PENDING)
+		return;
+	if ((pol[n] = ipol_rule(in->admin, &f->admin)) != NULL)
+		n++;
+	if ((pol[n] = ipol_rule(in->operator, &f->oper)) != NULL)
+		n++;
+	if (n == 0)
+		return;
+	d->per_iface = true;
+	for (i = 0; i < in->nifaces && i < DECISION_IFACE_MAX; i++) {
+		x = &in->ifaces[i];
+		d->iface[i] = *x;
+		d->iface[i].allow = true;
+		for (j = 0; j < n; j++)
+			if (!rule_iface_allowed(pol[j], x->config, x->number,
+			    x->cls, x->subcls, x->proto))
+				d->iface[i].allow = false;
+		if (!d->iface[i].allow)
+			denied++;
+	}
+	d->niface = i;
+	if (d->verdict != VERDICT_ALLOW)
+		return;
+	if (denied == d->niface)
+		snprintf(note, sizeof(note), "; interface-policy: every "
+		    "interface denied, nothing usable");
+	else
+		snprintf(note, sizeof(note), "; interface-policy: %zu of %zu "
+		    "interface descriptors denied", denied, d->niface);
+	usbgw_strlcat(d->why, note, sizeof(d->why));
+}
+
 void
 decide(const struct decision_in *in, struct decision *d)
 {
@@ -220,6 +283,7 @@ decide(const struct decision_in *in, struct decision *d)
 	memset(d, 0, sizeof(*d));
 	gather(in, &f);
 	apply_rows(in, &f, d);
+	apply_ifaces(in, &f, d);
 	d->recheck_at = f.recheck_at;
 }
 
@@ -269,7 +333,7 @@ decision_iface_allowed(const struct decision *d, uint8_t config,
 
 	if (d->verdict != VERDICT_ALLOW)
 		return false;
-	if (d->niface == 0)
+	if (!d->per_iface && d->niface == 0)
 		return true;
 	for (i = 0; i < d->niface; i++) {
 		if (d->iface[i].config == config &&

@@ -114,6 +114,33 @@ enum decided_by {
 	BY_APPROVAL,
 };
 
+/*
+ * Per-interface verdicts (issue 17, protocol.md part 3): one for every
+ * interface descriptor (configuration value, bInterfaceNumber,
+ * bAlternateSetting) of every configuration the probe read.  niface 0:
+ * the decision is for the whole device (no interface-policy applies),
+ * every interface shares its verdict.
+ *
+ * Which interface-policies apply to an allowed decision: the one of the
+ * first matching admin rule and the one of the first matching operator
+ * rule, whatever row decided (an approval included: approving a device
+ * whose rule says "interface-policy" grants what the policy lets
+ * through, never more).  An interface is allowed only if every policy
+ * that applies allows it (admin rules are authoritative; an operator
+ * rule may only narrow).  A pending decision lists the verdicts an
+ * approval would give (for operators to see before they approve);
+ * decision_iface_allowed() still allows nothing of it.  Block and
+ * reject decisions have none.
+ */
+#define DECISION_IFACE_MAX	128
+struct iface_verdict {
+	uint8_t			 config;	/* bConfigurationValue */
+	uint8_t			 number;	/* bInterfaceNumber */
+	uint8_t			 alt;		/* bAlternateSetting */
+	uint8_t			 cls, subcls, proto;
+	bool			 allow;
+};
+
 struct decision_in {
 	const struct usbgw_identity	*id;
 	struct policy			*admin;		/* may be NULL: empty */
@@ -125,26 +152,19 @@ struct decision_in {
 	const char			*anomaly_why;	/* for the reason */
 	const struct host_id		*host;		/* NULL: standing state */
 	int64_t				 now;
+	/*
+	 * Every interface descriptor of the device as the probe read it
+	 * (every configuration, every alternate setting; .allow ignored),
+	 * for a deciding rule's interface-policy.  At most
+	 * DECISION_IFACE_MAX count; NULL/0: none known (an interface-policy
+	 * then allows no interface).
+	 */
+	const struct iface_verdict	*ifaces;
+	size_t				 nifaces;
 	/* allowed-matches(...) in rule conditions; NULL: false */
 	int				(*allowed_matches)(void *,
 					    const struct rule *);
 	void				*arg;
-};
-
-/*
- * Per-interface verdicts (issue 17, protocol.md part 3): one for every
- * interface descriptor (configuration value, bInterfaceNumber,
- * bAlternateSetting) of every configuration the probe read.  niface 0:
- * the decision is for the whole device (no interface-policy applies),
- * every interface shares its verdict.
- */
-#define DECISION_IFACE_MAX	128
-struct iface_verdict {
-	uint8_t			 config;	/* bConfigurationValue */
-	uint8_t			 number;	/* bInterfaceNumber */
-	uint8_t			 alt;		/* bAlternateSetting */
-	uint8_t			 cls, subcls, proto;
-	bool			 allow;
 };
 
 struct decision {
@@ -157,6 +177,12 @@ struct decision {
 	/* The earliest time the answer may change with the clock, or
 	 * RULE_NEVER: decide again then (early is harmless, never late). */
 	int64_t			 recheck_at;
+	/*
+	 * per_iface: an interface-policy applies (the allowed decision's
+	 * rules, protocol.md part 3 "Interface policy"); then iface[] lists
+	 * the verdicts and an empty list allows no interface.
+	 */
+	bool			 per_iface;
 	size_t			 niface;
 	struct iface_verdict	 iface[DECISION_IFACE_MAX];
 };

@@ -644,6 +644,47 @@ approval_text(const struct device *dev, struct jtext *b)
 
 static bool	anomaly_open(const struct device *);
 
+/*
+ * The members "per_interface" and "interfaces" of a decision (protocol.md
+ * 2.5): every interface descriptor the probe read with its verdict
+ * ("decision": may a host use it now) and, under an interface-policy,
+ * what the policy says of it ("policy": for a pending device, what an
+ * approval would give).
+ */
+void
+iface_decisions_text(const struct device *dev, const struct decision *d,
+    struct jtext *b)
+{
+	struct iface_verdict own[DECISION_IFACE_MAX];
+	const struct iface_verdict *v = d->iface;
+	size_t i, n = d->niface;
+	char cls[16];
+
+	if (!d->per_iface) {
+		n = gw_ident_ifaces(&dev->ident, own, nitems(own));
+		v = own;
+	}
+	jt_kbool(b, "per_interface", d->per_iface);
+	jt_key(b, "interfaces");
+	jt_open(b, '[');
+	for (i = 0; i < n; i++) {
+		snprintf(cls, sizeof(cls), "%02x:%02x:%02x", v[i].cls,
+		    v[i].subcls, v[i].proto);
+		jt_open(b, '{');
+		jt_kint(b, "config", v[i].config);
+		jt_kint(b, "number", v[i].number);
+		jt_kint(b, "alt", v[i].alt);
+		jt_kstr(b, "class", cls);
+		jt_kstr(b, "decision", decision_iface_allowed(d, v[i].config,
+		    v[i].number, v[i].alt) ? "allow" : "deny");
+		/* the interface-policy's word (pending: once approved) */
+		if (d->per_iface)
+			jt_kstr(b, "policy", v[i].allow ? "allow" : "deny");
+		jt_close(b, '}');
+	}
+	jt_close(b, ']');
+}
+
 /* The members "approvals", "anomaly", "decision", in an open object. */
 static void
 decisions_text(const struct device *dev, struct jtext *b)
@@ -683,6 +724,7 @@ decisions_text(const struct device *dev, struct jtext *b)
 	jt_kint_or_null(b, "rule_id", d->rule_id);
 	jt_kint_or_null(b, "approval_id", d->approval_id);
 	jt_kstr(b, "why", d->why);
+	iface_decisions_text(dev, d, b);
 	jt_close(b, '}');
 }
 
@@ -1216,6 +1258,7 @@ device_decide_tiers(struct device *dev, struct policy *admin,
     const struct dsession *ds, struct decision *d)
 {
 	struct usbgw_identity own;
+	struct iface_verdict ifs[DECISION_IFACE_MAX];
 	struct decision_in in;
 	struct host_id h;
 
@@ -1237,6 +1280,8 @@ device_decide_tiers(struct device *dev, struct policy *admin,
 		in.host = &h;
 	}
 	in.now = device_now();
+	in.ifaces = ifs;
+	in.nifaces = gw_ident_ifaces(&dev->ident, ifs, nitems(ifs));
 	in.allowed_matches = device_allowed_matches;
 	in.arg = dev;
 	decide(&in, d);
@@ -1731,6 +1776,19 @@ device_revoke(struct device *dev, const struct actor *who,
 	store_set_revoked(dev, true);
 	device_eval(dev, who, msg);
 	return CTL_OK;
+}
+
+/* {"per_interface", "interfaces"} of decision d of dev (policy test). */
+json_t *
+device_iface_json(const struct device *dev, const struct decision *d)
+{
+	struct jtext b;
+
+	jtext_init(&b, DEVICE_JSON_MAX);
+	jt_open(&b, '{');
+	iface_decisions_text(dev, d, &b);
+	jt_close(&b, '}');
+	return text_to_json(&b);
 }
 
 /* The device's active decisions and the standing decision, for show. */

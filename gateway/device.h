@@ -125,6 +125,7 @@ enum ctl_err	 device_approve(struct device *, bool deny,
 enum ctl_err	 device_revoke(struct device *, const struct actor *,
 		    const char *message, char *err, size_t errlen);
 json_t		*device_decisions_json(const struct device *);
+json_t		*device_iface_json(const struct device *, const struct decision *);
 
 
 /*
@@ -138,6 +139,9 @@ json_t		*device_decisions_json(const struct device *);
 #define DEVICE_JSON_MAX	(64 * 1024)
 struct jtext;
 void		 device_json_text(const struct device *, struct jtext *b);
+/* A decision's "per_interface" and "interfaces" members (policy test too). */
+void		 iface_decisions_text(const struct device *,
+		    const struct decision *, struct jtext *b);
 json_t		*device_json(const struct device *);
 void		 gw_device_event(struct device *, enum dev_state old,
 		    const struct actor *, const char *reason);

@@ -361,7 +361,7 @@ h_policy_test(json_t *args, const struct actor *who, json_t **res, char *err,
 
 		TAILQ_FOREACH(exp, &gw->exporters, entry)
 			TAILQ_FOREACH(dev, &exp->devices, entry) {
-				json_t *o;
+				json_t *o, *ifs;
 
 				if (dev->dead || dev->state == DEV_GONE ||
 				    !dev->probed)
@@ -377,6 +377,9 @@ h_policy_test(json_t *args, const struct actor *who, json_t **res, char *err,
 				json_object_set_new(o, "why", json_string(
 				    d.rule_id == POLICY_TEST_ID ?
 				    "the tested rule" : d.why));
+				ifs = device_iface_json(dev, &d);
+				json_object_update(o, ifs);
+				json_decref(ifs);
 			}
 	}
 	policy_free(trial);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decision.h"
 #include "desc.h"
 #include "ident.h"
 
@@ -169,4 +170,30 @@ gw_ident_has_alt(const struct gw_ident *id, uint8_t config, uint8_t intf,
 		if (c.alt[i].number == intf && c.alt[i].alt == alt)
 			return true;
 	return false;
+}
+
+size_t
+gw_ident_ifaces(const struct gw_ident *id, struct iface_verdict *out,
+    size_t max)
+{
+	struct desc_config c;
+	const char *why;
+	size_t n = 0;
+	int i, j;
+
+	for (i = 0; i < id->nconfigs && i < GW_MAX_CONFIGS; i++) {
+		if (id->config[i] == NULL || desc_parse_config(id->config[i],
+		    id->config_len[i], &c, &why) == -1)
+			continue;
+		for (j = 0; j < c.nalt && n < max; j++, n++) {
+			memset(&out[n], 0, sizeof(out[n]));
+			out[n].config = c.value;
+			out[n].number = c.alt[j].number;
+			out[n].alt = c.alt[j].alt;
+			out[n].cls = c.alt[j].cls;
+			out[n].subcls = c.alt[j].subcls;
+			out[n].proto = c.alt[j].proto;
+		}
+	}
+	return n;
 }

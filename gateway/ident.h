@@ -58,4 +58,15 @@ bool	gw_ident_has_config(const struct gw_ident *, uint8_t value);
 bool	gw_ident_has_alt(const struct gw_ident *, uint8_t config, uint8_t intf,
 	    uint8_t alt);
 
+/*
+ * Every interface descriptor of every configuration the probe read
+ * (configuration value, number, alternate setting, class triple), in
+ * descriptor order, at most max: what decide() gives verdicts for.  A
+ * configuration that does not parse lists nothing (its interfaces stay
+ * denied under an interface-policy).  Returns the count.
+ */
+struct iface_verdict;
+size_t	gw_ident_ifaces(const struct gw_ident *, struct iface_verdict *out,
+	    size_t max);
+
 #endif

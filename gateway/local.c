@@ -77,6 +77,7 @@ struct local_att {
 	struct upstream		*up;		/* direct: the handed-over claim */
 	struct event		*tick;
 	int			 authz_left;	/* authorize() tries left */
+	uint64_t		 ifsig;		/* verdicts last authorized */
 	bool			 kept;		/* shutdown: left attached */
 	char			 note[LOCAL_NOTE_MAX];	/* interfaces denied */
 };
@@ -214,6 +215,18 @@ local_host_session(struct dsession *ds)
 	usbgw_strlcpy(ds->host, L.hostname, sizeof(ds->host));
 	/* this host: its own name needs no lookup */
 	usbgw_strlcpy(ds->host_name, L.hostname, sizeof(ds->host_name));
+}
+
+/* Does an interface-policy decide dev for this host? */
+static bool
+local_has_ipol(struct device *dev)
+{
+	struct dsession self;
+	struct decision d;
+
+	local_host_session(&self);
+	device_decide(dev, &self, &d);
+	return d.per_iface;
 }
 
 static bool
@@ -438,6 +451,17 @@ local_attach(struct device *dev, const struct actor *who, char *err,
 	char reason[128];
 	int fd;
 
+	/*
+	 * An interface-policy is kept by the kernel's interface
+	 * `authorized` only: without vhci-per-interface every interface
+	 * would get its driver, so such a device is not attached at all.
+	 */
+	if (!L.per_interface && local_has_ipol(dev)) {
+		snprintf(err, errlen, "its rule has an interface-policy: local "
+		    "mode keeps denied interfaces from their drivers only with "
+		    "vhci-per-interface = yes");
+		return -1;
+	}
 	fd = bufferevent_getfd(bev);
 	if (fd < 0 || evbuffer_get_length(bufferevent_get_input(bev)) != 0 ||
 	    evbuffer_get_length(bufferevent_get_output(bev)) != 0) {
@@ -531,38 +555,86 @@ local_teardown(struct local_att *la, const struct actor *who, const char *why)
 
 /*
  * May this interface, as the vhci host's kernel read it, bind a driver?
- * The rules decide over the device's identity reduced to that one
- * interface: a block (or reject) rule that matches it keeps it without
- * a driver; anything else lets it through (the device as a whole is
- * authorized already).  First match wins as everywhere: an allow rule
- * for the device ahead of a block-with-interface rule lets it through.
+ * The same per-interface verdicts as in proxy mode (decision.h,
+ * protocol.md part 3 "Interface policy"): the device's decision for
+ * this host; without an interface-policy every interface follows the
+ * device (authorized already).  With one, the kernel authorizes an
+ * interface for all its alternate settings at once, so it gets a
+ * driver only if every alternate setting of it (in this configuration)
+ * is allowed, and only if the class triple the kernel read is one the
+ * probe read for it: a device that shows the host something else than
+ * it showed the gateway is judged on what was decided, and fails closed.
  */
 static int
 local_intf_allow(void *arg, const struct attach_intf *ai)
 {
 	struct local_att *la = arg;
-	struct usbgw_identity id;
 	struct dsession self;
 	struct decision d;
-	char one[64];
+	const struct iface_verdict *v;
+	const char *why = NULL;
+	bool seen = false, same = false;
+	char one[96];
+	size_t i;
 
 	if (la->dev == NULL)
 		return 0;
-	device_identity(la->dev, &id);
-	id.n_ifaces = 1;
-	memset(id.ifaces, 0, sizeof(id.ifaces));
-	id.ifaces[0].cls = ai->iclass;
-	id.ifaces[0].subcls = ai->isubclass;
-	id.ifaces[0].proto = ai->iprotocol;
 	local_host_session(&self);
-	device_decide_identity(la->dev, &id, &self, &d);
-	if (d.verdict != VERDICT_BLOCK && d.verdict != VERDICT_REJECT)
+	device_decide(la->dev, &self, &d);
+	if (d.verdict != VERDICT_ALLOW)
+		why = "the device is not allowed";
+	else if (!d.per_iface)
 		return 1;
-	snprintf(one, sizeof(one), "%s%s %02x:%02x:%02x (rule %lld)",
+	for (i = 0; why == NULL && i < d.niface; i++) {
+		v = &d.iface[i];
+		if (v->config != ai->config || v->number != ai->number)
+			continue;
+		seen = true;
+		if (v->cls == ai->iclass && v->subcls == ai->isubclass &&
+		    v->proto == ai->iprotocol)
+			same = true;
+		if (!v->allow)
+			why = v->alt == 0 ? "interface-policy" :
+			    "interface-policy denies an alternate setting";
+	}
+	if (why == NULL && !seen)
+		why = "not among the probe's interfaces";
+	else if (why == NULL && !same)
+		why = "class differs from the probe's";
+	if (why == NULL)
+		return 1;
+	snprintf(one, sizeof(one), "%s%s %02x:%02x:%02x (%s, %s %lld)",
 	    la->note[0] != '\0' ? ", " : "", ai->name, ai->iclass,
-	    ai->isubclass, ai->iprotocol, (long long)d.rule_id);
+	    ai->isubclass, ai->iprotocol, why, d.rule_id != 0 ? "rule" :
+	    "approval", (long long)(d.rule_id != 0 ? d.rule_id :
+	    d.approval_id));
 	usbgw_strlcat(la->note, one, sizeof(la->note));
 	return 0;
+}
+
+/* A digest of the device's per-interface verdicts for this host. */
+static uint64_t
+iface_sig(struct device *dev)
+{
+	struct dsession self;
+	struct decision d;
+	uint64_t h = 1469598103934665603ULL;
+	size_t i;
+
+	local_host_session(&self);
+	device_decide(dev, &self, &d);
+#define MIX(x)	(h = (h ^ (uint64_t)(x)) * 1099511628211ULL)
+	MIX(d.verdict);
+	MIX(d.per_iface);
+	MIX(d.niface);
+	for (i = 0; i < d.niface; i++) {
+		MIX(d.iface[i].config);
+		MIX(d.iface[i].number);
+		MIX(d.iface[i].alt);
+		MIX(d.iface[i].allow);
+	}
+#undef MIX
+	return h;
 }
 
 /* One authorize() round; false when there is nothing left to do. */
@@ -579,6 +651,8 @@ local_authorize(struct local_att *la)
 		az.arg = la;
 	}
 	la->note[0] = '\0';
+	if (la->dev != NULL)
+		la->ifsig = iface_sig(la->dev);
 	rv = L.be->ops->authorize(L.be, &la->ctx, &az);
 	if (rv == 1 && --la->authz_left > 0)
 		return true;
@@ -675,6 +749,25 @@ local_device_decided(struct device *dev)
 		if (la->ds != NULL && dev->ds != la->ds) {
 			hold_set(dev);
 			local_teardown(la, NULL, "the relay ended");
+			return;
+		}
+		/*
+		 * Still allowed, the interface verdicts changed (a policy
+		 * change): the kernel's interface `authorized` again (0
+		 * unbinds a driver that is bound).
+		 */
+		if (!L.per_interface && local_has_ipol(dev)) {
+			hold_set(dev);
+			local_teardown(la, NULL, "an interface-policy applies "
+			    "now: local mode keeps it only with "
+			    "vhci-per-interface = yes");
+			return;
+		}
+		if (L.per_interface && la->authz_left == 0 &&
+		    la->ctx.local_busid[0] != '\0' &&
+		    iface_sig(dev) != la->ifsig) {
+			la->authz_left = 1;
+			local_authorize(la);
 		}
 		return;
 	}

@@ -24,7 +24,7 @@
 
 VK=$USBGW_BUILD/vhci-kernel
 need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON" "$VK" socat sqlite3
-plan 70
+plan 72
 
 cat >"$T/sim.conf" <<'EOF'
 device 1-2 { type storage; serial "S12"; }
@@ -74,8 +74,12 @@ is "$defaults" 00000000 "lock-down: authorized_default and interface_authorized_
 gwctl gw status --json
 like "$OUT" '"mode": *"local"' "status says local mode"
 
-gwctl gw policy add 'block with-interface 08:*:*'
-is "$RC" 0 "a rule blocks mass storage interfaces"
+gwctl gw policy add 'block serial "S12"'
+is "$RC" 0 "a rule blocks the storage device"
+# One rule means the same in proxy and local mode (issue 17): the
+# interface-policy of the rule that matched, kept by an approval.
+gwctl gw policy add 'ask interface-policy allow { block 08:*:* }'
+is "$RC" 0 "an ask rule whose interface-policy denies mass storage interfaces"
 gw_wait_state gw sim1:1-2 blocked
 gw_wait_state gw sim1:1-3 pending
 gw_wait_state gw sim1:1-5 pending
@@ -103,10 +107,12 @@ fi
 if need_grab 4; then
 	wait_for -t 10 grep -q 'probe 3-1:1.0' "$(bg_log vk)"
 	is "$(cat "$HCD/usb3/3-1/3-1:1.0/authorized")" 1 "keyboard interface 3-1:1.0 authorized"
-	is "$(cat "$HCD/usb3/3-1/3-1:1.1/authorized")" 0 "storage interface 3-1:1.1 kept without a driver (block rule)"
+	is "$(cat "$HCD/usb3/3-1/3-1:1.1/authorized")" 0 "storage interface 3-1:1.1 kept without a driver (interface-policy)"
 	unlike "$(vk_log)" 'probe 3-1:1.1' "drivers probed for the allowed interface only"
-	gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE event = 'local-authorize' AND detail LIKE '%1 interface allowed, 1 kept without a driver: 3-1:1.1 08:06:50 (rule 1)%'" 1
-	is "$(gw_audit_count gw local-authorize)" 1 "audit: local-authorize names the interface kept without a driver and the rule"
+	Q="SELECT count(*) FROM audit_log WHERE event = 'local-authorize' AND detail LIKE '%1 interface allowed, 1 kept without a driver: 3-1:1.1 08:06:50 (interface-policy, approval %'"
+	gw_wait_sql gw "$Q" 1
+	is "$(gw_sql gw "$Q")" 1 "audit: the interface kept without a driver, by the interface-policy"
+	is "$(gw_audit_count gw local-authorize)" 1 "audit: local-authorize names the interface kept without a driver and why"
 fi
 is "$(gw_field gw sim1:1-3 attached_to)" "local:vhci 0" "list: attached to local vhci port 0"
 like "$(gw_field gw sim1:1-3 local)" '"mode": *"direct"' "list: local mode direct"

@@ -1034,6 +1034,208 @@ test_vs_rule(void)
 	    nitems(limits) * nitems(hosts));
 }
 
+/*
+ * Per-interface verdicts (issue 17): a composite device over two
+ * configurations with alternate settings, as the probe lists it.
+ */
+static const struct iface_verdict composite[] = {
+	{ 1, 0, 0, 0x08, 0x06, 0x50, false },	/* storage */
+	{ 1, 1, 0, 0x03, 0x01, 0x01, false },	/* keyboard */
+	{ 1, 2, 0, 0x02, 0x02, 0x01, false },	/* CDC ACM control */
+	{ 1, 3, 0, 0x0a, 0x00, 0x00, false },	/* CDC data, alt 0 */
+	{ 1, 3, 1, 0x0a, 0x00, 0x00, false },	/* CDC data, alt 1 */
+	{ 2, 0, 0, 0x03, 0x01, 0x01, false },	/* keyboard */
+	{ 2, 1, 0, 0x08, 0x06, 0x50, false },	/* storage, BBB */
+	{ 2, 1, 1, 0x08, 0x06, 0x62, false },	/* storage, UAS */
+};
+
+struct icase {
+	const char	*name;
+	const char	*admin[NRULES];
+	const char	*oper[NRULES];
+	struct tappr	 appr[NAPPR];
+	bool		 revoked;
+	enum verdict	 v;
+	const char	*allow;		/* '+'/'-' per composite[]; NULL: niface 0 */
+	bool		 none_known;	/* decide with no interface list */
+};
+
+#define ID	"id 046d:c52b "
+static const struct icase icases[] = {
+	{ "no interface-policy: the whole device",
+	  .admin = { "allow " ID }, .v = VERDICT_ALLOW, .allow = NULL },
+	{ "implicit allow, block storage and keyboards",
+	  .admin = { "allow " ID "interface-policy allow { block 08:*:* block 03:01:01 }" },
+	  .v = VERDICT_ALLOW, .allow = "--+++---" },
+	{ "implicit block, allow CDC",
+	  .admin = { "allow " ID "interface-policy block { allow 02:*:* allow 0a:*:* }" },
+	  .v = VERDICT_ALLOW, .allow = "--+++---" },
+	{ "first match wins",
+	  .admin = { "allow " ID "interface-policy block { allow 08:06:62 block 08:*:* allow 08:06:50 }" },
+	  .v = VERDICT_ALLOW, .allow = "-------+" },
+	{ "index qualifier",
+	  .admin = { "allow " ID "interface-policy block { allow 03:01:01 index 0 }" },
+	  .v = VERDICT_ALLOW, .allow = "-----+--" },
+	{ "configuration qualifier",
+	  .admin = { "allow " ID "interface-policy allow { block *:*:* configuration 2 }" },
+	  .v = VERDICT_ALLOW, .allow = "+++++---" },
+	{ "index and configuration together",
+	  .admin = { "allow " ID "interface-policy allow { block 08:*:* index 1 configuration 2 }" },
+	  .v = VERDICT_ALLOW, .allow = "++++++--" },
+	{ "every interface denied: allow, nothing usable",
+	  .admin = { "allow " ID "interface-policy block { allow ff:*:* }" },
+	  .v = VERDICT_ALLOW, .allow = "--------" },
+	{ "a policy, no interfaces known: nothing usable",
+	  .admin = { "allow " ID "interface-policy allow { block ff:*:* }" },
+	  .v = VERDICT_ALLOW, .allow = "", .none_known = true },
+	{ "operator rule allows under an admin ask's policy",
+	  .admin = { "ask " ID "interface-policy allow { block 08:*:* }" },
+	  .oper = { "allow " ID },
+	  .v = VERDICT_ALLOW, .allow = "-+++++--" },
+	{ "operator policy narrows an admin allow",
+	  .admin = { "allow " ID "interface-policy allow { block 08:*:* }" },
+	  .oper = { "ask " ID "interface-policy allow { block 03:*:* }" },
+	  .v = VERDICT_ALLOW, .allow = "--+++---" },
+	{ "approval keeps the admin ask rule's policy",
+	  .admin = { "ask " ID "interface-policy block { allow 02:*:* allow 0a:*:* }" },
+	  .appr = { { .scope = SCOPE_ONCE, .by = "bob" } },
+	  .v = VERDICT_ALLOW, .allow = "--+++---" },
+	{ "approval keeps the operator ask rule's policy",
+	  .oper = { "ask " ID "interface-policy allow { block 08:*:* }" },
+	  .appr = { { .scope = SCOPE_ONCE, .by = "bob" } },
+	  .v = VERDICT_ALLOW, .allow = "-+++++--" },
+	{ "approval without a rule: the whole device",
+	  .appr = { { .scope = SCOPE_ONCE, .by = "bob" } },
+	  .v = VERDICT_ALLOW, .allow = NULL },
+	{ "pending under a policy: the approval's verdicts, nothing allowed",
+	  .admin = { "ask " ID "interface-policy allow { block 08:*:* }" },
+	  .v = VERDICT_PENDING, .allow = "-+++++--" },
+	{ "denied under a policy: nothing allowed",
+	  .admin = { "allow " ID "interface-policy allow { block 08:*:* }" },
+	  .appr = { { .deny = true, .by = "eve" } },
+	  .v = VERDICT_BLOCK, .allow = "" },
+	{ "revoked under a policy: nothing allowed",
+	  .oper = { "allow " ID "interface-policy allow { block 08:*:* }" },
+	  .revoked = true,
+	  .v = VERDICT_PENDING, .allow = "-+++++--" },
+	{ "admin override of a block: the operator allow rule's policy still narrows",
+	  .admin = { "block " ID },
+	  .oper = { "allow " ID "interface-policy allow { block 08:*:* }" },
+	  .appr = { { .override = true, .scope = SCOPE_ONCE, .by = "root" } },
+	  .v = VERDICT_ALLOW, .allow = "-+++++--" },
+	{ "a policy of a rule that does not match does nothing",
+	  .admin = { "allow id 1234:5678 interface-policy block { allow ff:*:* }", "allow " ID },
+	  .v = VERDICT_ALLOW, .allow = NULL },
+};
+
+static void
+run_icase(const struct icase *c)
+{
+	struct usbgw_identity	 id;
+	struct decision_in	 in;
+	struct decision		 d;
+	struct approval		 ap[NAPPR];
+	size_t			 i, n;
+	bool			 all = true, listed = true;
+	char			 got[64];
+
+	ident(&id, false);
+	memset(&in, 0, sizeof(in));
+	in.id = &id;
+	in.admin = tier(c->admin, 1);
+	in.operator = tier(c->oper, 101);
+	in.napprovals = approvals(c->appr, ap);
+	in.approvals = ap;
+	in.revoked = c->revoked;
+	in.now = NOW;
+	if (!c->none_known) {
+		in.ifaces = composite;
+		in.nifaces = nitems(composite);
+	}
+	decide(&in, &d);
+	is_str(verdict_name(d.verdict), verdict_name(c->v), "%s: verdict",
+	    c->name);
+	if (c->allow == NULL) {
+		ok(!d.per_iface && d.niface == 0, "%s: no verdicts", c->name);
+		for (i = 0; i < nitems(composite); i++)
+			all &= decision_iface_allowed(&d, composite[i].config,
+			    composite[i].number, composite[i].alt);
+		ok(all, "%s: every interface follows the device", c->name);
+	} else if (c->v != VERDICT_ALLOW) {
+		n = d.niface < sizeof(got) - 1 ? d.niface : sizeof(got) - 1;
+		for (i = 0; i < n; i++)
+			got[i] = d.iface[i].allow ? '+' : '-';
+		got[n] = '\0';
+		is_str(got, c->allow, "%s: verdicts (pending: what an approval "
+		    "gives)", c->name);
+		for (i = 0; i < nitems(composite); i++)
+			all &= !decision_iface_allowed(&d, composite[i].config,
+			    composite[i].number, composite[i].alt);
+		ok(all, "%s: no interface allowed", c->name);
+	} else {
+		ok(d.per_iface, "%s: per-interface verdicts", c->name);
+		n = d.niface < sizeof(got) - 1 ? d.niface : sizeof(got) - 1;
+		for (i = 0; i < n; i++) {
+			got[i] = d.iface[i].allow ? '+' : '-';
+			listed &= d.iface[i].config == composite[i].config &&
+			    d.iface[i].number == composite[i].number &&
+			    d.iface[i].alt == composite[i].alt &&
+			    d.iface[i].cls == composite[i].cls &&
+			    d.iface[i].subcls == composite[i].subcls &&
+			    d.iface[i].proto == composite[i].proto;
+			all &= decision_iface_allowed(&d, d.iface[i].config,
+			    d.iface[i].number, d.iface[i].alt) ==
+			    d.iface[i].allow;
+		}
+		got[n] = '\0';
+		is_str(got, c->allow, "%s: verdicts", c->name);
+		ok(listed, "%s: every descriptor listed as given", c->name);
+		ok(all, "%s: decision_iface_allowed agrees", c->name);
+		ok(!decision_iface_allowed(&d, 1, 9, 0) &&
+		    !decision_iface_allowed(&d, 3, 0, 0) &&
+		    !decision_iface_allowed(&d, 1, 3, 2),
+		    "%s: unlisted interfaces denied", c->name);
+		if (strchr(c->allow, '+') == NULL)
+			ok(strstr(d.why, "every interface denied, nothing "
+			    "usable") != NULL, "%s: why says so: %s", c->name,
+			    d.why);
+	}
+	policy_free(in.admin);
+	policy_free(in.operator);
+}
+
+/* More interface descriptors than a decision holds: the rest denied. */
+static void
+test_iface_bounds(void)
+{
+	struct usbgw_identity	 id;
+	struct iface_verdict	 many[DECISION_IFACE_MAX + 4];
+	struct decision_in	 in;
+	struct decision		 d;
+	const char		*adm[NRULES] = { "allow interface-policy allow "
+				    "{ block 08:*:* }" };
+	size_t			 i;
+
+	ident(&id, false);
+	memset(many, 0, sizeof(many));
+	for (i = 0; i < nitems(many); i++) {
+		many[i].config = (uint8_t)(1 + i / 32);
+		many[i].number = (uint8_t)(i % 32);
+		many[i].cls = 0x03;
+	}
+	memset(&in, 0, sizeof(in));
+	in.id = &id;
+	in.admin = tier(adm, 1);
+	in.ifaces = many;
+	in.nifaces = nitems(many);
+	in.now = NOW;
+	decide(&in, &d);
+	is_int((long long)d.niface, DECISION_IFACE_MAX, "verdicts bounded");
+	ok(decision_iface_allowed(&d, 4, 31, 0), "the last listed allowed");
+	ok(!decision_iface_allowed(&d, 5, 0, 0), "one past the bound: denied");
+	policy_free(in.admin);
+}
+
 int
 main(void)
 {
@@ -1050,5 +1252,8 @@ main(void)
 	test_parse();
 	test_test();
 	test_vs_rule();
+	for (i = 0; i < nitems(icases); i++)
+		run_icase(&icases[i]);
+	test_iface_bounds();
 	return done_testing();
 }
