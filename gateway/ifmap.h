@@ -1,10 +1,10 @@
 /*
  * The endpoint map of a device's current configuration and alternate
- * settings, and the per-interface check of the relay (issue 17,
- * protocol.md 1.5.3).  Pure functions of their arguments: the device
- * (device.c) owns the tables and keeps them right across
- * SET_CONFIGURATION and SET_INTERFACE; the relay asks ifmap_refuse()
- * about each URB when the decision lists interfaces.
+ * settings, and the per-interface check of the relay (issue 17;
+ * protocol.md 1.6, "Per-interface enforcement").  Pure functions of
+ * their arguments: the device (device.c) owns the tables and keeps them
+ * right across SET_CONFIGURATION and SET_INTERFACE; the relay asks
+ * ifmap_refuse() about each URB when the decision lists interfaces.
  */
 #ifndef USBGW_IFMAP_H
 #define USBGW_IFMAP_H

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Per-interface enforcement in the relay (issue 17, protocol.md 1.5.3):
+# Per-interface enforcement in the relay (issue 17; protocol.md 1.6,
+# "Per-interface enforcement"):
 # a composite device (interface 0 HID 03/01/01 with 0x81 interrupt IN,
 # interface 1 storage 08/06/50 with 0x82 bulk IN and 0x02 bulk OUT)
 # allowed with one interface denied.  What belongs to the denied

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Per-interface decisions that change while a device is attached
-# (issue 17, protocol.md 1.5.3): the relay judges each URB by the
-# decision applied at that moment, so an admin rule inserted first
+# Per-interface decisions that change while a device is attached (issue
+# 17; protocol.md 1.6, "Per-interface enforcement"): the relay judges
+# each URB by the decision applied at that moment, so an admin rule inserted first
 # that denies the interface stops the next URB, without ending the
 # session.  A bulk load on a storage device: once the first refusal is
 # audited the exporter receives no more of its URBs and the client sees
