@@ -408,17 +408,29 @@ rside_write_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (rside_flush(s) == -1)
 		return;
-	/* The vhci host read its refusals: read it again. */
+	/*
+	 * The vhci host read the refusals that stopped it: read it again.
+	 * The exporter's side first if its output to the host stopped it
+	 * too (relay_from_up resumes the host at its end); either call is
+	 * the last thing done here, since it may end the session.
+	 */
 	if (s == &r->down && r->refuse_paused &&
 	    evbuffer_get_length(s->out) < GW_RELAY_HIWAT / 2) {
 		r->refuse_paused = false;
-		rside_resume(s);
-		relay_from_down(r);
+		if (!r->up.reading) {
+			rside_resume(&r->up);
+			relay_from_up(r);
+		} else if (r->ds->inflight.count < GW_MAX_INFLIGHT &&
+		    evbuffer_get_length(r->up.out) < GW_RELAY_HIWAT / 2) {
+			rside_resume(s);
+			relay_from_down(r);
+		}
 		return;
 	}
 	/* Output drained below half the mark: resume the other side. */
 	if (!other->reading && evbuffer_get_length(s->out) < GW_RELAY_HIWAT / 2 &&
-	    (other != &r->down || r->ds->inflight.count < GW_MAX_INFLIGHT)) {
+	    (other != &r->down || (r->ds->inflight.count < GW_MAX_INFLIGHT &&
+	    !r->refuse_paused))) {
 		rside_resume(other);
 		if (other == &r->down)
 			relay_from_down(r);
@@ -958,7 +970,8 @@ relay_from_up(struct relay *r)
 	if (rside_flush(&r->down) == -1)
 		return;
 	/* replies retired URBs: the vhci host may send more */
-	if (!r->down.reading && ds->inflight.count < GW_MAX_INFLIGHT &&
+	if (!r->down.reading && !r->refuse_paused &&
+	    ds->inflight.count < GW_MAX_INFLIGHT &&
 	    evbuffer_get_length(r->up.out) < GW_RELAY_HIWAT / 2) {
 		rside_resume(&r->down);
 		relay_from_down(r);
