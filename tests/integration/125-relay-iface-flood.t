@@ -22,13 +22,25 @@ gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
 gw_start gw || bail_out "usbgwd did not start"
 gwctl gw policy add 'allow serial "FL-C" interface-policy allow { block 08:*:* }'
 [ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
-plan 11
+plan 14
 gw_wait_state gw sim1:1-1 authorized 15
 is "$(gw_state gw sim1:1-1)" authorized "the device is authorized"
 
 N=600000	# 28.8 MB of requests and as much of answers
-run python3 "$FLOOD" 127.0.0.1 "$(gw_port gw)" sim1:1-1 2 $N
+start_bg flood python3 "$FLOOD" 127.0.0.1 "$(gw_port gw)" sim1:1-1 2 $N \
+    "$T/go"
+wait_for -t 30 grep -q '^stopped_at=' "$T/flood.log"
+check $? "the host stops sending: the gateway stopped reading it"
+# while it does not read: the attachment's count, in show and its JSON
+gwctl gw show sim1:1-1 --json
+refused=$(printf '%s' "$OUT" | sed -n 's/.*"refused": *\([0-9]*\).*/\1/p')
+num_cmp "${refused:-0}" -gt 80000 "show --json: refused counts what was refused so far ($refused)"
+gwctl gw show sim1:1-1
+like "$OUT" "refused +$refused " "usbgw show: the same count"
+touch "$T/go"
+wait_bg flood 120
 is "$RC" 0 "all $N URBs answered -EPIPE, in order, once the host reads"
+OUT=$(cat "$T/flood.log")
 like "$OUT" "answered=$N epipe=$N" "... $N answers"
 stopped=$(printf '%s\n' "$OUT" | sed -n 's/^stopped_at=\([0-9]*\) .*/\1/p')
 num_cmp "${stopped:-0}" -lt $((N * 48)) \

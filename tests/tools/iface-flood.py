@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """iface-flood: a vhci host that floods the gateway with URBs it refuses.
 
-    iface-flood.py HOST PORT BUSID EP COUNT
+    iface-flood.py HOST PORT BUSID EP COUNT [GOFILE]
 
 Imports BUSID, then sends COUNT CMD_SUBMIT bulk IN URBs to endpoint EP
 without reading a byte, until the socket takes no more for a second
 (the gateway stopped reading it); prints "stopped_at=BYTES" (what it had
-sent by then).  Then it reads while it sends the rest, checks that every
+sent by then) and, given GOFILE, waits until that file exists (30 s at
+most).  Then it reads while it sends the rest, checks that every
 answer is a RET_SUBMIT -EPIPE of one of its seqnums, in order, and
 prints "answered=N epipe=N".  Exit status 0 when all COUNT were answered
 with -EPIPE, 1 otherwise, 2 on a usage or import error.
 """
+import os
 import select
 import socket
 import struct
@@ -19,7 +21,7 @@ import time
 
 
 def main():
-    if len(sys.argv) != 6:
+    if len(sys.argv) not in (6, 7):
         print(__doc__, file=sys.stderr)
         return 2
     host, port, busid, ep, count = (sys.argv[1], int(sys.argv[2]),
@@ -53,6 +55,10 @@ def main():
         except BlockingIOError:
             time.sleep(0.01)
     print("stopped_at=%d of %d" % (sent, len(urbs)), flush=True)
+    if len(sys.argv) == 7:
+        until = time.monotonic() + 30
+        while not os.path.exists(sys.argv[6]) and time.monotonic() < until:
+            time.sleep(0.05)
     got = bytearray()
     deadline = time.monotonic() + 120
     want = 48 * count
