@@ -129,19 +129,25 @@ ifmap_refuse(const struct ifmap_view *v, uint8_t ep, uint32_t dir,
     const uint8_t setup[8], char *buf, size_t len)
 {
 	const struct gw_ep *e;
-	char what[48];
+	uint8_t addr, alt;
 
 	if (ep == 0)
 		return ep0_refuse(v, setup, buf, len);
 	ep &= 0x0f;
+	addr = dir == USBIP_DIR_IN ? 0x80 | ep : ep;
 	e = dir == USBIP_DIR_IN ? &v->in[ep] : &v->out[ep];
-	snprintf(what, sizeof(what), "URB to endpoint 0x%02x of",
-	    dir == USBIP_DIR_IN ? 0x80 | ep : ep);
 	if (!e->present) {
 		/* (the relay refuses these as malformed before asking) */
-		snprintf(buf, len, "%s, which the current configuration and "
-		    "alternate settings do not have", what);
+		snprintf(buf, len, "URB to endpoint 0x%02x, which the current "
+		    "configuration and alternate settings do not have", addr);
 		return buf;
 	}
-	return intf_refuse(v, e->intf, what, buf, len);
+	/* the hot path: nothing formatted unless refused */
+	alt = e->intf < IFMAP_NINTF ? v->alts[e->intf] : 0;
+	if (decision_iface_allowed(v->dec, v->config, e->intf, alt))
+		return NULL;
+	snprintf(buf, len, "URB to endpoint 0x%02x of interface %u "
+	    "(configuration %u, alternate setting %u), which the decision "
+	    "denies", addr, e->intf, v->config, alt);
+	return buf;
 }
