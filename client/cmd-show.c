@@ -49,7 +49,7 @@ static void
 print_ifaces(const json_t *d)
 {
 	const json_t *a = json_object_get(d, "interfaces");
-	char buf[8192], *line, *next;
+	char buf[16384], *line, *next;
 	bool first = true;
 	size_t denied;
 

@@ -34,6 +34,7 @@ tier(struct policy *p, const struct decision_in *in,
 	if (p == NULL) {
 		pd->target = RULE_ASK;
 		pd->rule_id = 0;
+		pd->rule = NULL;
 		pd->next_change = RULE_NEVER;
 		return;
 	}
@@ -214,18 +215,12 @@ apply_rows(const struct decision_in *in, const struct facts *f,
 
 /* The rule of a tier's decision if it carries an interface-policy. */
 static const struct rule *
-ipol_rule(struct policy *p, const struct policy_decision *pd)
+ipol_rule(const struct policy_decision *pd)
 {
-	const struct rule	*r;
-	long			 pos;
-
-	if (p == NULL || pd->rule_id == 0 ||
+	if (pd->rule_id == 0 || pd->rule == NULL ||
 	    (pd->target != RULE_ALLOW && pd->target != RULE_ASK))
 		return NULL;
-	if ((pos = policy_find(p, pd->rule_id)) < 0)
-		return NULL;
-	r = policy_rule_at(p, (size_t)pos, NULL);
-	return r != NULL && rule_has_iface_policy(r) ? r : NULL;
+	return rule_has_iface_policy(pd->rule) ? pd->rule : NULL;
 }
 
 /*
@@ -245,9 +240,9 @@ apply_ifaces(const struct decision_in *in, const struct facts *f,
 	/* pending: what an approval would give (operators see it first) */
 	if (d->verdict != VERDICT_ALLOW && d->verdict != VERDICT_PENDING)
 		return;
-	if ((pol[n] = ipol_rule(in->admin, &f->admin)) != NULL)
+	if ((pol[n] = ipol_rule(&f->admin)) != NULL)
 		n++;
-	if ((pol[n] = ipol_rule(in->operator, &f->oper)) != NULL)
+	if ((pol[n] = ipol_rule(&f->oper)) != NULL)
 		n++;
 	if (n == 0)
 		return;

@@ -1657,6 +1657,58 @@ deny_unrecorded(struct device *dev, struct approval *a,
 }
 
 /*
+ * A permanent approval writes a rule that ranks ahead of the rule that
+ * matched: it must keep the interface verdicts the device has (protocol.md
+ * part 3, "Approvals"), so they are written into it as an explicit
+ * interface-policy, one allow per allowed (configuration, interface,
+ * class), "" when no interface-policy applies.  -1 (err) when they do not
+ * fit a rule: the operator approves for a time instead.
+ */
+#define IPOL_TEXT_MAX	(64 + RULE_IFACE_RULES_MAX * 48)
+static int
+ipol_text(struct device *dev, char *buf, size_t len, char *err, size_t errlen)
+{
+	struct decision d;
+	const struct iface_verdict *v, *w;
+	size_t i, j, n = 0;
+	char one[64];
+
+	buf[0] = '\0';
+	device_decide(dev, NULL, &d);
+	if (!d.per_iface)
+		return 0;
+	usbgw_strlcpy(buf, "interface-policy block {", len);
+	for (i = 0; i < d.niface; i++) {
+		v = &d.iface[i];
+		if (!v->allow)
+			continue;
+		for (j = 0; j < i; j++) {	/* another alternate setting */
+			w = &d.iface[j];
+			if (w->allow && w->config == v->config &&
+			    w->number == v->number && w->cls == v->cls &&
+			    w->subcls == v->subcls && w->proto == v->proto)
+				break;
+		}
+		if (j < i)
+			continue;
+		if (++n > RULE_IFACE_RULES_MAX) {
+			snprintf(err, errlen, "%s: its interface-policy allows "
+			    "more than %d interfaces, too many to write into a "
+			    "permanent rule; approve for a time instead",
+			    dev->busid, RULE_IFACE_RULES_MAX);
+			return -1;
+		}
+		snprintf(one, sizeof(one), " allow %02x:%02x:%02x index %u "
+		    "configuration %u", v->cls, v->subcls, v->proto, v->number,
+		    v->config);
+		usbgw_strlcat(buf, one, len);
+	}
+	/* nothing allowed: a rule that allows no interface */
+	usbgw_strlcat(buf, n == 0 ? " block *:*:* }" : " }", len);
+	return 0;
+}
+
+/*
  * approve and deny.  Precedence (decision.h): a deny ends every active
  * approval, every scope and every host, and outranks the operator's
  * own approvals; an approval cannot outrank an admin rule that blocks
@@ -1720,12 +1772,17 @@ device_approve(struct device *dev, bool deny, const struct approve_opts *o,
 		approvals_end_all(dev, false, "denied", who);
 	if (o->scope == SCOPE_PERMANENT) {
 		struct usbgw_identity id;
+		char ipol[IPOL_TEXT_MAX];
 
+		if (!deny && ipol_text(dev, ipol, sizeof(ipol), err,
+		    errlen) == -1)
+			return CTL_E_REFUSED;
 		device_identity(dev, &id);
 		/* an admin's override or denial ranks with the admin rules */
 		rule_id = tiers_device_rule(&id, dev->id, deny, o->override ||
-		    (deny && who->priv >= PRIV_ADMIN), o->to_host, who,
-		    o->message, err, errlen);
+		    (deny && who->priv >= PRIV_ADMIN), o->to_host,
+		    !deny && ipol[0] != '\0' ? ipol : NULL, who, o->message,
+		    err, errlen);
 		if (rule_id == -1)
 			return deny ? deny_unrecorded(dev, &a, who) :
 			    CTL_E_INTERNAL;

@@ -1260,6 +1260,10 @@ local_ctl_attach(json_t *args, const struct actor *who, json_t **res,
 	if (!local_ready(dev))
 		ERR(CTL_E_REFUSED, "%s is not ready (being claimed again); "
 		    "try again in a moment", dev->busid);
+	if (!L.per_interface && local_has_ipol(dev))
+		ERR(CTL_E_REFUSED, "%s: its rule has an interface-policy: local "
+		    "mode keeps denied interfaces from their drivers only with "
+		    "vhci-per-interface = yes", dev->busid);
 	hold_clear(dev);
 	if (local_attach(dev, who, why, sizeof(why)) == -1) {
 		store_audit_device(dev, "local-attach-failed", who, why);

@@ -308,6 +308,7 @@ policy_evaluate(struct policy *p, const struct usbgw_identity *id,
 	policy_prepare(p);
 	d->target = p->deflt;
 	d->rule_id = 0;
+	d->rule = NULL;
 	d->next_change = RULE_NEVER;
 
 	l[0] = &p->generic;
@@ -344,6 +345,7 @@ policy_evaluate(struct policy *p, const struct usbgw_identity *id,
 		}
 		d->target = rule_target(r);
 		d->rule_id = p->rules[best].id;
+		d->rule = r;
 		return;
 	}
 }

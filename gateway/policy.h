@@ -23,6 +23,7 @@ struct policy;
 struct policy_decision {
 	enum rule_target target;
 	int64_t		 rule_id;	/* deciding rule, 0: the default */
+	const struct rule *rule;	/* ... the rule itself (the policy's), or NULL */
 	/*
 	 * The earliest instant at which the decision may change with the
 	 * clock (time conditions of the rules looked at), or RULE_NEVER.

@@ -94,10 +94,29 @@ tiers_device_rule_admin(int64_t device_id)
 	return strcmp(tier, "admin") == 0 ? id : 0;
 }
 
+/* r with "interface-policy ..." text added (r freed), or NULL. */
+static struct rule *
+with_ipol(struct rule *r, const char *ipol)
+{
+	struct rule_error re;
+	struct rule *nr;
+	char *text, *full;
+
+	text = rule_format(r);
+	rule_free(r);
+	xasprintf(&full, "%s %s", text, ipol);
+	free(text);
+	nr = rule_parse(full, &re);
+	if (nr == NULL)
+		log_warnx("permanent rule with interface-policy: %s", re.msg);
+	free(full);
+	return nr;
+}
+
 int64_t
 tiers_device_rule(const struct usbgw_identity *id, int64_t device_id,
-    bool deny, bool admin, const char *to_host, const struct actor *who,
-    const char *comment, char *err, size_t errlen)
+    bool deny, bool admin, const char *to_host, const char *ipol,
+    const struct actor *who, const char *comment, char *err, size_t errlen)
 {
 	struct rule *r;
 	int64_t rid;
@@ -107,6 +126,11 @@ tiers_device_rule(const struct usbgw_identity *id, int64_t device_id,
 	if (r == NULL) {
 		snprintf(err, errlen, "cannot make a rule for host \"%.64s\"",
 		    to_host);
+		return -1;
+	}
+	if (ipol != NULL && (r = with_ipol(r, ipol)) == NULL) {
+		snprintf(err, errlen, "cannot write the interface-policy into "
+		    "the rule");
 		return -1;
 	}
 	rid = db_rule_set_device(store_db(), device_id, admin ? 1 : 0, r,

@@ -19,7 +19,7 @@ void		 tiers_get(struct policy **admin, struct policy **op);
 int64_t		 tiers_device_rule_admin(int64_t device_id);
 int64_t		 tiers_device_rule(const struct usbgw_identity *,
 		    int64_t device_id, bool deny, bool admin, const char *to_host,
-		    const struct actor *, const char *comment, char *err,
-		    size_t errlen);
+		    const char *ipol, const struct actor *, const char *comment,
+		    char *err, size_t errlen);
 
 #endif

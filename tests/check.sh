@@ -34,13 +34,14 @@ units() { ls "$1"/tests/test_* 2>/dev/null | grep -v '\.d$' || true; }
 # Wall times, one at a time, normal build: 45 26 s, 66 16 s, 36 14 s, 50 and 60
 # 12 s, 48 11 s, 10 and 41 10 s, 20 9 s, 30-35 7-8 s; the rest 1-6 s.
 # 63 19 s, 64 13 s; 80 4 s (19 s under ASan); 81 21 s, 82 19 s (SIGSTOP
-# choreography), 83 5 s; 84 17 s, 85 17 s; 107 8-13 s, 109 9 s (enrollment);
-# 123 19 s (a session per request), 125 9 s (600000 URBs).
+# choreography), 83 5 s; 84 17 s, 85 17 s; 107 8-13 s, 109 9 s (enrollment).
+# 120 21 s (issue 17 views); 123 19 s (a session per request), 125 9 s
+# (600000 URBs).
 SLOW="45-policy-time 117-follow-bounds 80-scale-1k 70-relay-descriptors 63-relay-stall 66-claims-survive-polls 64-control-reserve 36-gateway-access 50-local 60-bench-relay
     48-control-lookup 10-sim-client 41-cli-fake 20-tshark 32-gateway-unplug
     31-gateway-revoke 30-gateway-claim 34-gateway-restart 35-gateway-malformed
     81-busy-gateway 82-busy-exporter 85-list-cache 84-probe-deadline
-    83-probe-queue 95-agent-evil 97-agent-hello-hog 98-agent-hostile-gateway 110-agent-tls-dialout
+    120-iface-view 83-probe-queue 95-agent-evil 97-agent-hello-hog 98-agent-hostile-gateway 110-agent-tls-dialout
     89-agent-hostile-listen 107-enroll-revoke 109-enroll-agent-prompt
     123-relay-iface 125-relay-iface-flood"
 integ() {

@@ -63,6 +63,10 @@ exercise(const struct rule *r)
 	(void)rule_match(r, &id, &ctx, now);
 	usbgw_addr_parse("fd00::1", &ctx.host_addr);
 	(void)rule_match(r, &id, &ctx, now + 43200);
+	/* no interface-policy: every interface passes the rule */
+	if (!rule_has_iface_policy(r))
+		CHECK(rule_iface_allowed(r, 1, 0, 8, 6, 0x50));
+	(void)rule_iface_allowed(r, 2, 3, 3, 1, 1);
 	t = rule_next_change(r, now);
 	CHECK(t > now);
 	CHECK(t == RULE_NEVER || t <= now + 86400 + 3600);

@@ -356,8 +356,8 @@ tiers_get(struct policy **admin, struct policy **op)
  * rules for an override, else last among the operator rules. */
 int64_t
 tiers_device_rule(const struct usbgw_identity *id, int64_t device_id,
-    bool deny, bool admin, const char *to_host, const struct actor *who,
-    const char *comment, char *err, size_t errlen)
+    bool deny, bool admin, const char *to_host, const char *ipol,
+    const struct actor *who, const char *comment, char *err, size_t errlen)
 {
 	struct fk_rule_call *c = &fk.rule_calls[fk.nrule_calls++ % 16];
 	struct rule *r;

@@ -842,6 +842,24 @@ test_import(void)
 		fclose(fp);
 		import_result_free(&res);
 	}
+
+	/* USBGuard has no interface-policy (its proposal is not implemented). */
+	{
+		static const char ipol[] = "allow id 1d6b:0104 interface-policy "
+		    "allow { block 08:*:* }\n";
+
+		fp = fmemopen((void *)(uintptr_t)ipol, sizeof(ipol) - 1, "r");
+		ok(policy_import_usbguard_ex(fp, IMPORT_DROP_UNMAPPED |
+		    IMPORT_ALLOW_WIDER, NULL, &res) == 0 && res.nrules == 0 &&
+		    res.nproblems == 1, "interface-policy: not imported, even "
+		    "with --drop-unmapped --allow-wider");
+		is_str(res.nproblems == 1 ? res.problems[0].reason : "",
+		    "column 20: 'interface-policy' is not allowed in USBGuard "
+		    "rules (USBGuard does not implement it: its proposal, issue "
+		    "#67, is open)", "... saying why, with the column");
+		fclose(fp);
+		import_result_free(&res);
+	}
 }
 
 int

@@ -148,8 +148,12 @@ check "lock-down: ... and detached from vhci" wait_gone 10 vhci_any_used
 check "lock-down: ... the vhci disk is gone" fails vhci_disk
 
 # Per interface: the composite device (08:06:50 + ff:00:00) does not match the
-# rule (one interface of class 08 exactly); approved, it is attached and
-# authorized, and its storage interface, which the rule matches alone, is not.
+# block rule (one interface of class 08 exactly); an ask rule's
+# interface-policy denies its storage interface (protocol.md 3.12: the same
+# verdicts as in proxy mode); approved, it is attached and authorized, and
+# its storage interface is not.
+check "per-interface: usbgw policy add 'ask id $COMBO_VID:$COMBO_PID interface-policy allow { block 08:*:* }'" \
+	gwctl policy add "ask id $COMBO_VID:$COMBO_PID interface-policy allow { block 08:*:* }"
 st=$(gw_wait_state 30 "$combo" pending)
 check "per-interface: the gateway claims the composite device, state pending (last seen: $st)" \
 	[ "$st" = pending ]
@@ -179,8 +183,8 @@ if check "per-interface: the composite device is authorized and configured" \
 		[ "$c1|$a1" = "ff|1" ]
 	check "per-interface: no disk appears on vhci" fails vhci_disk
 	det=$(audit_detail local-authorize busid="$cb")
-	check "per-interface: audit local-authorize names the interface and the rule ($det)" \
-		sh -c 'case $1 in *"1 interface allowed, 1 kept without a driver: $2:1.0 08:06:50 (rule "*) ;; *) exit 1 ;; esac' \
+	check "per-interface: audit local-authorize names the interface and why ($det)" \
+		sh -c 'case $1 in *"1 interface allowed, 1 kept without a driver: $2:1.0 08:06:50 (interface-policy, approval "*) ;; *) exit 1 ;; esac' \
 		_ "$det" "$n"
 fi
 check "per-interface: usbgw revoke $cb" gwctl revoke "$cb"

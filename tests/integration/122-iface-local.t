@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Issue 17 in local mode, with the fake vhci_hcd (vhci-kernel): the same
+# per-interface verdicts as in proxy mode drive the kernel's interface
+# `authorized`.
+#  1. vhci-per-interface = yes: an allow rule's interface-policy keeps the
+#     storage interface of the composite device from its driver; a policy
+#     change while attached authorizes the interfaces again (the keyboard
+#     denied, the storage allowed).
+#  2. without vhci-per-interface the kernel would give every interface its
+#     driver: a device under an interface-policy is not attached (auto and
+#     `usbgw attach` say why); one without a policy is.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/sim.sh"
+. "$(dirname "$0")/../lib/gw.sh"
+
+VK=$USBGW_BUILD/vhci-kernel
+need_prog "$SIM" "$USBGWD" "$USBGW" "$VK" socat sqlite3
+plan 17
+
+cat >"$T/sim.conf" <<'EOF2'
+device 1-3 { type composite; keys ""; serial "S13"; }
+device 1-4 { type keyboard; keys ""; serial "S14"; }
+EOF2
+sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
+SIMA=127.0.0.1:$(sim_port sim)
+
+K=$T/k
+PLAT=$K/sys/devices/platform
+HCD=$PLAT/vhci_hcd.0
+start_bg vk "$VK" -c 1 -n 2 -p "$T/gw.pid" "$K"
+wait_file "$K/ready" 10 vk || bail_out "vhci-kernel did not start: $(cat "$(bg_log vk)")"
+GRAB=$(cat "$K/ready")
+vk_wait() { wait_log vk "$1" "${2:-10}"; }
+need_grab() {
+	[ "$GRAB" = grab ] && return 0
+	skip "$1" "pidfd_getfd(2) not permitted: the fake kernel cannot take the socket"
+	return 1
+}
+authz() { cat "$HCD/usb3/3-1/3-1:1.$1/authorized" 2>/dev/null; }
+
+# ---- 1. per-interface -----------------------------------------------------------
+gw_conf gw "mode = local" "vhci-root = $PLAT" "local-attach = direct" \
+    "vhci-lockdown = yes" "vhci-per-interface = yes" \
+    "poll-interval = 500ms" "pid-file = $T/gw.pid" "exporter sim1 $SIMA"
+gw_start gw || bail_out "usbgwd did not start in local mode: $(tail -n 5 "$T/gw.log")"
+gwctl gw policy add 'allow id 1209:0003 interface-policy allow { block 08:*:* }'
+is "$RC" 0 "allow the composite, its storage interface denied"
+gw_wait_state gw sim1:1-3 attached
+pass "attached (auto-attach)"
+if need_grab 6; then
+	vk_wait '^enumerated port=0'
+	wait_for -t 10 test "$(authz 0)" = 1
+	is "$(authz 0)" 1 "keyboard interface 3-1:1.0 authorized"
+	is "$(authz 1)" 0 "storage interface 3-1:1.1 kept without a driver"
+	gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE event = 'local-authorize' AND detail LIKE '%3-1:1.1 08:06:50 (interface-policy, rule 1)%'" 1
+	is "$(gw_audit_count gw local-authorize)" 1 "audit: local-authorize names the interface and the rule"
+	# the policy changes while attached: authorized again, the other way
+	gwctl gw policy add 'allow id 1209:0003 interface-policy allow { block 03:*:* }'
+	gwctl gw policy remove 1
+	wait_for -t 10 test "$(authz 0)" = 0
+	is "$(authz 0)" 0 "policy change: the keyboard interface now deauthorized"
+	is "$(authz 1)" 1 "... and the storage interface authorized"
+	is "$(gw_audit_count gw local-authorize)" 2 "audit: a second local-authorize"
+fi
+is "$(gw_state gw sim1:1-3)" attached "still attached through the policy change"
+gwctl gw detach sim1:1-3
+vk_wait '^detach port=0'
+stop_bg gw TERM
+
+# ---- 2. without vhci-per-interface ----------------------------------------------
+rm -f "$T/gw.db" "$T/gw.sock"
+gw_conf gw "mode = local" "vhci-root = $PLAT" "local-attach = direct" \
+    "vhci-lockdown = yes" \
+    "poll-interval = 500ms" "pid-file = $T/gw.pid" "exporter sim1 $SIMA"
+gw_start gw || bail_out "usbgwd did not restart: $(tail -n 5 "$T/gw.log")"
+gwctl gw policy add 'allow id 1209:0003 interface-policy allow { block 08:*:* }'
+gwctl gw policy add 'allow id 1209:0001'
+gw_wait_state gw sim1:1-4 attached
+pass "the keyboard (no interface-policy) is attached"
+gw_wait_state gw sim1:1-3 authorized
+gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE event = 'local-attach-failed' AND detail LIKE '%interface-policy%vhci-per-interface = yes%'" 1
+is "$(gw_audit_count gw local-attach-failed "detail LIKE '%interface-policy%vhci-per-interface = yes%'")" 1 \
+    "the composite under an interface-policy is not attached: audit says why"
+is "$(gw_state gw sim1:1-3)" authorized "... it stays authorized, not attached"
+gwctl gw attach sim1:1-3
+is "$RC" 1 "usbgw attach refuses it"
+like "$ERR" 'interface-policy: local mode keeps denied interfaces from their drivers only with vhci-per-interface = yes' "... saying why"
+gw_finish gw
+done_testing
