@@ -23,6 +23,13 @@
  * Backpressure: when one side's output passes GW_RELAY_HIWAT, reading
  * from the other side stops until the output drains to half; the
  * number of URBs in flight is capped the same way.
+ *
+ * Per-interface decisions (issue 17): when the applied decision lists
+ * interface verdicts, a CMD_SUBMIT that belongs to a denied interface
+ * (ifmap_refuse: its endpoint's interface in the endpoint map, or the
+ * recipient of an ep0 request) is answered here with RET_SUBMIT -EPIPE
+ * and dropped; the vhci host's own refusals back up into its output,
+ * and reading it stops at GW_RELAY_HIWAT like any other backpressure.
  */
 #include <errno.h>
 #include <stdlib.h>
