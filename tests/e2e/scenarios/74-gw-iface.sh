@@ -11,6 +11,9 @@
 # Needs 00 and 20 (the gateway running with the usbipd exporter).  Leaves the
 # gadget removed, its UDC free, and no rule of its own.
 
+# It runs after the agent scenarios (which point GW_EXPORTER at the agent):
+# the usbipd exporter of 20-gw-claim is this one's.
+GW_EXPORTER=e2e
 IFC_VID=1209 IFC_PID=0009 IFC_SERIAL=E2E-IFC-0001 IFC_IMG=/tmp/ifc.img
 IFC_PRODUCT="E2E Storage+Serial"
 why=$(gw_missing)
