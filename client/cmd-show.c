@@ -189,6 +189,12 @@ cmd_show_exec(struct cmd_ctx *ctx)
 	field("attached to", jstr(res, "attached_to"));
 	field("transport", jstr(res, "transport"));
 	field("certificate", jstr(res, "host_cert"));
+	if (json_is_integer(json_object_get(res, "refused"))) {
+		snprintf(buf, sizeof(buf), "%lld (URBs and requests to denied "
+		    "interfaces, this attachment)", (long long)
+		    json_integer_value(json_object_get(res, "refused")));
+		field("refused", buf);
+	}
 	if (*jstr(res, "up_transport") != '\0') {
 		snprintf(buf, sizeof(buf), "%s%s%s%s", jstr(res, "up_transport"),
 		    *jstr(res, "up_cert") != '\0' ? " (certificate " : "",

@@ -21,6 +21,7 @@ struct usbgw_counters {
 	uint64_t	relay_bytes_to_device;
 	uint64_t	relay_bytes_from_device;
 	uint64_t	relay_urbs;
+	uint64_t	relay_refused;	/* URBs to denied interfaces */
 	uint64_t	access_requests;
 	uint64_t	audit_rows;
 	uint64_t	control_requests;

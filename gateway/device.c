@@ -230,6 +230,25 @@ device_set_state(struct device *dev, enum dev_state st,
 	device_set_state_rule(dev, st, who, reason, 0);
 }
 
+/*
+ * A proxy session attaches: the decision applied from now on is its
+ * host's (what device_reeval keeps while attached), so the relay
+ * enforces the interface verdicts of what allowed this host, not the
+ * standing state's (decided for no host).  Not allowed: the standing
+ * one stays, and the relay refuses what it does not allow.
+ */
+static void
+attach_decision(struct device *dev)
+{
+	struct decision d;
+
+	device_decide(dev, dev->ds, &d);
+	if (d.verdict != VERDICT_ALLOW)
+		return;
+	dev->core->decision = d;
+	dev->rule_id = d.rule_id;
+}
+
 /* The same, naming the rule that caused it (0: the actor's, if a rule). */
 static void
 device_set_state_rule(struct device *dev, enum dev_state st,
@@ -239,6 +258,8 @@ device_set_state_rule(struct device *dev, enum dev_state st,
 
 	if (who == NULL)
 		who = &sys_actor;
+	if (st == DEV_ATTACHED && dev->ds != NULL)
+		attach_decision(dev);
 	if (old == st)
 		return;
 	dev->state = st;
@@ -782,6 +803,7 @@ device_json_text(const struct device *dev, struct jtext *b)
 		jt_kint(b, "bytes_to_host", (int64_t)dev->bytes_down);
 		jt_kint(b, "bytes_to_device", (int64_t)dev->bytes_up);
 		jt_kint(b, "urbs", (int64_t)dev->urbs);
+		jt_kint(b, "refused", (int64_t)dev->refused);
 	}
 	/* the exporter leg: the claim's connection, while it has one */
 	if (upstream_transport(dev->up) != NULL) {
@@ -888,6 +910,13 @@ void
 device_audit_malformed(struct device *dev, struct dsession *ds, const char *msg)
 {
 	store_audit_device(dev, "malformed", NULL, msg);
+}
+
+void
+device_audit_iface_refused(struct device *dev, struct dsession *ds,
+    const char *msg)
+{
+	store_audit_device(dev, "iface-refused", NULL, msg);
 }
 
 void
@@ -1154,45 +1183,14 @@ device_config_changed(struct device *dev)
 /*
  * Load the endpoints of configuration `value`, interface alternate
  * settings as given (alt[i] for interface number i; all 0 after
- * SET_CONFIGURATION).  Unknown value: no endpoint but ep0.
+ * SET_CONFIGURATION), each with its interface number (the relay's
+ * per-interface check).  Unknown value: no endpoint but ep0.
  */
 static void
 load_eps(struct device *dev, uint8_t value, const uint8_t *alts)
 {
-	struct desc_config c;
-	const char *why;
-	int i, k, j;
-
-	memset(dev->ep_in, 0, sizeof(dev->ep_in));
-	memset(dev->ep_out, 0, sizeof(dev->ep_out));
 	dev->cur_config = value;
-	for (i = 0; i < GW_MAX_CONFIGS; i++) {
-		if (dev->ident.config[i] == NULL)
-			continue;
-		if (desc_parse_config(dev->ident.config[i],
-		    dev->ident.config_len[i], &c, &why) == -1 ||
-		    c.value != value)
-			continue;
-		for (k = 0; k < c.nalt; k++) {
-			struct desc_alt *a = &c.alt[k];
-			uint8_t want = a->number < DESC_MAX_INTF && alts ?
-			    alts[a->number] : 0;
-
-			if (a->alt != want)
-				continue;
-			for (j = 0; j < a->nep; j++) {
-				struct desc_ep *e = &a->ep[j];
-				struct gw_ep *g = (e->address & 0x80) ?
-				    &dev->ep_in[e->address & 0x0f] :
-				    &dev->ep_out[e->address & 0x0f];
-
-				g->present = 1;
-				g->type = e->type;
-				g->maxp = e->maxp;
-			}
-		}
-		break;
-	}
+	(void)ifmap_load(dev->ep_in, dev->ep_out, &dev->ident, value, alts);
 }
 
 void
@@ -1206,7 +1204,7 @@ device_load_endpoints(struct device *dev, uint8_t value)
 void
 device_set_interface(struct device *dev, uint8_t intf, uint8_t alt)
 {
-	if (intf >= DESC_MAX_INTF)
+	if (intf >= IFMAP_NINTF)
 		return;
 	dev->alt[intf] = alt;
 	load_eps(dev, dev->cur_config, dev->alt);

@@ -10,19 +10,11 @@
 
 #include "ctl.h"
 #include "ident.h"
+#include "ifmap.h"
 #include "decision.h"
 #include "loop.h"
 #include "upstream.h"
 #include "usbip.h"
-
-/* One endpoint of the device's active configuration. */
-struct gw_ep {
-	uint8_t		present;
-	uint8_t		type;		/* USB_ENDPOINT_XFER_* (0..3) */
-	uint16_t	maxp;
-};
-
-
 
 struct device {
 	TAILQ_ENTRY(device)	 entry;		/* in exporter->devices */
@@ -43,9 +35,11 @@ struct device {
 	struct upstream		*up;
 	struct dsession		*ds;		/* attached session */
 	uint32_t		 gw_devid;	/* what vhci hosts see */
-	struct gw_ep		 ep_in[16], ep_out[16];
+	/* the endpoint map (ifmap.h): what the current configuration and
+	 * alternate settings have, each endpoint with its interface */
+	struct gw_ep		 ep_in[IFMAP_NEP], ep_out[IFMAP_NEP];
 	uint8_t			 cur_config;
-	uint8_t			 alt[32];	/* alt setting per interface */
+	uint8_t			 alt[IFMAP_NINTF];	/* per interface */
 	/*
 	 * The inputs of its decision (approvals, revocation, anomaly, the
 	 * exporter's claims), the decision as applied and the device's
@@ -57,6 +51,7 @@ struct device {
 	/* counters of the current attachment */
 	int64_t			 attach_id;
 	uint64_t		 bytes_down, bytes_up, urbs;
+	uint64_t		 refused;	/* denied-interface URBs */
 };
 
 
@@ -155,6 +150,9 @@ void		 gw_identity_event(struct device *);
 void		 gw_probed_event(struct device *);
 void		 device_descriptor_anomaly(struct device *, const char *what);
 void		 device_audit_malformed(struct device *, struct dsession *,
+		    const char *msg);
+/* The relay refused a URB or request to a denied interface (bounded). */
+void		 device_audit_iface_refused(struct device *, struct dsession *,
 		    const char *msg);
 /* device.c: the descriptors the probe read */
 void		 device_load_endpoints(struct device *, uint8_t config_value);

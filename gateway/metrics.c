@@ -113,6 +113,9 @@ metrics_write(struct evbuffer *b)
 	    cnt.relay_bytes_from_device);
 	scalar(b, "usbgw_relayed_urbs_total", "counter", "URBs completed "
 	    "through the relay.", cnt.relay_urbs);
+	scalar(b, "usbgw_relay_iface_refused_total", "counter", "URBs and "
+	    "control requests to denied interfaces answered by the relay "
+	    "with a stall.", cnt.relay_refused);
 	head(b, "usbgw_refusals_total", "counter", "Imports and connections "
 	    "refused, by reason.");
 	for (i = 0; i <= CNT_MAX_REASONS; i++) {

@@ -23,6 +23,13 @@
  * Backpressure: when one side's output passes GW_RELAY_HIWAT, reading
  * from the other side stops until the output drains to half; the
  * number of URBs in flight is capped the same way.
+ *
+ * Per-interface decisions (issue 17): when the applied decision lists
+ * interface verdicts, a CMD_SUBMIT that belongs to a denied interface
+ * (ifmap_refuse: its endpoint's interface in the endpoint map, or the
+ * recipient of an ep0 request) is answered here with RET_SUBMIT -EPIPE
+ * and dropped; the vhci host's own refusals back up into its output,
+ * and reading it stops at GW_RELAY_HIWAT like any other backpressure.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,6 +47,7 @@
 #include "desc.h"
 #include "evbuf.h"
 #include "ident.h"
+#include "ifmap.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
@@ -222,6 +230,8 @@ relay_ep0_fits(const struct device *dev, const uint8_t *s)
 #define RELAY_READ		(128u * 1024)	/* one readv, one callback */
 #define RELAY_LOWAT_MAX		(256u * 1024)
 #define RELAY_TICK_MS		5000	/* at most; a quarter of the stall limit */
+/* refusals audited one by one per attachment; the rest are counted */
+#define RELAY_AUDIT_REFUSALS	16
 
 struct relay;
 
@@ -254,6 +264,14 @@ struct relay {
 	struct rside	 down;		/* vhci host */
 	struct rside	 up;		/* exporter */
 	struct event	*tick;
+	/*
+	 * The device's standing decision (device_decision(): the applied
+	 * one, updated in place when the policy changes, so the next URB
+	 * is judged by the current one).  With interface verdicts the
+	 * relay refuses what belongs to a denied interface itself.
+	 */
+	const struct decision *dec;
+	bool		 refuse_paused;	/* down stopped: its refusals queued */
 };
 
 static void	relay_from_down(struct relay *);
@@ -397,9 +415,29 @@ rside_write_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (rside_flush(s) == -1)
 		return;
+	/*
+	 * The vhci host read the refusals that stopped it: read it again.
+	 * The exporter's side first if its output to the host stopped it
+	 * too (relay_from_up resumes the host at its end); either call is
+	 * the last thing done here, since it may end the session.
+	 */
+	if (s == &r->down && r->refuse_paused &&
+	    evbuffer_get_length(s->out) < GW_RELAY_HIWAT / 2) {
+		r->refuse_paused = false;
+		if (!r->up.reading) {
+			rside_resume(&r->up);
+			relay_from_up(r);
+		} else if (r->ds->inflight.count < GW_MAX_INFLIGHT &&
+		    evbuffer_get_length(r->up.out) < GW_RELAY_HIWAT / 2) {
+			rside_resume(s);
+			relay_from_down(r);
+		}
+		return;
+	}
 	/* Output drained below half the mark: resume the other side. */
 	if (!other->reading && evbuffer_get_length(s->out) < GW_RELAY_HIWAT / 2 &&
-	    (other != &r->down || r->ds->inflight.count < GW_MAX_INFLIGHT)) {
+	    (other != &r->down || (r->ds->inflight.count < GW_MAX_INFLIGHT &&
+	    !r->refuse_paused))) {
 		rside_resume(other);
 		if (other == &r->down)
 			relay_from_down(r);
@@ -531,6 +569,8 @@ relay_start(struct dsession *ds, struct device *dev, const void *first,
 	inflight_init(&ds->inflight, GW_MAX_INFLIGHT);
 	upstream_set_state(up, UP_RELAYING, "relaying");
 	dev->bytes_down = dev->bytes_up = dev->urbs = 0;
+	dev->refused = 0;
+	r->dec = device_decision(dev);
 
 	rside_init(r, &r->down, ds->bev, "vhci host");
 	rside_init(r, &r->up, up->bev, "exporter");
@@ -554,6 +594,15 @@ relay_stop(struct dsession *ds)
 	if (r == NULL)
 		return;
 	ds->relay = NULL;
+	if (r->dev->refused > RELAY_AUDIT_REFUSALS) {
+		char msg[192];
+
+		snprintf(msg, sizeof(msg), "%llu URBs and control requests to "
+		    "denied interfaces refused in this attachment (the first "
+		    "%u audited one by one)",
+		    (unsigned long long)r->dev->refused, RELAY_AUDIT_REFUSALS);
+		device_audit_iface_refused(r->dev, ds, msg);
+	}
 	if (r->tick != NULL)
 		event_free(r->tick);
 	rside_free(&r->down);
@@ -650,6 +699,72 @@ relay_check_descriptor(struct relay *r, size_t at, const struct inflight *f,
 	return -1;
 }
 
+/*
+ * Answer the CMD_SUBMIT at the head of `in` (lay.total bytes, complete)
+ * ourselves with RET_SUBMIT -EPIPE, as a stalled endpoint would, and
+ * drop it: it never reaches the exporter.  An ISO URB gets its packets
+ * back, each with actual_length 0 and -EPIPE (vhci reads as many
+ * descriptors as it sent).  Returns 0, or -1 when the session ended.
+ */
+static int
+relay_refuse(struct relay *r, const struct usbip_urb_hdr *h,
+    const struct usbip_urb_layout *lay, const char *why)
+{
+	struct usbip_urb_hdr rh;
+	struct usbip_iso_desc d;
+	uint8_t b[USBIP_URB_HDR_LEN], iso[USBIP_ISO_DESC_LEN];
+	uint32_t i;
+
+	if (inflight_get(&r->ds->inflight, h->seqnum) != NULL) {
+		relay_malformed(r, "vhci host", "seqnum already in flight");
+		return -1;
+	}
+	memset(&rh, 0, sizeof(rh));
+	rh.command = USBIP_RET_SUBMIT;
+	rh.seqnum = h->seqnum;
+	rh.u.ret_submit.status = -EPIPE;
+	rh.u.ret_submit.number_of_packets = (int32_t)lay->niso;
+	rh.u.ret_submit.error_count = (int32_t)lay->niso;
+	usbip_urb_hdr_encode(b, &rh);
+	evbuffer_add(r->down.out, b, sizeof(b));
+	for (i = 0; i < lay->niso; i++) {
+		evbuf_copyout_at(r->down.in, USBIP_URB_HDR_LEN + lay->data_len +
+		    (size_t)i * USBIP_ISO_DESC_LEN, iso, sizeof(iso));
+		usbip_iso_desc_decode(iso, &d);
+		d.actual_length = 0;
+		d.status = -EPIPE;
+		usbip_iso_desc_encode(iso, &d);
+		evbuffer_add(r->down.out, iso, sizeof(iso));
+	}
+	evbuffer_drain(r->down.in, lay->total);
+	r->dev->refused++;
+	cnt.relay_refused++;
+	if (r->dev->refused <= RELAY_AUDIT_REFUSALS)
+		device_audit_iface_refused(r->dev, r->ds, why);
+	if (r->dev->refused == RELAY_AUDIT_REFUSALS + 1)
+		log_info("%s: more than %u refusals in this attachment: "
+		    "counted, no longer audited one by one", r->dev->busid,
+		    RELAY_AUDIT_REFUSALS);
+	return 0;
+}
+
+/* Does the decision's interface verdicts refuse this CMD_SUBMIT? */
+static const char *
+relay_iface_refuses(struct relay *r, const struct usbip_urb_hdr *h,
+    char *buf, size_t len)
+{
+	const struct device *dev = r->dev;
+	struct ifmap_view v;
+
+	v.dec = r->dec;
+	v.in = dev->ep_in;
+	v.out = dev->ep_out;
+	v.config = dev->cur_config;
+	v.alts = dev->alt;
+	return ifmap_refuse(&v, (uint8_t)h->ep, h->direction,
+	    h->u.submit.setup, buf, len);
+}
+
 /* vhci host → exporter */
 static void
 relay_from_down(struct relay *r)
@@ -665,6 +780,8 @@ relay_from_down(struct relay *r)
 	uint8_t hb[USBIP_URB_HDR_LEN];
 	size_t len, need = 0, fwd = 0;	/* fwd: checked bytes at the head */
 	int ep_iso;
+	bool refused = false;
+	char rbuf[192];
 
 	for (;;) {
 		if (evbuffer_get_length(out) + fwd >= GW_RELAY_HIWAT ||
@@ -708,6 +825,28 @@ relay_from_down(struct relay *r)
 		if (lay.niso > 0 && relay_iso_check(in, fwd, &h, &lay,
 		    (uint32_t)h.u.submit.transfer_buffer_length, &why) == -1)
 			return relay_malformed(r, "vhci host", why);
+		/*
+		 * Per-interface decisions (issue 17): one branch for a
+		 * decision without interface verdicts.  A refused URB is
+		 * answered here; what was checked before it goes first.
+		 */
+		if (__builtin_expect(r->dec->niface != 0 ||
+		    r->dec->verdict != VERDICT_ALLOW, 0) &&
+		    h.command == USBIP_CMD_SUBMIT &&
+		    (why = relay_iface_refuses(r, &h, rbuf,
+		    sizeof(rbuf))) != NULL) {
+			relay_forward(in, fwd, &r->up);
+			fwd = 0;
+			if (relay_refuse(r, &h, &lay, why) == -1)
+				return;
+			refused = true;
+			if (evbuffer_get_length(r->down.out) >= GW_RELAY_HIWAT) {
+				r->refuse_paused = true;
+				rside_pause(&r->down);
+				break;
+			}
+			continue;
+		}
 
 		if ((f = inflight_add(&ds->inflight, h.seqnum)) == NULL)
 			return relay_malformed(r, "vhci host",
@@ -733,7 +872,10 @@ relay_from_down(struct relay *r)
 	}
 	relay_forward(in, fwd, &r->up);
 	rside_after(&r->down, need);
-	rside_flush(&r->up);
+	if (rside_flush(&r->up) == -1)
+		return;
+	if (refused)
+		rside_flush(&r->down);
 }
 
 /* exporter → vhci host */
@@ -835,7 +977,8 @@ relay_from_up(struct relay *r)
 	if (rside_flush(&r->down) == -1)
 		return;
 	/* replies retired URBs: the vhci host may send more */
-	if (!r->down.reading && ds->inflight.count < GW_MAX_INFLIGHT &&
+	if (!r->down.reading && !r->refuse_paused &&
+	    ds->inflight.count < GW_MAX_INFLIGHT &&
 	    evbuffer_get_length(r->up.out) < GW_RELAY_HIWAT / 2) {
 		rside_resume(&r->down);
 		relay_from_down(r);

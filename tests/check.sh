@@ -35,8 +35,8 @@ units() { ls "$1"/tests/test_* 2>/dev/null | grep -v '\.d$' || true; }
 # 12 s, 48 11 s, 10 and 41 10 s, 20 9 s, 30-35 7-8 s; the rest 1-6 s.
 # 63 19 s, 64 13 s; 80 4 s (19 s under ASan); 81 21 s, 82 19 s (SIGSTOP
 # choreography), 83 5 s; 84 17 s, 85 17 s; 107 8-13 s, 109 9 s (enrollment);
-# 120 21 s (issue 17 views); 130 12 s, 131 6 s, 132 12 s, 133 9-13 s (a
-# PostgreSQL server each).
+# 120 21 s (issue 17 views); 123 19 s (a session per request), 125 9 s
+# (600000 URBs); 130 12 s, 131 6 s, 132 12 s, 133 9-13 s (a PostgreSQL server each).
 # 127 (make deb, lintian, install, start, purge) 110-170 s, make deb 50-100 s of it.
 SLOW="127-deb-package 45-policy-time 117-follow-bounds 80-scale-1k 70-relay-descriptors 63-relay-stall 66-claims-survive-polls 64-control-reserve 36-gateway-access 50-local 60-bench-relay
     48-control-lookup 10-sim-client 41-cli-fake 20-tshark 32-gateway-unplug
@@ -44,7 +44,7 @@ SLOW="127-deb-package 45-policy-time 117-follow-bounds 80-scale-1k 70-relay-desc
     81-busy-gateway 82-busy-exporter 85-list-cache 84-probe-deadline
     120-iface-view 83-probe-queue 95-agent-evil 97-agent-hello-hog 98-agent-hostile-gateway 110-agent-tls-dialout
     89-agent-hostile-listen 107-enroll-revoke 109-enroll-agent-prompt
-    130-pg-unit-db 132-pg-daemon 133-pg-restart"
+    123-relay-iface 125-relay-iface-flood 130-pg-unit-db 132-pg-daemon 133-pg-restart"
 integ() {
 	local n f
 	for n in $SLOW; do

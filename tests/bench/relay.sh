@@ -23,6 +23,9 @@
 # Also printed: the relay process's CPU time per GB relayed (gateway and
 # bare, from /proc/PID/stat), and the gateway against the bare relay.
 #
+# BENCH_GW_RULE=RULE: the gateway's device is allowed by this admin rule
+# instead of an approval (an interface-policy: the per-interface check).
+#
 # Exit status: 0 when every figure was measured (targets missed or not),
 # 1 when a measurement could not be made.
 set -u
@@ -86,8 +89,17 @@ PIDS+=($!)
 GWPID=$!
 wait_file "$W/gw.port" || die "usbgwd did not start"
 GWP=$(cat "$W/gw.port")
+# BENCH_GW_RULE: an admin rule allows the device instead of an approval
+# (e.g. one with an interface-policy, to measure the per-interface check)
+if [ -n "${BENCH_GW_RULE:-}" ]; then
+	"$CLI" -s "$W/gw.sock" policy add "$BENCH_GW_RULE" >/dev/null ||
+	    die "the gateway refused BENCH_GW_RULE"
+fi
 for ((i = 0; i < 200; i++)); do
-	"$CLI" -s "$W/gw.sock" approve sim:1-5 >/dev/null 2>&1 && break
+	[ -n "${BENCH_GW_RULE:-}" ] && "$CLI" -s "$W/gw.sock" list 2>/dev/null |
+	    grep -q 'sim:1-5 .*authorized' && break
+	[ -z "${BENCH_GW_RULE:-}" ] && "$CLI" -s "$W/gw.sock" approve sim:1-5 \
+	    >/dev/null 2>&1 && break
 	sleep 0.1
 done
 [ $i -lt 200 ] || die "could not approve sim:1-5 at the gateway"

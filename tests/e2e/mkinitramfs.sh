@@ -33,6 +33,8 @@ modules="configfs usb_common usbcore udc_core dummy_hcd libcomposite
 	usb_f_mass_storage usb_f_ss_lb scsi_mod usb_storage sd_mod
 	crct10dif_generic crc64_rocksoft_generic usbip_core usbip_host vhci_hcd
 	usb_f_hid usb_f_acm hid usbhid hid_generic cdc_acm"
+# 74-gw-iface watches what usbip-host submits with usbmon.
+modules="$modules usbmon"
 
 # Programs from the build folder, with where they go in the guest.
 project_progs="usbgwd:/usr/sbin usbgw:/usr/bin usbgw-sim:/usr/bin usbip-tc:/usr/bin

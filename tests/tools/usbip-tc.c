@@ -3325,7 +3325,8 @@ out:
 static int
 hex_parse(const char *s, uint32_t devid, uint8_t **out, size_t *outlen)
 {
-	uint8_t *b = xmalloc(strlen(s) / 2 + 8);
+	/* (DEVID: 5 characters for 4 bytes, more than 2 hex digits' 1) */
+	uint8_t *b = xmalloc(strlen(s) + 8);
 	size_t n = 0;
 	int hi = -1, v;
 

@@ -1,0 +1,153 @@
+/*
+ * The endpoint map and the per-interface check (ifmap.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "desc.h"
+#include "ifmap.h"
+#include "usbip.h"
+
+_Static_assert(IFMAP_NINTF == DESC_MAX_INTF, "one alternate setting per "
+    "interface number the descriptors may use");
+
+int
+ifmap_load(struct gw_ep *in, struct gw_ep *out, const struct gw_ident *id,
+    uint8_t config, const uint8_t *alts)
+{
+	struct desc_config c;
+	const char *why;
+	int i, k, j, n = 0;
+
+	memset(in, 0, IFMAP_NEP * sizeof(*in));
+	memset(out, 0, IFMAP_NEP * sizeof(*out));
+	for (i = 0; i < GW_MAX_CONFIGS; i++) {
+		if (id->config[i] == NULL)
+			continue;
+		if (desc_parse_config(id->config[i], id->config_len[i], &c,
+		    &why) == -1 || c.value != config)
+			continue;
+		for (k = 0; k < c.nalt; k++) {
+			struct desc_alt *a = &c.alt[k];
+			uint8_t want = a->number < IFMAP_NINTF && alts ?
+			    alts[a->number] : 0;
+
+			if (a->alt != want)
+				continue;
+			for (j = 0; j < a->nep; j++) {
+				struct desc_ep *e = &a->ep[j];
+				struct gw_ep *g = (e->address & 0x80) ?
+				    &in[e->address & 0x0f] :
+				    &out[e->address & 0x0f];
+
+				g->present = 1;
+				g->type = e->type;
+				g->intf = a->number;
+				g->maxp = e->maxp;
+				n++;
+			}
+		}
+		break;
+	}
+	return n;
+}
+
+/* May the host use interface `num` at its current alternate setting? */
+static const char *
+intf_refuse(const struct ifmap_view *v, uint8_t num, const char *what,
+    char *buf, size_t len)
+{
+	uint8_t alt = num < IFMAP_NINTF ? v->alts[num] : 0;
+
+	if (decision_iface_allowed(v->dec, v->config, num, alt))
+		return NULL;
+	snprintf(buf, len, "%s interface %u (configuration %u, alternate "
+	    "setting %u), which the decision denies", what, num, v->config,
+	    alt);
+	return buf;
+}
+
+/*
+ * ep0: the request's recipient (bmRequestType & 0x1f) decides.  The
+ * device and "other" (a hub's port) belong to no interface and pass;
+ * an interface (wIndex low byte: bInterfaceNumber, whatever the request
+ * type: standard, class or vendor) or an endpoint (wIndex low byte: its
+ * address; 0 is ep0, the device's) must be allowed; SET_INTERFACE is
+ * judged on the setting it selects.  Reserved recipients are refused:
+ * nothing says whose they are.
+ */
+static const char *
+ep0_refuse(const struct ifmap_view *v, const uint8_t s[8], char *buf,
+    size_t len)
+{
+	uint8_t rcpt = s[0] & 0x1f, idx = s[4], alt = s[2];
+	const struct gw_ep *e;
+
+	if (rcpt == 2 && (idx & 0x0f) == 0)
+		rcpt = 0;	/* ep0 (either direction): the device's */
+	switch (rcpt) {
+	case 0:		/* device */
+	case 3:		/* other */
+		if (v->dec->verdict == VERDICT_ALLOW)
+			return NULL;
+		snprintf(buf, len, "control request to the device, which the "
+		    "decision does not allow");
+		return buf;
+	case 1:		/* interface */
+		if (s[0] == 0x01 && s[1] == USB_REQ_SET_INTERFACE) {
+			if (s[3] == 0 && decision_iface_allowed(v->dec,
+			    v->config, idx, alt))
+				return NULL;
+			snprintf(buf, len, "SET_INTERFACE to alternate setting "
+			    "%u of interface %u (configuration %u), which the "
+			    "decision denies", alt, idx, v->config);
+			return buf;
+		}
+		return intf_refuse(v, idx, "control request to", buf, len);
+	case 2:		/* endpoint */
+		e = (idx & 0x80) ? &v->in[idx & 0x0f] : &v->out[idx & 0x0f];
+		if (e->present) {
+			char what[48];
+
+			snprintf(what, sizeof(what), "control request to "
+			    "endpoint 0x%02x of", idx);
+			return intf_refuse(v, e->intf, what, buf, len);
+		}
+		snprintf(buf, len, "control request to endpoint 0x%02x, which "
+		    "the current configuration and alternate settings do not "
+		    "have", idx);
+		return buf;
+	default:
+		snprintf(buf, len, "control request to reserved recipient %u",
+		    rcpt);
+		return buf;
+	}
+}
+
+const char *
+ifmap_refuse(const struct ifmap_view *v, uint8_t ep, uint32_t dir,
+    const uint8_t setup[8], char *buf, size_t len)
+{
+	const struct gw_ep *e;
+	uint8_t addr, alt;
+
+	if (ep == 0)
+		return ep0_refuse(v, setup, buf, len);
+	ep &= 0x0f;
+	addr = dir == USBIP_DIR_IN ? 0x80 | ep : ep;
+	e = dir == USBIP_DIR_IN ? &v->in[ep] : &v->out[ep];
+	if (!e->present) {
+		/* (the relay refuses these as malformed before asking) */
+		snprintf(buf, len, "URB to endpoint 0x%02x, which the current "
+		    "configuration and alternate settings do not have", addr);
+		return buf;
+	}
+	/* the hot path: nothing formatted unless refused */
+	alt = e->intf < IFMAP_NINTF ? v->alts[e->intf] : 0;
+	if (decision_iface_allowed(v->dec, v->config, e->intf, alt))
+		return NULL;
+	snprintf(buf, len, "URB to endpoint 0x%02x of interface %u "
+	    "(configuration %u, alternate setting %u), which the decision "
+	    "denies", addr, e->intf, v->config, alt);
+	return buf;
+}
