@@ -830,7 +830,7 @@ relay_from_down(struct relay *r)
 		 * decision without interface verdicts.  A refused URB is
 		 * answered here; what was checked before it goes first.
 		 */
-		if (__builtin_expect(r->dec->niface != 0 ||
+		if (__builtin_expect((r->dec->per_iface || r->dec->niface != 0) ||
 		    r->dec->verdict != VERDICT_ALLOW, 0) &&
 		    h.command == USBIP_CMD_SUBMIT &&
 		    (why = relay_iface_refuses(r, &h, rbuf,

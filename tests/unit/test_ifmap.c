@@ -194,6 +194,23 @@ main(void)
 	ok(ifmap_refuse(&v, 2, USBIP_DIR_OUT, NOSETUP, buf, sizeof(buf)) !=
 	    NULL, "bulk OUT 0x02 of the storage interface: refused");
 
+	/* an interface-policy over a device with no interface listed: nothing */
+	{
+		struct decision e;
+		struct ifmap_view w = v;
+
+		memset(&e, 0, sizeof(e));
+		e.verdict = VERDICT_ALLOW;
+		e.per_iface = true;
+		w.dec = &e;
+		ok(ifmap_refuse(&w, 1, USBIP_DIR_IN, NOSETUP, buf,
+		    sizeof(buf)) != NULL,
+		    "per_iface with no verdicts: every endpoint refused");
+		ok(ifmap_refuse(&w, 0, USBIP_DIR_OUT, su(0x01,
+		    USB_REQ_SET_INTERFACE, 0, 0), buf, sizeof(buf)) != NULL,
+		    "per_iface with no verdicts: SET_INTERFACE refused");
+	}
+
 	/* ep0 */
 	ok(ifmap_refuse(&v, 0, USBIP_DIR_IN, su(0x80, USB_REQ_GET_DESCRIPTOR,
 	    0x0100, 0), buf, sizeof(buf)) == NULL,
