@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -18,20 +19,53 @@ sqldb_is_pg(const char *target)
 }
 
 /*
- * user:PASSWORD@host -> user@host, and password=X in the query string
- * dropped.  The result is for messages only.
+ * A URI query parameter's name as libpq reads it (percent-decoded), then
+ * is it a secret?  password and sslpassword, any case.
+ */
+static int
+secret_param(const char *p, size_t n)
+{
+	char	 key[32];
+	size_t	 k = 0, i;
+
+	for (i = 0; i < n && k + 1 < sizeof(key); i++) {
+		if (p[i] == '%' && i + 2 < n && isxdigit((unsigned char)p[i + 1]) &&
+		    isxdigit((unsigned char)p[i + 2])) {
+			char hex[3] = { p[i + 1], p[i + 2], '\0' };
+
+			key[k++] = (char)strtol(hex, NULL, 16);
+			i += 2;
+		} else
+			key[k++] = p[i];
+	}
+	if (i < n)
+		return 0;	/* longer than any name we look for */
+	key[k] = '\0';
+	return strcasecmp(key, "password") == 0 ||
+	    strcasecmp(key, "sslpassword") == 0;
+}
+
+/*
+ * user:PASSWORD@host -> user@host, and password= / sslpassword= (their
+ * names percent-encoded or not) dropped from the query string.  A target
+ * that is not a URI but mentions a password (a key=value conninfo) is not
+ * shown at all.  The result is for messages only.
  */
 void
 sqldb_redact(const char *target, char *out, size_t len)
 {
-	const char	*auth, *at, *colon, *slash, *p;
-	size_t		 o = 0;
+	const char	*auth, *at, *colon, *slash, *query, *p, *e, *eq;
+	size_t		 o = 0, n;
 
 	if (len == 0)
 		return;
 	out[0] = '\0';
 	if (!sqldb_is_pg(target)) {
-		usbgw_strlcpy(out, target, len);
+		if (strcasestr(target, "password") != NULL)
+			usbgw_strlcpy(out, "(a connection string with a password: "
+			    "not shown)", len);
+		else
+			usbgw_strlcpy(out, target, len);
 		return;
 	}
 	auth = strstr(target, "://") + 3;
@@ -42,25 +76,35 @@ sqldb_redact(const char *target, char *out, size_t len)
 		if (*p == '@')
 			at = p;
 	colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-	for (p = target; *p != '\0' && o + 1 < len; p++) {
+	query = strchr(slash, '?');
+	for (p = target; *p != '\0' && (query == NULL || p <= query) &&
+	    o + 1 < len; p++) {
 		if (colon != NULL && p == colon) {
 			p = at - 1;	/* skip ":PASSWORD" */
 			continue;
 		}
-		if (p > slash && (p[-1] == '?' || p[-1] == '&') &&
-		    strncasecmp(p, "password=", 9) == 0) {
-			p += strcspn(p, "&");
-			if (*p == '\0') {
-				/* the last parameter: its '&' or '?' goes too */
-				if (o > 0 && (out[o - 1] == '&' ||
-				    out[o - 1] == '?'))
-					o--;
-				break;
-			}
-			continue;	/* drops the '&' too */
-		}
-		out[o++] = *p;
+		out[o++] = *p;	/* up to and with the '?' */
 	}
+	if (query == NULL) {
+		out[o] = '\0';
+		return;
+	}
+	/* the parameters, each kept unless it is a secret */
+	for (p = query + 1; *p != '\0'; p = *e == '&' ? e + 1 : e) {
+		e = p + strcspn(p, "&");
+		eq = memchr(p, '=', (size_t)(e - p));
+		if (secret_param(p, (size_t)((eq != NULL ? eq : e) - p)))
+			continue;
+		n = (size_t)(e - p);
+		if (out[o - 1] != '?' && o + 1 < len)
+			out[o++] = '&';
+		if (o + n >= len)
+			n = len - o - 1;
+		memcpy(out + o, p, n);
+		o += n;
+	}
+	if (o > 0 && out[o - 1] == '?')
+		o--;
 	out[o] = '\0';
 }
 

@@ -346,6 +346,16 @@ test_fresh_pg(void)
 	is_str(red, "postgresql://u@h/d", "redact: an '@' in the password");
 	sqldb_redact("/var/lib/usbgw/usbgw.db", red, sizeof(red));
 	is_str(red, "/var/lib/usbgw/usbgw.db", "redact: a path is a path");
+	sqldb_redact("postgresql://u@/d?%70assword=pw&host=/tmp", red,
+	    sizeof(red));
+	is_str(red, "postgresql://u@/d?host=/tmp",
+	    "redact: a percent-encoded parameter name (libpq decodes it)");
+	sqldb_redact("postgresql://u@/d?sslpassword=pw&PASSWORD=x", red,
+	    sizeof(red));
+	is_str(red, "postgresql://u@/d", "redact: sslpassword= and PASSWORD=");
+	sqldb_redact("host=/tmp password=pw dbname=x", red, sizeof(red));
+	ok(strstr(red, "pw dbname") == NULL && strstr(red, "password=pw") ==
+	    NULL, "redact: a key=value conninfo with a password (%s)", red);
 	ok(sqldb_is_pg("postgresql://x") && sqldb_is_pg("postgres://x") &&
 	    !sqldb_is_pg("postgresql.db") && !sqldb_is_pg("pg://x"),
 	    "which targets are PostgreSQL");
