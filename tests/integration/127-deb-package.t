@@ -156,8 +156,8 @@ usbgw
 usbgw-agent
 /usr/sbin/nologin$' "system users usbgw and usbgw-agent (uid < 1000, own group, nologin)"
 	is "$("${IN[@]}" stat -c '%a %U:%G' /var/lib/usbgw)" "750 usbgw:usbgw" "/var/lib/usbgw: 0750 usbgw:usbgw"
-	is "$("${IN[@]}" stat -c '%a %U' /etc/usbgw/usbgwd.conf)" "644 root" \
-	    "/etc/usbgw/usbgwd.conf installed 0644 root"
+	is "$("${IN[@]}" stat -c '%a %U:%G' /etc/usbgw/usbgwd.conf)" "640 root:usbgw" \
+	    "/etc/usbgw/usbgwd.conf 0640 root:usbgw after configure (it may hold a database password)"
 fi
 
 # ---- the units, from the installed files ------------------------------------
