@@ -271,10 +271,8 @@ feed_start(struct event_base *base, const struct config *cfg)
 	feed.base = base;
 	name_of(cfg, feed.name, sizeof(feed.name));
 	usbgw_strlcpy(feed.target, cfg->database, sizeof(feed.target));
-	if (sqldb_set_gateway(db_conn(store_db()), feed.name) == -1) {
-		log_warnx("%s", sqldb_errmsg(db_conn(store_db())));
+	if (store_set_gateway(feed.name) == -1)
 		return -1;
-	}
 	memset(&g, 0, sizeof(g));
 	usbgw_strlcpy(g.name, feed.name, sizeof(g.name));
 	g.started_at = feed.beat_at = (int64_t)time(NULL);

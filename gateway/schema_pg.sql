@@ -376,10 +376,8 @@ CREATE TABLE changes (
 			    'setting', 'agent', 'exporter')),
 	ref		TEXT
 );
+-- the writer's name, written (and hashed) by gateway/audit.c
 ALTER TABLE audit_log ADD COLUMN gateway TEXT;
--- the writer's name (rows before this migration keep NULL)
-ALTER TABLE audit_log ALTER COLUMN gateway
-    SET DEFAULT NULLIF(current_setting('usbgw.gateway', true), '');
 
 CREATE FUNCTION usbgw_feed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE

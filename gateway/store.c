@@ -1318,6 +1318,26 @@ store_set_revoked(const struct device *dev, bool on)
 	db_setting_set(db, key, val, now_s());
 }
 
+/*
+ * This gateway's name on the store (protocol.md 4.3, 4.5): the
+ * connection's usbgw.gateway (the feed's triggers record it) and, on
+ * PostgreSQL, the audit rows' gateway column.  On SQLite (one gateway)
+ * audit rows stay as they were.  0 or -1.
+ */
+int
+store_set_gateway(const char *name)
+{
+	if (db == NULL)
+		return -1;
+	if (sqldb_set_gateway(db_conn(db), name) == -1) {
+		log_warnx("%s", sqldb_errmsg(db_conn(db)));
+		return -1;
+	}
+	if (sqldb_kind(db_conn(db)) == SQLDB_PG)
+		audit_set_gateway(audit, name);
+	return 0;
+}
+
 /* Whether the store says dev is revoked for its presence (the feed). */
 bool
 store_revoked(const struct device *dev)

@@ -69,6 +69,7 @@ void		 store_approval_end(const struct device *, int64_t id,
 		    const char *why, const struct actor *by);
 void		 store_set_revoked(const struct device *, bool on);
 bool		 store_revoked(const struct device *);
+int		 store_set_gateway(const char *name);
 enum { STORE_REMOTE_APPROVE, STORE_REMOTE_DENY, STORE_REMOTE_REVOKE };
 int		 store_remote_decision(const char *busid, int kind,
 		    const struct approve_opts *, const struct actor *,
