@@ -1338,17 +1338,26 @@ store_set_gateway(const char *name)
 	return 0;
 }
 
-/* Whether the store says dev is revoked for its presence (the feed). */
+/*
+ * Whether the store says dev is revoked for its presence (the feed).
+ * A read that fails says revoked: the device stays pending (fail
+ * closed) until the next decision about it is read.
+ */
 bool
 store_revoked(const struct device *dev)
 {
 	char key[48], val[32];
+	int rc;
 
 	if (db == NULL || dev->id == 0 || dev->presence_id == 0)
 		return false;
 	snprintf(key, sizeof(key), "revoked.%lld", (long long)dev->id);
-	return db_setting_get(db, key, val, sizeof(val)) == 1 &&
-	    strtoll(val, NULL, 10) == dev->presence_id;
+	if ((rc = db_setting_get(db, key, val, sizeof(val))) == -1) {
+		log_warnx("device %lld: cannot read its revocation (%s): kept "
+		    "as revoked", (long long)dev->id, db_errmsg(db));
+		return true;
+	}
+	return rc == 1 && strtoll(val, NULL, 10) == dev->presence_id;
 }
 
 const struct audit_key *
