@@ -12,7 +12,7 @@
 . "$(dirname "$0")/../lib/pg.sh"
 need_pg
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW"
-plan 18
+plan 20
 
 pg_start "$T/pg" || bail_out "PostgreSQL did not start"
 cat >"$T/sim.conf" <<'CONF'
@@ -78,5 +78,14 @@ like "$ERR" "sim1:9-9" "naming it: $ERR"
 for g in a b c; do stop_bg "gw$g" TERM; done
 run "$USBGW" audit verify --database "$PG_URI" --key "$T/site.key"
 is "$RC" 0 "audit verify: the one chain written by three gateways verifies ($(head -n 1 <<<"$OUT"))"
+# a bad name is refused at start, naming the key and what is expected
+printf 'gateway-name = gw/a\n' >"$T/bad.conf"
+run "$USBGWD" -n -c "$T/bad.conf" -d "$PG_URI"
+like "$RC $ERR" "^2 .*bad.conf:1: gateway-name: expected a gateway name \\(1-63 of" \
+    "gateway-name = gw/a: refused with file:line ($ERR)"
+: >"$T/empty.conf"
+run "$USBGWD" -n -c "$T/empty.conf" -d "$PG_URI" -N "gw a"
+like "$RC $ERR" '^2 .*gateway-name: expected a gateway name .*got "gw a"' \
+    "usbgwd -N 'gw a': refused"
 asan_clean "no sanitizer report (ASan build: every program of the test)"
 done_testing
