@@ -450,6 +450,36 @@ PRAGMA user_version = 10;
 
 PRAGMA user_version = 11;
 
+-- @migration 12
+
+-- Several gateways on one store (protocol.md 4.3, 4.5).  gateways: one
+-- row per gateway (its gateway-name), written at its start and by its
+-- heartbeat; address is what it advertises (its first listener), version
+-- its build.  changes: the change feed, one row per write of shared state
+-- (rules, approvals, settings, agents, exporters), appended in the same
+-- transaction; other gateways read it past the last seq they applied.  On
+-- SQLite (one gateway) both stay empty but for this gateway's row.
+-- audit_log.gateway: the gateway that wrote the row (NULL: one gateway;
+-- a row with it is hashed as version 2, gateway/audit.c).
+CREATE TABLE gateways (
+	name		TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63),
+	started_at	INTEGER NOT NULL,
+	heartbeat	INTEGER NOT NULL,
+	address		TEXT,
+	version		TEXT NOT NULL
+);
+CREATE TABLE changes (
+	seq		INTEGER PRIMARY KEY,
+	at		INTEGER NOT NULL,
+	gateway		TEXT,
+	kind		TEXT NOT NULL CHECK (kind IN ('rule', 'approval',
+			    'setting', 'agent', 'exporter')),
+	ref		TEXT
+);
+ALTER TABLE audit_log ADD COLUMN gateway TEXT;
+
+PRAGMA user_version = 12;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

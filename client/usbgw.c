@@ -24,6 +24,7 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_revoke_entry,
 	&cmd_watch_entry,
 	&cmd_status_entry,
+	&cmd_gateways_entry,
 	&cmd_policy_list_entry,
 	&cmd_policy_add_entry,
 	&cmd_policy_insert_entry,

@@ -164,6 +164,7 @@ extern const struct cmd_entry cmd_list_entry, cmd_show_entry,
     cmd_audit_anchor_entry, cmd_audit_pubkey_entry,
     cmd_audit_prune_entry, cmd_watch_entry, cmd_status_entry,
     cmd_attach_entry, cmd_detach_entry, cmd_agent_list_entry,
-    cmd_agent_approve_entry, cmd_agent_reject_entry, cmd_agent_revoke_entry;
+    cmd_agent_approve_entry, cmd_agent_reject_entry, cmd_agent_revoke_entry,
+    cmd_gateways_entry;
 
 #endif

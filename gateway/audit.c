@@ -11,6 +11,11 @@
  *   TEXT    0x02, 4-byte big-endian length, the bytes
  *   REAL    0x03, 8 bytes big-endian of the IEEE 754 value
  *   BLOB    0x04, 4-byte big-endian length, the bytes
+ * A row that names the gateway that wrote it (column gateway, several
+ * gateways on one store, protocol.md 4.5) is hashed as version 2:
+ * "usbgw-audit-2" and the same 16 columns, then gateway (TEXT) as the
+ * 17th.  A row with gateway NULL (SQLite, rows before migration 12) is
+ * version 1, so old rows verify as they did.
  * The first row's prev_hash is 64 zeros.  Verification encodes what is
  * stored, so a change of type (5 -> '5') breaks the hash too.
  *
@@ -39,8 +44,10 @@
 #include "util.h"
 
 #define HASH_TAG	"usbgw-audit-1"
+#define HASH_TAG2	"usbgw-audit-2"	/* with the gateway column */
 #define ZERO_HASH	"0000000000000000000000000000000000000000000000000000000000000000"
-#define NCOLS		16	/* hashed columns */
+#define NCOLS		16	/* hashed columns (version 1) */
+#define NCOLS2		17	/* version 2: and gateway */
 
 enum qstr {
 	Q_EVENT,
@@ -78,14 +85,16 @@ struct audit {
 	unsigned		 since_cp;	/* rows written since the last */
 	int64_t			 cp_seq;	/* the last checkpoint's seq */
 	int64_t			 wrote_seq;	/* the last row we wrote */
+	char			 gateway[64];	/* "": rows without it */
 	char			 wrote_hash[65];
 };
 
 static const char insert_sql[] =
     "INSERT INTO audit_log (seq, ts, event, device_id, busid, exporter, "
     "object, old_state, new_state, actor, actor_uid, actor_name, rule_id, "
-    "host, reason, detail, prev_hash, hash, mac) VALUES (?1, ?2, ?3, ?4, ?5, "
-    "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+    "host, reason, detail, prev_hash, hash, mac, gateway) VALUES (?1, ?2, "
+    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+    "?18, ?19, ?20)";
 static const char head_sql[] =
     "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1";
 
@@ -115,6 +124,10 @@ put_be(unsigned char *b, uint64_t v, int n)
 static int
 row_hash(const char *prev, const struct hval *v, char out[65])
 {
+	/* version 2 when the 17th value, gateway, is there */
+	const char	*tag = v[NCOLS].type != SQLITE_NULL ? HASH_TAG2 :
+			    HASH_TAG;
+	int		 ncols = v[NCOLS].type != SQLITE_NULL ? NCOLS2 : NCOLS;
 	static const char hex[] = "0123456789abcdef";
 	EVP_MD_CTX	*ctx;
 	unsigned char	 md[EVP_MAX_MD_SIZE], b[9];
@@ -125,10 +138,10 @@ row_hash(const char *prev, const struct hval *v, char out[65])
 	if ((ctx = EVP_MD_CTX_new()) == NULL)
 		return -1;
 	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
-	    EVP_DigestUpdate(ctx, HASH_TAG, strlen(HASH_TAG)) != 1 ||
+	    EVP_DigestUpdate(ctx, tag, strlen(tag)) != 1 ||
 	    EVP_DigestUpdate(ctx, prev, 64) != 1)
 		goto done;
-	for (i = 0; i < NCOLS; i++) {
+	for (i = 0; i < ncols; i++) {
 		switch (v[i].type) {
 		case SQLITE_INTEGER:
 			b[0] = 0x01;
@@ -385,11 +398,12 @@ write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
 {
 	struct sqldb	*h = db_conn(a->db);
 	struct sqldb_stmt	*st;
-	struct hval	 v[NCOLS];
+	struct hval	 v[NCOLS2];
 	char		 hash[65], mac[65];
 	int		 i, rc;
 
 	qrow_values(r, *seq + 1, v);
+	hv_text(&v[NCOLS], a->gateway[0] ? a->gateway : NULL);
 	if (row_hash(prev, v, hash) == -1 ||
 	    prep(a, &a->st_insert, insert_sql) == -1)
 		return -1;
@@ -410,6 +424,10 @@ write_row(struct audit *a, const struct qrow *r, int64_t *seq, char prev[65])
 		sqldb_bind_text(st, 19, mac);
 	} else
 		sqldb_bind_null(st, 19);
+	if (a->gateway[0])
+		sqldb_bind_text(st, 20, a->gateway);
+	else
+		sqldb_bind_null(st, 20);
 	rc = sqldb_step(st);
 	sqldb_reset(st);
 	if (rc != SQLDB_DONE) {
@@ -672,6 +690,24 @@ load_checkpoints(struct sqldb *h, const struct audit_key *key,
 	return rc == SQLDB_DONE ? 0 : -1;
 }
 
+/* Whether audit_log has the gateway column (schema version 12 on). */
+static int
+have_gateway_column(struct sqldb *h)
+{
+	struct sqldb_stmt	*st;
+	int			 r = 0;
+
+	if (prep1(h, sqldb_kind(h) == SQLDB_PG ? "SELECT 1 FROM "
+	    "information_schema.columns WHERE table_name = 'audit_log' AND "
+	    "column_name = 'gateway' AND table_schema = current_schema()" :
+	    "SELECT 1 FROM pragma_table_info('audit_log') WHERE name = "
+	    "'gateway'", &st) != 0)
+		return 0;
+	r = sqldb_step(st) == SQLDB_ROW;
+	sqldb_finalize(st);
+	return r;
+}
+
 /* Whether audit_log has the mac column (schema version 4 on). */
 static int
 have_mac_column(struct sqldb *h)
@@ -708,7 +744,8 @@ audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
 	static const struct audit_verify_opts none;
 	struct sqldb	*h = db_conn(db);
 	struct sqldb_stmt	*st = NULL;
-	struct hval	 val[NCOLS];
+	struct hval	 val[NCOLS2];
+	char		 vsql[512];
 	struct vanchor	*va = NULL;
 	size_t		 nva = 0, cap = 0, ai = 0, i;
 	char		 expect_prev[65], hash[65], stored[65], prev[65], mac[65];
@@ -784,19 +821,20 @@ audit_verify_ex(struct db *db, const struct audit_verify_opts *o,
 	if (nva > 0)
 		qsort(va, nva, sizeof(*va), vanchor_cmp);
 
-	if (prep1(h, macs ? "SELECT seq, ts, event, device_id, "
+	snprintf(vsql, sizeof(vsql), "SELECT seq, ts, event, device_id, "
 	    "busid, exporter, object, old_state, new_state, actor, actor_uid, "
-	    "actor_name, rule_id, host, reason, detail, prev_hash, hash, mac "
-	    "FROM audit_log ORDER BY seq" : "SELECT seq, ts, event, device_id, "
-	    "busid, exporter, object, old_state, new_state, actor, actor_uid, "
-	    "actor_name, rule_id, host, reason, detail, prev_hash, hash, NULL "
-	    "FROM audit_log ORDER BY seq", &st) != 0)
+	    "actor_name, rule_id, host, reason, detail, prev_hash, hash, %s, %s "
+	    "FROM audit_log ORDER BY seq", macs ? "mac" : "NULL",
+	    have_gateway_column(h) ? "gateway" : "NULL");
+	if (prep1(h, vsql, &st) != 0)
 		goto fail;
 	memcpy(expect_prev, ZERO_HASH, 65);
 	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
 		seq = sqldb_column_int64(st, 0);
 		for (i = 0; i < NCOLS; i++)
 			col_value(st, (int)i, &val[i]);
+		/* gateway: version 2 unless NULL (any type is hashed) */
+		col_value(st, 19, &val[NCOLS]);
 		usbgw_strlcpy(prev, sqldb_column_text(st, 16) ?
 		    sqldb_column_text(st, 16) : "", sizeof(prev));
 		usbgw_strlcpy(stored, sqldb_column_text(st, 17) ?
@@ -949,6 +987,13 @@ void
 audit_set_key(struct audit *a, const struct audit_key *key)
 {
 	a->key = key;
+}
+
+void
+audit_set_gateway(struct audit *a, const char *name)
+{
+	usbgw_strlcpy(a->gateway, name != NULL ? name : "",
+	    sizeof(a->gateway));
 }
 
 void

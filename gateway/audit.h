@@ -70,6 +70,11 @@ size_t		 audit_pending(const struct audit *);
  * MAC, for tests only), and a signed checkpoint every n rows (0: none).
  */
 void		 audit_set_key(struct audit *, const struct audit_key *);
+/*
+ * Rows written from now on name this gateway (column gateway, hashed
+ * as version 2); NULL or "": rows without it (one gateway, SQLite).
+ */
+void		 audit_set_gateway(struct audit *, const char *name);
 void		 audit_set_checkpoint_rows(struct audit *, unsigned n);
 
 /*

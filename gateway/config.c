@@ -44,6 +44,7 @@ enum ktype {
 	K_PATH_NONE,	/* same, "none" -> "" */
 	K_SOCKET,	/* absolute, fits sun_path */
 	K_GROUP,	/* char[CONFIG_NAME_MAX], "none" -> "" */
+	K_GWNAME,	/* char[CONFIG_NAME_MAX], [A-Za-z0-9._-]{1,63} */
 	K_BOOL,		/* int */
 	K_UINT,		/* unsigned */
 	K_SIZE,		/* size_t, bytes with k/m suffix */
@@ -73,6 +74,7 @@ struct key {
 
 static const struct key keys[] = {
 	{ "database",		K_PATH,		F(database), 0, 0 },
+	{ "gateway-name",	K_GWNAME,	F(gateway_name), 0, 0 },
 	{ "pid-file",		K_PATH_NONE,	F(pidfile), 0, 0 },
 	{ "log-level",		K_LOGLEVEL,	F(log_level), 0, 0 },
 	{ "log-target",		K_LOGTARGET,	F(log_stderr), 0, 0 },
@@ -521,6 +523,7 @@ ktype_expect(enum ktype t)
 	case K_PATH_NONE:	return "a path or none";
 	case K_SOCKET:		return "an absolute socket path";
 	case K_GROUP:		return "a group name or none";
+	case K_GWNAME:		return "a gateway name (1-63 of A-Z a-z 0-9 . _ -)";
 	case K_BOOL:		return "yes or no";
 	case K_UINT:		return "a number";
 	case K_SIZE:		return "a size in bytes (suffix k or m allowed)";
@@ -625,6 +628,16 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 		else if (!name_valid(v, CONFIG_NAME_MAX) && !all_digits(v)) {
 			snprintf(err, errlen, "expected a group name or none, "
 			    "got \"%s\"", shown);
+			return -1;
+		}
+		usbgw_strlcpy(field, v, CONFIG_NAME_MAX);
+		return 0;
+	case K_GWNAME:
+		if (strlen(v) >= CONFIG_NAME_MAX || strspn(v,
+		    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "0123456789._-") != strlen(v)) {
+			snprintf(err, errlen, "expected %s, got \"%s\"",
+			    ktype_expect(k->type), shown);
 			return -1;
 		}
 		usbgw_strlcpy(field, v, CONFIG_NAME_MAX);
@@ -1596,6 +1609,13 @@ config_dump(const struct config *c)
 				    strcmp(k->name, "exporters-dir") == 0 ?
 				    "exporters.d (beside the config file)" :
 				    "DATABASE.key");
+			else
+				dump_add(&out, &len, "%s = %s\n", k->name, fld);
+			break;
+		case K_GWNAME:
+			if (*fld == '\0')
+				dump_add(&out, &len, "# %s = (the host name) "
+				    "(default)\n", k->name);
 			else
 				dump_add(&out, &len, "%s = %s\n", k->name, fld);
 			break;

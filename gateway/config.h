@@ -97,6 +97,10 @@ struct config {
 	int		log_stderr;			/* 1 stderr, 0 syslog */
 	int		log_json;			/* log-format = json */
 
+	/* This gateway's name among several on one store (protocol.md
+	 * 4.3): "" is the host name (feed.c). */
+	char		gateway_name[CONFIG_NAME_MAX];
+
 	/* Control socket (control.c). */
 	char		control_socket[CONFIG_PATH_MAX];
 	char		control_group[CONFIG_NAME_MAX];	/* "" = leave gid */

@@ -84,6 +84,12 @@ enum stmt_id {
 	S_AG_LIST,
 	S_AG_ACTIVE_NAME,
 	S_VIEW_NEXT,
+	S_GW_PUT,
+	S_GW_BEAT,
+	S_GW_LIST,
+	S_CHG_MAX,
+	S_CHG_SINCE,
+	S_DEV_PRESENT,
 	S_NSTMTS
 };
 
@@ -282,6 +288,26 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "updated_at = excluded.updated_at",
 	[S_USER_VERSION] =
 	    "PRAGMA user_version",
+	[S_GW_PUT] =
+	    "INSERT INTO gateways (name, started_at, heartbeat, address, "
+	    "version) VALUES (?1, ?2, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE "
+	    "SET started_at = excluded.started_at, heartbeat = "
+	    "excluded.heartbeat, address = excluded.address, version = "
+	    "excluded.version",
+	[S_GW_BEAT] =
+	    "UPDATE gateways SET heartbeat = ?2 WHERE name = ?1",
+	[S_GW_LIST] =
+	    "SELECT name, started_at, heartbeat, COALESCE(address, ''), "
+	    "version FROM gateways ORDER BY name",
+	[S_CHG_MAX] =
+	    "SELECT COALESCE(MAX(seq), 0) FROM changes",
+	[S_CHG_SINCE] =
+	    "SELECT seq, COALESCE(gateway, ''), kind, COALESCE(ref, '') "
+	    "FROM changes WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+	[S_DEV_PRESENT] =
+	    "SELECT d.id, p.id FROM devices d JOIN presences p ON "
+	    "p.device_id = d.id AND p.departed_at IS NULL WHERE d.busid = ?1 "
+	    "AND d.state <> 'gone' ORDER BY p.arrived_at DESC LIMIT 1",
 	[S_AG_PENDING] =
 	    "INSERT INTO agents (name, role, state, key_fingerprint, address, "
 	    "created_at) VALUES (?1, ?2, 'pending', ?3, ?4, ?5) RETURNING id",
@@ -2222,4 +2248,119 @@ db_agent_foreach(struct db *db, const char *active_name,
 	}
 	sqldb_reset(st);
 	return rc == SQLDB_DONE ? 0 : db_fail(db, "agents");
+}
+
+/* --- several gateways (protocol.md 4.3) ------------------------------- */
+
+int
+db_gateway_put(struct db *db, const struct db_gateway *g)
+{
+	struct sqldb_stmt *st;
+
+	if ((st = stmt(db, S_GW_PUT)) == NULL)
+		return -1;
+	bind_text(st, 1, g->name);
+	sqldb_bind_int64(st, 2, g->started_at);
+	bind_text(st, 3, g->address);
+	bind_text(st, 4, g->version);
+	return step_done(db, st, "gateway put") == -1 ? -1 : 0;
+}
+
+int
+db_gateway_beat(struct db *db, const char *name, int64_t now)
+{
+	struct sqldb_stmt *st;
+
+	if ((st = stmt(db, S_GW_BEAT)) == NULL)
+		return -1;
+	bind_text(st, 1, name);
+	sqldb_bind_int64(st, 2, now);
+	return step_done(db, st, "gateway heartbeat") == -1 ? -1 : 0;
+}
+
+int
+db_gateways_list(struct db *db, int (*cb)(void *, const struct db_gateway *),
+    void *arg)
+{
+	struct db_gateway g;
+	struct sqldb_stmt *st;
+	int rc, n = 0;
+
+	if ((st = stmt(db, S_GW_LIST)) == NULL)
+		return -1;
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
+		col_text(st, 0, g.name, sizeof(g.name));
+		g.started_at = sqldb_column_int64(st, 1);
+		g.heartbeat = sqldb_column_int64(st, 2);
+		col_text(st, 3, g.address, sizeof(g.address));
+		col_text(st, 4, g.version, sizeof(g.version));
+		n++;
+		if (cb(arg, &g) != 0) {
+			rc = SQLDB_DONE;
+			break;
+		}
+	}
+	sqldb_reset(st);
+	return rc == SQLDB_DONE ? n : db_fail(db, "gateways list");
+}
+
+int
+db_changes_max(struct db *db, int64_t *seq)
+{
+	struct sqldb_stmt *st;
+	int rc;
+
+	if ((st = stmt(db, S_CHG_MAX)) == NULL)
+		return -1;
+	if ((rc = sqldb_step(st)) == SQLDB_ROW)
+		*seq = sqldb_column_int64(st, 0);
+	sqldb_reset(st);
+	return rc == SQLDB_ROW ? 0 : db_fail(db, "changes max");
+}
+
+int
+db_changes_since(struct db *db, int64_t after, int limit,
+    int (*cb)(void *, const struct db_change *), void *arg)
+{
+	struct db_change c;
+	struct sqldb_stmt *st;
+	int rc, n = 0;
+
+	if ((st = stmt(db, S_CHG_SINCE)) == NULL)
+		return -1;
+	sqldb_bind_int64(st, 1, after);
+	sqldb_bind_int64(st, 2, limit);
+	while ((rc = sqldb_step(st)) == SQLDB_ROW) {
+		c.seq = sqldb_column_int64(st, 0);
+		col_text(st, 1, c.gateway, sizeof(c.gateway));
+		col_text(st, 2, c.kind, sizeof(c.kind));
+		col_text(st, 3, c.ref, sizeof(c.ref));
+		n++;
+		if (cb(arg, &c) != 0) {
+			rc = SQLDB_DONE;
+			break;
+		}
+	}
+	sqldb_reset(st);
+	return rc == SQLDB_DONE ? n : db_fail(db, "changes since");
+}
+
+int
+db_device_present(struct db *db, const char *busid, int64_t *device_id,
+    int64_t *presence_id)
+{
+	struct sqldb_stmt *st;
+	int rc;
+
+	if ((st = stmt(db, S_DEV_PRESENT)) == NULL)
+		return -1;
+	bind_text(st, 1, busid);
+	if ((rc = sqldb_step(st)) == SQLDB_ROW) {
+		*device_id = sqldb_column_int64(st, 0);
+		*presence_id = sqldb_column_int64(st, 1);
+	}
+	sqldb_reset(st);
+	if (rc == SQLDB_ROW)
+		return 1;
+	return rc == SQLDB_DONE ? 0 : db_fail(db, "device present");
 }

@@ -392,4 +392,36 @@ int		 db_agent_by_fpr(struct db *, const char *fpr,
 int		 db_agent_foreach(struct db *, const char *active_name,
 		    int (*cb)(void *, const struct db_agent *), void *arg);
 
+/*
+ * Several gateways on one store (protocol.md 4.3): the gateways table,
+ * the change feed (its rows are written by the PostgreSQL schema's
+ * triggers), and a present device found by busid (a decision at a
+ * gateway that does not hold it).
+ */
+struct db_gateway {
+	char		name[64];
+	int64_t		started_at;
+	int64_t		heartbeat;
+	char		address[128];
+	char		version[32];
+};
+struct db_change {
+	int64_t		seq;
+	char		gateway[64];
+	char		kind[16];
+	char		ref[64];
+};
+int		 db_gateway_put(struct db *, const struct db_gateway *);
+int		 db_gateway_beat(struct db *, const char *name, int64_t now);
+/* Rows by name; the callback returns non-zero to stop.  Count or -1. */
+int		 db_gateways_list(struct db *,
+		    int (*)(void *, const struct db_gateway *), void *);
+int		 db_changes_max(struct db *, int64_t *seq);
+/* Up to limit rows after seq after, in order.  Count or -1. */
+int		 db_changes_since(struct db *, int64_t after, int limit,
+		    int (*)(void *, const struct db_change *), void *);
+/* 1 with the ids, 0 if no present device has busid, -1. */
+int		 db_device_present(struct db *, const char *busid,
+		    int64_t *device_id, int64_t *presence_id);
+
 #endif

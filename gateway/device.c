@@ -1534,6 +1534,56 @@ device_reeval_all(const struct actor *who, const char *why,
 		}
 }
 
+/* The present device with database id id, NULL if none here. */
+struct device *
+device_by_id(int64_t id)
+{
+	struct exporter *exp;
+	struct device *dev;
+
+	if (id <= 0)
+		return NULL;
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry)
+			if (dev->id == id && !dev->dead &&
+			    dev->state != DEV_GONE)
+				return dev;
+	return NULL;
+}
+
+/*
+ * Another gateway wrote an operator decision about dev (the change feed,
+ * protocol.md 4.3): its approvals and revocation are read again from the
+ * store and it is decided again, as after a decision at our own socket.
+ * A read that fails leaves no approval (fail closed).
+ */
+void
+device_reload_decisions(struct device *dev, const struct actor *who,
+    const char *why)
+{
+	if (dev->state == DEV_PROBING)
+		return;		/* the probe's end loads them */
+	dev->core->revoked = store_revoked(dev);
+	dev->core->nappr = store_approvals_load(dev->id, dev->presence_id,
+	    dev->core->appr, GW_MAX_APPROVALS);
+	device_eval(dev, who, why);
+}
+
+/* device_reload_decisions() for every present device. */
+void
+device_reload_all_decisions(const struct actor *who, const char *why)
+{
+	struct exporter *exp;
+	struct device *dev, *next;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		for (dev = TAILQ_FIRST(&exp->devices); dev != NULL; dev = next) {
+			next = TAILQ_NEXT(dev, entry);
+			if (!dev->dead && dev->state != DEV_GONE)
+				device_reload_decisions(dev, who, why);
+		}
+}
+
 /* ---- operator decisions -------------------------------------------------- */
 
 /*

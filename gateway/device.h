@@ -92,6 +92,11 @@ void		 device_reeval(struct device *, const struct actor *,
 		    const char *reason, int64_t cause_rule);
 void		 device_reeval_all(const struct actor *, const char *why,
 		    int64_t cause_rule, json_t *changes);
+struct device	*device_by_id(int64_t id);
+void		 device_reload_decisions(struct device *, const struct actor *,
+		    const char *why);
+void		 device_reload_all_decisions(const struct actor *,
+		    const char *why);
 void		 device_detached(struct device *, const char *why);
 void		 device_presence_ended(struct device *);
 void		 device_gone(struct device *, const char *why);

@@ -16,10 +16,12 @@
 #include "ctlproto.h"
 #include "db.h"
 #include "enroll.h"
+#include "feed.h"
 #include "gw.h"
 #include "hooks.h"
 #include "jsontext.h"
 #include "log.h"
+#include "sqldb.h"
 #include "util.h"
 
 #define ERR(code, ...) do { snprintf(err, errlen, __VA_ARGS__); return code; } while (0)
@@ -152,6 +154,44 @@ find_decided(json_t *args, struct device **devp, char *err, size_t errlen)
 	return CTL_OK;
 }
 
+/*
+ * A decision about a device another gateway holds (protocol.md 4.2): on
+ * a shared store, a busid this gateway does not have is looked up in the
+ * store and the decision written there; its holder applies it through
+ * the change feed.  A permanent one needs the device's verified identity
+ * and interfaces in memory: it is made at the holder.  CTL_E_NOTFOUND
+ * passes through when there is no such device anywhere.
+ */
+static enum ctl_err
+decide_elsewhere(json_t *args, int kind, const struct approve_opts *o,
+    const struct actor *who, json_t **res, char *err, size_t errlen)
+{
+	const char *busid = NULL;
+	int64_t id = 0;
+	char why[256];
+	int rc;
+
+	if (sqldb_kind(db_conn(store_db())) != SQLDB_PG ||
+	    ctl_arg_str(args, "busid", 1, &busid, why, sizeof(why)) != CTL_OK)
+		return CTL_E_NOTFOUND;
+	if (json_object_get(args, "identity") != NULL)
+		return CTL_E_NOTFOUND;	/* checked against a held device only */
+	if (kind != STORE_REMOTE_REVOKE && o->scope == SCOPE_PERMANENT)
+		ERR(CTL_E_REFUSED, "%s is held by another gateway: a permanent "
+		    "decision is made there (it reads the device's identity)",
+		    busid);
+	rc = store_remote_decision(busid, kind, o, who, &id, err, errlen);
+	if (rc == -1)
+		return CTL_E_INTERNAL;
+	if (rc == 0)
+		return CTL_E_NOTFOUND;
+	*res = json_pack("{s:s, s:I, s:s, s:b}", "busid", busid, "id",
+	    (json_int_t)id, "state", kind == STORE_REMOTE_REVOKE ?
+	    "revoked at its gateway" : "recorded for its gateway",
+	    "held_here", 0);
+	return CTL_OK;
+}
+
 /* approve and deny: a decision for this presence, a while, or a rule. */
 static enum ctl_err
 grant(json_t *args, const struct actor *who, bool deny, json_t **res,
@@ -160,7 +200,7 @@ grant(json_t *args, const struct actor *who, bool deny, json_t **res,
 	struct approve_opts opts;
 	struct device *dev;
 	const char *busid;
-	enum ctl_err e;
+	enum ctl_err e, e2;
 	int perm = 0;
 
 	memset(&opts, 0, sizeof(opts));
@@ -180,7 +220,12 @@ grant(json_t *args, const struct actor *who, bool deny, json_t **res,
 			usbgw_strlcpy(opts.message, m, sizeof(opts.message));
 		opts.scope = perm ? SCOPE_PERMANENT : SCOPE_ONCE;
 	}
-	if ((e = find_decided(args, &dev, err, errlen)) != CTL_OK)
+	if ((e = find_decided(args, &dev, err, errlen)) == CTL_E_NOTFOUND &&
+	    (e2 = decide_elsewhere(args, deny ? STORE_REMOTE_DENY :
+	    STORE_REMOTE_APPROVE, &opts, who, res, err, errlen)) !=
+	    CTL_E_NOTFOUND)
+		return e2;
+	if (e != CTL_OK)
 		return e;
 	if ((e = device_approve(dev, deny, &opts, who, err, errlen)) != CTL_OK)
 		return e;
@@ -206,16 +251,55 @@ static enum ctl_err
 h_revoke(json_t *args, const struct actor *who, json_t **res, char *err,
     size_t errlen)
 {
+	struct approve_opts opts;
 	struct device *dev;
 	const char *m = NULL;
-	enum ctl_err e;
+	enum ctl_err e, e2;
 
-	if ((e = find_decided(args, &dev, err, errlen)) != CTL_OK ||
-	    (e = ctl_arg_str(args, "message", 0, &m, err, errlen)) != CTL_OK)
+	if ((e = ctl_arg_str(args, "message", 0, &m, err, errlen)) != CTL_OK)
+		return e;
+	memset(&opts, 0, sizeof(opts));
+	if (m != NULL)
+		usbgw_strlcpy(opts.message, m, sizeof(opts.message));
+	if ((e = find_decided(args, &dev, err, errlen)) == CTL_E_NOTFOUND &&
+	    (e2 = decide_elsewhere(args, STORE_REMOTE_REVOKE, &opts, who, res,
+	    err, errlen)) != CTL_E_NOTFOUND)
+		return e2;
+	if (e != CTL_OK)
 		return e;
 	if ((e = device_revoke(dev, who, m, err, errlen)) != CTL_OK)
 		return e;
 	*res = device_json(dev);
+	return CTL_OK;
+}
+
+static int
+gateway_row(void *arg, const struct db_gateway *g)
+{
+	json_t *a = arg;
+	int64_t now = (int64_t)time(NULL);
+
+	json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, "
+	    "s:b}", "name", g->name, "started_at", (json_int_t)g->started_at,
+	    "heartbeat", (json_int_t)g->heartbeat, "heartbeat_age",
+	    (json_int_t)(now - g->heartbeat), "address", g->address,
+	    "version", g->version, "self",
+	    strcmp(g->name, feed_gateway_name()) == 0));
+	return json_array_size(a) >= 1000;	/* bounded */
+}
+
+/* gateways: every gateway that has run on this store (protocol.md 4.3). */
+static enum ctl_err
+h_gateways(json_t *args, const struct actor *who, json_t **res, char *err,
+    size_t errlen)
+{
+	json_t *a = json_array();
+
+	if (db_gateways_list(store_db(), gateway_row, a) == -1) {
+		json_decref(a);
+		ERR(CTL_E_INTERNAL, "database: %s", db_errmsg(store_db()));
+	}
+	*res = a;
 	return CTL_OK;
 }
 
@@ -663,6 +747,7 @@ static const struct ctl_cmd gw_ctl_cmds[] = {
 	{ "approve",		PRIV_APPROVE,	h_approve },
 	{ "deny",		PRIV_APPROVE,	h_deny },
 	{ "revoke",		PRIV_APPROVE,	h_revoke },
+	{ "gateways",		PRIV_READ,	h_gateways },
 	{ "exporter.add",	PRIV_ADMIN,	h_exporter_add },
 	{ "exporter.remove",	PRIV_ADMIN,	h_exporter_remove },
 	{ "exporter.import",	PRIV_ADMIN,	h_exporter_import },

@@ -342,3 +342,50 @@ sqldb_rollback_to(struct sqldb *db, const char *name)
 {
 	return savepoint_sql(db, "ROLLBACK TO SAVEPOINT", name);
 }
+
+/* [A-Za-z0-9._-]{1,63}: safe in a SET or LISTEN without quoting. */
+static int
+plain_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 63)
+		return 0;
+	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789._-") == n;
+}
+
+int
+sqldb_set_gateway(struct sqldb *db, const char *name)
+{
+	if (!plain_name(name))
+		return sqldb_seterr(db, "gateway name \"%s\": expected 1-63 "
+		    "of A-Z a-z 0-9 . _ -", name);
+	return db->kind == SQLDB_PG ? sqldb_pg_set_gateway(db, name) : 0;
+}
+
+int
+sqldb_listen(struct sqldb *db, const char *channel)
+{
+	if (db->kind != SQLDB_PG)
+		return sqldb_seterr(db, "no notifications on SQLite");
+	if (!plain_name(channel) || strchr(channel, '.') != NULL ||
+	    strchr(channel, '-') != NULL)
+		return sqldb_seterr(db, "channel \"%s\": expected 1-63 of "
+		    "A-Z a-z 0-9 _", channel);
+	return sqldb_pg_listen(db, channel);
+}
+
+int
+sqldb_socket(struct sqldb *db)
+{
+	return db->kind == SQLDB_PG ? sqldb_pg_socket(db) : -1;
+}
+
+int
+sqldb_notified(struct sqldb *db)
+{
+	if (db->kind != SQLDB_PG)
+		return sqldb_seterr(db, "no notifications on SQLite");
+	return sqldb_pg_notified(db);
+}

@@ -146,4 +146,25 @@ int		 sqldb_savepoint(struct sqldb *, const char *name);
 int		 sqldb_release(struct sqldb *, const char *name);
 int		 sqldb_rollback_to(struct sqldb *, const char *name);
 
+/*
+ * Several gateways on one PostgreSQL database (protocol.md 4.3).  A
+ * name is [A-Za-z0-9._-], 1..63 bytes.
+ *
+ * sqldb_set_gateway: the writer's name, the session setting
+ * usbgw.gateway on this connection and every new one (the change feed's
+ * triggers record it).  SQLite: nothing to do, 0.
+ *
+ * sqldb_listen: LISTEN on channel, on this connection and every new one
+ * (a lost notification is the reader's to catch up: the feed is a
+ * table).  sqldb_socket: the connection's descriptor to wait on, -1
+ * without a connection.  sqldb_notified: read what the server sent and
+ * drop the notifications, returning how many came (0 or more), or -1 if
+ * the connection is lost (a statement on it connects again).  SQLite:
+ * -1 (no notifications there).
+ */
+int		 sqldb_set_gateway(struct sqldb *, const char *name);
+int		 sqldb_listen(struct sqldb *, const char *channel);
+int		 sqldb_socket(struct sqldb *);
+int		 sqldb_notified(struct sqldb *);
+
 #endif

@@ -46,6 +46,10 @@ struct sqldb_stmt {
 
 struct sqldb	*sqldb_sqlite_open(const char *, int, char *, size_t);
 struct sqldb	*sqldb_pg_open(const char *, int, char *, size_t);
+int		 sqldb_pg_set_gateway(struct sqldb *, const char *);
+int		 sqldb_pg_listen(struct sqldb *, const char *);
+int		 sqldb_pg_socket(struct sqldb *);
+int		 sqldb_pg_notified(struct sqldb *);
 /* The error message, formatted into db->err.  Returns -1. */
 int		 sqldb_seterr(struct sqldb *, const char *, ...)
 		    __attribute__((format(printf, 2, 3)));

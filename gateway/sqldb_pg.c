@@ -35,6 +35,8 @@ struct pg_db {
 	int		 tx_open;	/* as last seen on the connection */
 	int		 setup_ok;	/* session_setup() done on it */
 	int64_t		 changes;
+	char		 gateway[64];	/* usbgw.gateway, "" unset */
+	char		 listen[64];	/* LISTEN on every connection, "" none */
 };
 
 struct pg_stmt {
@@ -138,13 +140,23 @@ pg_exec(struct sqldb *db, const char *sql)
 static int
 session_setup(struct pg_db *db)
 {
-	char sql[160];
+	char sql[384];
 
+	/* gateway and listen are checked names ([A-Za-z0-9._-], sqldb.c) */
 	PQsetNoticeProcessor(db->conn, quiet, NULL);
 	snprintf(sql, sizeof(sql), "SET statement_timeout = %d; "
-	    "SET client_min_messages = warning; SET TIME ZONE 'UTC'%s",
+	    "SET client_min_messages = warning; SET TIME ZONE 'UTC'%s"
+	    "%s%s%s%s%s",
 	    SQLDB_PG_STATEMENT_MS, (db->flags & SQLDB_READONLY) ?
-	    "; SET default_transaction_read_only = on" : "");
+	    "; SET default_transaction_read_only = on" : "",
+	    db->gateway[0] ? "; SET usbgw.gateway = '" : "", db->gateway,
+	    db->gateway[0] ? "'" : "", db->listen[0] ? "; LISTEN " : "",
+	    db->listen);
+	/* pg_stat_activity shows whose connection it is: usbgwd/NAME[/listen] */
+	if (db->gateway[0] && strlen(sql) + 100 < sizeof(sql))
+		snprintf(sql + strlen(sql), sizeof(sql) - strlen(sql),
+		    "; SET application_name = 'usbgwd/%s%s'", db->gateway,
+		    db->listen[0] ? "/listen" : "");
 	db->setup_ok = 1;	/* pg_exec below must not recurse into us */
 	if (pg_exec(&db->base, sql) == -1) {
 		db->setup_ok = 0;
@@ -611,3 +623,52 @@ static const struct sqldb_ops pg_ops = {
 	.in_tx = pg_in_tx,
 	.sqlite = pg_sqlite,
 };
+
+/* sqldb_set_gateway(): on this connection and every later one. */
+int
+sqldb_pg_set_gateway(struct sqldb *db, const char *name)
+{
+	struct pg_db *p = PG(db);
+
+	usbgw_strlcpy(p->gateway, name, sizeof(p->gateway));
+	p->setup_ok = 0;	/* the next statement sets it */
+	return usable(p);
+}
+
+/* sqldb_listen() */
+int
+sqldb_pg_listen(struct sqldb *db, const char *channel)
+{
+	struct pg_db *p = PG(db);
+
+	usbgw_strlcpy(p->listen, channel, sizeof(p->listen));
+	p->setup_ok = 0;
+	return usable(p);
+}
+
+int
+sqldb_pg_socket(struct sqldb *db)
+{
+	struct pg_db *p = PG(db);
+
+	return PQstatus(p->conn) == CONNECTION_OK ? PQsocket(p->conn) : -1;
+}
+
+/* sqldb_notified() */
+int
+sqldb_pg_notified(struct sqldb *db)
+{
+	struct pg_db	*p = PG(db);
+	PGnotify	*n;
+	int		 count = 0;
+
+	if (PQstatus(p->conn) != CONNECTION_OK ||
+	    PQconsumeInput(p->conn) != 1 ||
+	    PQstatus(p->conn) != CONNECTION_OK)
+		return sqldb_seterr(db, "%s", PQerrorMessage(p->conn));
+	while ((n = PQnotifies(p->conn)) != NULL) {
+		count++;
+		PQfreemem(n);
+	}
+	return count;
+}

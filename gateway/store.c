@@ -771,6 +771,86 @@ store_approval_add(const struct device *dev, const struct approval *p,
 	return id;
 }
 
+/*
+ * A decision about a device this gateway does not hold (protocol.md
+ * 4.2): the approval, denial or revocation is written for the present
+ * device with that busid, with its audit row, and committed at once;
+ * the holder applies it when the change feed brings it.  revoke ends
+ * every active decision and marks the presence revoked (what
+ * device_revoke() writes).  1 recorded, 0 no present device with that
+ * busid, -1 the store failed (err says why).
+ */
+int
+store_remote_decision(const char *busid, int kind, const struct approve_opts *o,
+    const struct actor *who, int64_t *device_id, char *err, size_t errlen)
+{
+	struct db_approval a;
+	struct audit_event ev;
+	int64_t did = 0, pid = 0;
+	char detail[192], key[48], val[32];
+	int rc;
+
+	if (db == NULL) {
+		snprintf(err, errlen, "no database");
+		return -1;
+	}
+	if ((rc = db_device_present(db, busid, &did, &pid)) != 1) {
+		if (rc == -1)
+			snprintf(err, errlen, "database: %s", db_errmsg(db));
+		return rc;
+	}
+	*device_id = did;
+	memset(&ev, 0, sizeof(ev));
+	ev.device_id = did;
+	ev.busid = busid;
+	ev.who = who;
+	ev.reason = o->message[0] ? o->message : NULL;
+	if (kind == STORE_REMOTE_REVOKE) {
+		snprintf(key, sizeof(key), "revoked.%lld", (long long)did);
+		snprintf(val, sizeof(val), "%lld", (long long)pid);
+		if (db_approvals_end_device(db, did, "revoked", who->name,
+		    now_s()) == -1 ||
+		    db_setting_set(db, key, val, now_s()) == -1)
+			goto fail;
+		ev.event = "revoke";
+		ev.detail = "at a gateway that does not hold the device";
+	} else {
+		memset(&a, 0, sizeof(a));
+		a.device_id = did;
+		a.presence_id = pid;
+		a.deny = kind == STORE_REMOTE_DENY;
+		a.override = o->override;
+		a.scope = o->scope;
+		usbgw_strlcpy(a.to_host, o->to_host, sizeof(a.to_host));
+		a.created_at = now_s();
+		a.expires_at = o->expires_at;
+		a.actor_uid = who->kind == ACTOR_OPERATOR ? (int64_t)who->uid : -1;
+		usbgw_strlcpy(a.actor_name, who->name, sizeof(a.actor_name));
+		usbgw_strlcpy(a.reason, o->message, sizeof(a.reason));
+		if (db_approval_add(db, &a) <= 0)
+			goto fail;
+		if (!a.deny) {
+			/* a revocation ends with a new approval (device_approve) */
+			snprintf(key, sizeof(key), "revoked.%lld", (long long)did);
+			if (db_setting_set(db, key, "0", now_s()) == -1)
+				goto fail;
+		}
+		ev.event = a.deny ? "deny" : "approve";
+		ev.host = o->to_host[0] ? o->to_host : NULL;
+		snprintf(detail, sizeof(detail), "scope %s%s, at a gateway that "
+		    "does not hold the device", scope_text[o->scope],
+		    o->expires_at ? " (expires)" : "");
+		ev.detail = detail;
+	}
+	append(&ev);
+	store_flush();
+	return 1;
+fail:
+	snprintf(err, errlen, "database: cannot record the decision: %s",
+	    db_errmsg(db));
+	return -1;
+}
+
 /* An approval ended: why, and who ended it (NULL: the system). */
 void
 store_approval_end(const struct device *dev, int64_t id, const char *why,
@@ -1236,6 +1316,48 @@ store_set_revoked(const struct device *dev, bool on)
 	snprintf(key, sizeof(key), "revoked.%lld", (long long)dev->id);
 	snprintf(val, sizeof(val), "%lld", on ? (long long)dev->presence_id : 0LL);
 	db_setting_set(db, key, val, now_s());
+}
+
+/*
+ * This gateway's name on the store (protocol.md 4.3, 4.5): the
+ * connection's usbgw.gateway (the feed's triggers record it) and, on
+ * PostgreSQL, the audit rows' gateway column.  On SQLite (one gateway)
+ * audit rows stay as they were.  0 or -1.
+ */
+int
+store_set_gateway(const char *name)
+{
+	if (db == NULL)
+		return -1;
+	if (sqldb_set_gateway(db_conn(db), name) == -1) {
+		log_warnx("%s", sqldb_errmsg(db_conn(db)));
+		return -1;
+	}
+	if (sqldb_kind(db_conn(db)) == SQLDB_PG)
+		audit_set_gateway(audit, name);
+	return 0;
+}
+
+/*
+ * Whether the store says dev is revoked for its presence (the feed).
+ * A read that fails says revoked: the device stays pending (fail
+ * closed) until the next decision about it is read.
+ */
+bool
+store_revoked(const struct device *dev)
+{
+	char key[48], val[32];
+	int rc;
+
+	if (db == NULL || dev->id == 0 || dev->presence_id == 0)
+		return false;
+	snprintf(key, sizeof(key), "revoked.%lld", (long long)dev->id);
+	if ((rc = db_setting_get(db, key, val, sizeof(val))) == -1) {
+		log_warnx("device %lld: cannot read its revocation (%s): kept "
+		    "as revoked", (long long)dev->id, db_errmsg(db));
+		return true;
+	}
+	return rc == 1 && strtoll(val, NULL, 10) == dev->presence_id;
 }
 
 const struct audit_key *

@@ -68,6 +68,12 @@ int64_t		 store_approval_add(const struct device *,
 void		 store_approval_end(const struct device *, int64_t id,
 		    const char *why, const struct actor *by);
 void		 store_set_revoked(const struct device *, bool on);
+bool		 store_revoked(const struct device *);
+int		 store_set_gateway(const char *name);
+enum { STORE_REMOTE_APPROVE, STORE_REMOTE_DENY, STORE_REMOTE_REVOKE };
+int		 store_remote_decision(const char *busid, int kind,
+		    const struct approve_opts *, const struct actor *,
+		    int64_t *device_id, char *err, size_t errlen);
 struct db_legs;
 void		 store_attachment_legs(const struct device *,
 		    const struct dsession *, struct db_legs *);

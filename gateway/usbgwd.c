@@ -20,6 +20,7 @@
 #include "config.h"
 #include "control.h"
 #include "agentgw.h"
+#include "feed.h"
 #include "gw.h"
 #include "hostname.h"
 #include "hooks.h"
@@ -45,7 +46,7 @@ usage(int code)
 	fprintf(code ? stderr : stdout,
 	    "usage: usbgwd [-fhnV] [-c FILE] [-d DATABASE] [-s SOCKET] "
 	    "[-l ADDRESS:PORT]\n"
-	    "              [-p PIDFILE] [-v LEVEL] [-P PORTFILE]\n"
+	    "              [-N NAME] [-p PIDFILE] [-v LEVEL] [-P PORTFILE]\n"
 	    "  -f            stay in the foreground, log to stderr\n"
 	    "  -c FILE       configuration file (default %s)\n"
 	    "  -d DATABASE   SQLite database file, or a PostgreSQL URI\n"
@@ -53,6 +54,8 @@ usage(int code)
 	    "  -s SOCKET     control socket (default %s)\n"
 	    "  -l ADDR:PORT  USB/IP listen address, may repeat (default *:%s;\n"
 	    "                none in local mode)\n"
+	    "  -N NAME       this gateway's name among several on one database\n"
+	    "                (gateway-name; default the host name)\n"
 	    "  -p PIDFILE    pid file\n"
 	    "  -v LEVEL      log level: error, warning, info, debug\n"
 	    "  -n            check the configuration and exit\n"
@@ -556,7 +559,7 @@ main(int argc, char *argv[])
 	size_t i, nla;
 
 	log_init("usbgwd", 1, LOG_LVL_INFO);
-	while ((ch = getopt_long(argc, argv, "c:d:fhl:np:P:s:v:V", longopts,
+	while ((ch = getopt_long(argc, argv, "c:d:fhl:nN:p:P:s:v:V", longopts,
 	    NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -576,6 +579,9 @@ main(int argc, char *argv[])
 			break;
 		case 'n':
 			check_only = 1;
+			break;
+		case 'N':
+			add_flag("gateway-name", optarg);
 			break;
 		case 'p':
 			add_flag("pid-file", optarg);
@@ -654,6 +660,8 @@ main(int argc, char *argv[])
 		sqldb_redact(cfg->database, name, sizeof(name));
 		fatalx("cannot open database %s", name);
 	}
+	if (feed_start(base, cfg) == -1)
+		fatalx("cannot start the change feed");
 	/* the lock is ours: what a killed run left open is closed now */
 	store_close_stale(cfg->mode == CONFIG_MODE_LOCAL, USBGW_RESTART_REASON);
 	tiers_load();
@@ -716,6 +724,7 @@ main(int argc, char *argv[])
 	local_shutdown();
 	enroll_shutdown();
 	server_shutdown();
+	feed_stop();
 	gw_shutdown();
 	agentgw_shutdown();
 	hostname_shutdown();		/* after the sessions that asked */

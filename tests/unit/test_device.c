@@ -300,6 +300,18 @@ store_set_revoked(const struct device *dev, bool on)
 	fk.revoked[i].presence = on ? dev->presence_id : 0;
 }
 
+bool
+store_revoked(const struct device *dev)
+{
+	int i;
+
+	for (i = 0; i < fk.nrevoked; i++)
+		if (fk.revoked[i].id == dev->id)
+			return dev->presence_id != 0 &&
+			    fk.revoked[i].presence == dev->presence_id;
+	return false;
+}
+
 void
 store_attachment_end(struct device *dev, const char *why)
 {
