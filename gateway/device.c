@@ -1477,6 +1477,19 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 		notify_decided(dev);
 		return;
 	}
+	/*
+	 * The store is unavailable (protocol.md 4.6): nothing new is
+	 * authorized, a device that was not authorized stays pending (what
+	 * is authorized stays so; store-loss decides about attachments).
+	 */
+	if (st == DEV_AUTHORIZED && dev->state != DEV_AUTHORIZED &&
+	    dev->state != DEV_ATTACHED && store_degraded()) {
+		st = DEV_PENDING;
+		who = &sys_actor;
+		reason = STORE_UNAVAILABLE ": decided again when it returns";
+		d.rule_id = 0;
+		cause_rule = 0;
+	}
 	recheck_arm(dev, recheck);
 	device_set_state_rule(dev, st, who, reason, d.rule_id != 0 ?
 	    d.rule_id : cause_rule);
@@ -1534,6 +1547,33 @@ device_reeval_all(const struct actor *who, const char *why,
 				    dev_state_name(dev->state),
 				    "rule_id", (json_int_t)dev->rule_id));
 		}
+}
+
+/*
+ * Cut every vhci host attached through this gateway (store-loss = stop,
+ * after store-grace): the devices stay claimed (a claim released at a
+ * stock usbipd would make the device free for anyone) and their state
+ * goes back to what a new decision says, which while the store is
+ * unavailable cannot newly authorize anything.  The number cut.
+ */
+unsigned
+device_cut_all(const char *why)
+{
+	struct exporter *exp;
+	struct device *dev;
+	unsigned n = 0;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead || dev->state != DEV_ATTACHED ||
+			    dev->ds == NULL)
+				continue;
+			device_set_state(dev, DEV_AUTHORIZED, &sys_actor, why);
+			device_cut(dev, why);
+			notify_decided(dev);
+			n++;
+		}
+	return n;
 }
 
 /* ---- operator decisions -------------------------------------------------- */

@@ -95,6 +95,8 @@ void		 device_eval(struct device *, const struct actor *,
 		    const char *reason);
 void		 device_reeval(struct device *, const struct actor *,
 		    const char *reason, int64_t cause_rule);
+/* The store is unavailable: every attached vhci host cut, claims kept. */
+unsigned	 device_cut_all(const char *why);
 void		 device_reeval_all(const struct actor *, const char *why,
 		    int64_t cause_rule, json_t *changes);
 void		 device_detached(struct device *, const char *why);

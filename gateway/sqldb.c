@@ -238,6 +238,12 @@ sqldb_column_double(struct sqldb_stmt *st, int col)
 	return st->db->ops->column_double(st, col);
 }
 
+int
+sqldb_alive(struct sqldb *db)
+{
+	return db->ops->alive == NULL || db->ops->alive(db);
+}
+
 int64_t
 sqldb_changes(struct sqldb *db)
 {

@@ -281,6 +281,15 @@ store_approval_end(const struct device *dev, int64_t id, const char *why,
 	usbgw_strlcpy(r->end_reason, why, sizeof(r->end_reason));
 }
 
+/* The store's health (protocol.md 4.6): a test may make it degraded. */
+static bool fake_store_down;
+
+bool
+store_degraded(void)
+{
+	return fake_store_down;
+}
+
 void
 store_set_revoked(const struct device *dev, bool on)
 {
