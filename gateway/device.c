@@ -1576,6 +1576,37 @@ device_cut_all(const char *why)
 	return n;
 }
 
+/*
+ * The store is back (protocol.md 4.6): what memory holds is made to agree
+ * with it, then every device is decided again.  A device probed while
+ * the store was away has no row (id 0): it is recorded now; every other
+ * one takes its approvals and revocation as the store has them (a
+ * decision that committed before the loss applies again, one that did
+ * not never applied; a failover that lost commits loses them here too,
+ * failing closed).  Attached devices keep their attachment if the new
+ * decision allows it for their host.
+ */
+void
+device_reconcile_all(const struct actor *who, const char *why)
+{
+	struct exporter *exp;
+	struct device *dev;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead || dev->state == DEV_GONE ||
+			    !dev->probed)
+				continue;
+			if (dev->id == 0)
+				device_identified(dev);
+			else
+				dev->core->nappr = store_approvals_load(dev->id,
+				    dev->presence_id, dev->core->appr,
+				    GW_MAX_APPROVALS);
+		}
+	device_reeval_all(who, why, 0, NULL);
+}
+
 /* ---- operator decisions -------------------------------------------------- */
 
 /*

@@ -268,10 +268,12 @@ store_health(bool down)
 	 *     check here.
 	 *  2. the change feed from the last seq applied.  HOOK(i16-feed):
 	 *     call the catch-up read here.
-	 *  3. decide again for every device held (what waited pending).
+	 *  3. every device held: recorded if it was probed meanwhile, its
+	 *     approvals as the store has them, decided again (what waited
+	 *     pending).
 	 *  4. write what waited (store_flush()).
 	 */
-	device_reeval_all(&store_actor, "store available again", 0, NULL);
+	device_reconcile_all(&store_actor, "store available again");
 	store_flush();
 	snprintf(detail, sizeof(detail), "reachable again; devices decided "
 	    "again");

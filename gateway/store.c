@@ -104,7 +104,7 @@ store_health_check(void)
 		cnt.store_lost++;
 		log_warnx("database %s: unreachable (%s): degraded, nothing new "
 		    "is authorized until it returns", sqldb_name(db_conn(db)),
-		    db_errmsg(db));
+		    sqldb_errmsg(db_conn(db)));
 	} else
 		log_info("database %s: reachable again after %llu ms",
 		    sqldb_name(db_conn(db)), (unsigned long long)((now_usec() -
