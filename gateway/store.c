@@ -132,8 +132,8 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 		failed = 1;
 	}
 	if (audit != NULL && audit_pending(audit) > 0 && audit_flush(audit) == -1) {
-		log_warnx("audit: flush failed: %s; %zu rows held", db_errmsg(db),
-		    audit_pending(audit));
+		log_warnx("audit: flush failed: %s; %zu rows held",
+		    sqldb_errmsg(db_conn(db)), audit_pending(audit));
 		failed = 1;
 	}
 	/* a failed write is the first sign of a lost server: look now */

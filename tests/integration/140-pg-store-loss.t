@@ -79,7 +79,11 @@ if [ "$MODE" = stop ]; then
 	wait_bg hold $((GRACE_MS / 1000 + 5))
 	held=$(( $(day_ms) - t0 ))
 	is "$RC" 0 "store-loss = stop: the attachment ended (${held} ms after the stop)"
-	ok "not before store-grace ($GRACE_MS ms)" [ "$held" -ge "$GRACE_MS" ]
+	# by the daemon's own clock: from noticing the loss to the cut
+	lost=$(gw_log_after_ms gw 'unreachable .*degraded' "$t0")
+	cut=$(gw_log_after_ms gw 'attachments? ended [(]store-loss = stop[)]' "$t0")
+	ok "cut $((cut - lost)) ms after the loss was noticed: not before store-grace ($GRACE_MS ms), within 500 ms of it" \
+	    [ $((cut - lost)) -ge $((GRACE_MS - 20)) -a $((cut - lost)) -le $((GRACE_MS + 500)) ]
 	isnt "$(gw_state gw sim1:1-2)" attached "sim1:1-2 is not attached"
 	run "$TC" import "$(gw_addr gw)" sim1:1-2
 	like "$OUT" 'RESULT status=ST_NA' "and no import is granted while degraded"
