@@ -21,6 +21,16 @@ cmd_status_exec(struct cmd_ctx *ctx)
 	printf("daemon       usbgwd %s, pid %s, up %s\n", jstr(res, "version"),
 	    jfmt(res, "pid"), up);
 	printf("mode         %s\n", jstr(res, "mode"));
+	if ((v = json_object_get(res, "store")) != NULL) {
+		if (strcmp(jstr(res, "store"), "degraded") == 0) {
+			fmt_duration(buf, sizeof(buf), json_integer_value(
+			    json_object_get(res, "store_degraded_ms")) / 1000);
+			printf("store        degraded for %s: the database is "
+			    "unreachable, nothing new is authorized "
+			    "(store-loss %s)\n", buf, jstr(res, "store_loss"));
+		} else
+			printf("store        ok\n");
+	}
 	ex = json_object_get(res, "exporters");
 	printf("exporters    %s (%s up, %s down)\n", jfmt(ex, "total"),
 	    jfmt(ex, "up"), jfmt(ex, "down"));

@@ -87,6 +87,8 @@ struct audit {
 	int64_t			 wrote_seq;	/* the last row we wrote */
 	char			 gateway[64];	/* "": rows without it */
 	char			 wrote_hash[65];
+	uint64_t		 dropped;	/* rows past the hard bound */
+	int64_t			 dropped_since;	/* the first one's time */
 };
 
 static const char insert_sql[] =
@@ -332,8 +334,13 @@ audit_append(struct audit *a, const struct audit_event *e, int64_t now)
 		return -1;
 	if (a->n >= AUDIT_QUEUE_MAX && audit_flush(a) == -1 &&
 	    a->n >= AUDIT_QUEUE_HARD_MAX) {
-		log_warnx("audit: queue full and database failing: row "
-		    "\"%s\" dropped", e->event);
+		/* counted; one summary row when the database is back */
+		if (a->dropped++ == 0) {
+			a->dropped_since = now;
+			log_warnx("audit: %d rows held and the database failing: "
+			    "rows from \"%s\" on are counted, not kept, until "
+			    "it returns", AUDIT_QUEUE_HARD_MAX, e->event);
+		}
 		return -1;
 	}
 	if (a->n == a->cap) {
@@ -508,6 +515,27 @@ audit_flush(struct audit *a)
 	for (i = 0; i < n; i++)
 		if (write_row(a, &a->q[i], &seq, prev) == -1)
 			goto done;
+	if (a->dropped > 0) {
+		struct audit_event ev;
+		struct qrow r;
+		char detail[160];
+		int rc;
+
+		memset(&ev, 0, sizeof(ev));
+		snprintf(detail, sizeof(detail), "%llu rows not kept while the "
+		    "database failed (more than %d held), the first at %lld",
+		    (unsigned long long)a->dropped, AUDIT_QUEUE_HARD_MAX,
+		    (long long)a->dropped_since);
+		ev.event = AUDIT_EVENT_DROPPED;
+		ev.object = "audit_log";
+		ev.detail = detail;
+		memset(&r, 0, sizeof(r));
+		qrow_fill(&r, &ev, (int64_t)time(NULL));
+		rc = write_row(a, &r, &seq, prev);
+		qrow_free(&r);
+		if (rc == -1)
+			goto done;
+	}
 	ok = 1;
 done:
 	if (tx_end(a, nested, ok) == -1) {
@@ -517,6 +545,12 @@ done:
 	for (i = 0; i < n; i++)
 		qrow_free(&a->q[i]);
 	a->n = 0;
+	if (a->dropped > 0) {
+		log_warnx("audit: %llu rows were not kept while the database "
+		    "failed; row \"" AUDIT_EVENT_DROPPED "\" says so",
+		    (unsigned long long)a->dropped);
+		a->dropped = 0;
+	}
 	if (!nested) {
 		a->wrote_seq = seq;
 		memcpy(a->wrote_hash, prev, 65);

@@ -30,7 +30,13 @@ struct audit_key;
 struct audit_anchor;
 
 #define AUDIT_QUEUE_MAX		256	/* rows queued before a forced flush */
-#define AUDIT_QUEUE_HARD_MAX	65536	/* rows kept while the database fails */
+/*
+ * Rows kept while the database fails (protocol.md 4.6); past the bound
+ * rows are counted, not kept, and the first flush that works writes one
+ * AUDIT_EVENT_DROPPED row saying how many and since when.
+ */
+#define AUDIT_QUEUE_HARD_MAX	10000
+#define AUDIT_EVENT_DROPPED	"audit-dropped"
 #define AUDIT_EVENT_PRUNE	"audit-prune"	/* the prune checkpoint row */
 
 /*

@@ -57,6 +57,7 @@ enum ktype {
 	K_MODE,		/* enum config_mode */
 	K_VHCI,		/* int, -1 any */
 	K_LOCALATTACH,	/* int, enum attach_mode */
+	K_STORELOSS,	/* int, enum config_store_loss */
 	K_PRIV,		/* struct config_privlist, min = class */
 	K_LISTEN,	/* listen[] */
 	K_TLSLISTEN,	/* tls_listen[], repeatable */
@@ -146,6 +147,8 @@ static const struct key keys[] = {
 	{ "local-auto-attach",	K_BOOL,		F(local_auto_attach), 0, 0 },
 	{ "vhci-lockdown",	K_BOOL,		F(vhci_lockdown), 0, 0 },
 	{ "vhci-per-interface",	K_BOOL,		F(vhci_per_interface), 0, 0 },
+	{ "store-loss",		K_STORELOSS,	F(store_loss), 0, 0 },
+	{ "store-grace",	K_DURATION,	F(store_grace_ms), 0, 3600 * MS_S },
 };
 
 #define PERR_LINE_MAX	768	/* one "NAME:LINE: message\n" */
@@ -236,6 +239,8 @@ config_new(void)
 	c->control_lookup_timeout_ms = 5 * MS_S;
 	c->nlisten = 0;			/* config_listen_addrs() */
 	c->poll_interval_ms = 3 * MS_S;
+	c->store_loss = CONFIG_STORE_LOSS_STOP;
+	c->store_grace_ms = CONFIG_STORE_GRACE_MS;
 	c->probe_timeout_ms = 5 * MS_S;
 	c->attach_pending_wait_ms = 0;
 	c->show_pending = 0;
@@ -536,6 +541,7 @@ ktype_expect(enum ktype t)
 	case K_MODE:		return "proxy or local";
 	case K_VHCI:		return "a controller number or any";
 	case K_LOCALATTACH:	return "direct or inspected";
+	case K_STORELOSS:	return "stop or keep";
 	case K_PRIV:		return "user names, uids, @groups or @gids";
 	case K_LISTEN:
 	case K_TLSLISTEN:	return "ADDRESS:PORT, [IPV6]:PORT or *:PORT";
@@ -726,6 +732,14 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 			*(mode_t *)field = 0660;
 		else if (strcmp(v, "0666") == 0 || strcmp(v, "666") == 0)
 			*(mode_t *)field = 0666;
+		else
+			goto bad;
+		return 0;
+	case K_STORELOSS:
+		if (strcmp(v, "stop") == 0)
+			*(int *)field = CONFIG_STORE_LOSS_STOP;
+		else if (strcmp(v, "keep") == 0)
+			*(int *)field = CONFIG_STORE_LOSS_KEEP;
 		else
 			goto bad;
 		return 0;
@@ -1672,6 +1686,11 @@ config_dump(const struct config *c)
 			else
 				dump_add(&out, &len, "%s = %d\n", k->name,
 				    *(const int *)fld);
+			break;
+		case K_STORELOSS:
+			dump_add(&out, &len, "%s = %s\n", k->name,
+			    *(const int *)fld == CONFIG_STORE_LOSS_KEEP ?
+			    "keep" : "stop");
 			break;
 		case K_LOCALATTACH:
 			dump_add(&out, &len, "%s = %s\n", k->name,

@@ -48,6 +48,13 @@ enum config_mode {
 	CONFIG_MODE_LOCAL,	/* the gateway attaches through local vhci */
 };
 
+/* store-loss: what running attachments do while the database is away. */
+enum config_store_loss {
+	CONFIG_STORE_LOSS_STOP = 0,	/* end them after store-grace */
+	CONFIG_STORE_LOSS_KEEP,		/* let them run until it returns */
+};
+#define CONFIG_STORE_GRACE_MS	10000	/* the lease time's default (4.4) */
+
 /* "HOST:PORT"; host "" means every address (wildcard). */
 struct config_addr {
 	char		host[CONFIG_HOST_MAX];
@@ -147,6 +154,12 @@ struct config {
 	size_t		nexporter_files;
 	char		exporters_dir[CONFIG_PATH_MAX];
 	unsigned	poll_interval_ms;
+	/*
+	 * The database unreachable (protocol.md 4.6): running attachments
+	 * end after store_grace_ms (stop) or run on (keep).
+	 */
+	int		store_loss;			/* CONFIG_STORE_LOSS_* */
+	unsigned	store_grace_ms;
 	unsigned	probe_timeout_ms;
 	unsigned	attach_pending_wait_ms;		/* 0 = ST_NA at once */
 	int		show_pending;			/* in DEVLIST */

@@ -125,6 +125,8 @@ static struct {
 	struct hostlimit	*refusals;	/* audit rows per uid */
 	control_summary_fn	 summary;
 	void			(*commit)(void);
+	control_gate_fn		 gate;
+	void			(*hello)(json_t *);
 	uint64_t		 limit_logged;	/* last "too many" log line */
 	unsigned		 limit_unlogged;
 } C = { .fd = -1 };
@@ -211,6 +213,18 @@ void
 control_set_commit(void (*fn)(void))
 {
 	C.commit = fn;
+}
+
+void
+control_set_gate(control_gate_fn fn)
+{
+	C.gate = fn;
+}
+
+void
+control_set_hello(void (*fn)(json_t *))
+{
+	C.hello = fn;
 }
 
 void
@@ -460,13 +474,18 @@ cmd_find(const char *name)
 static json_t *
 builtin_hello(struct ctl_conn *c)
 {
-	return json_pack("{s:i, s:s, s:I, s:s, s:I, s:s}",
+	json_t *r;
+
+	r = json_pack("{s:i, s:s, s:I, s:s, s:I, s:s}",
 	    "version", CTL_PROTO_VERSION,
 	    "daemon", "usbgwd " USBGW_VERSION,
 	    "uid", (json_int_t)c->who.uid,
 	    "name", c->who.name,
 	    "pid", (json_int_t)c->who.pid,
 	    "privilege", ctl_priv_name(c->priv));
+	if (r != NULL && C.hello != NULL)
+		C.hello(r);
+	return r;
 }
 
 static enum ctl_err
@@ -533,6 +552,7 @@ conn_request(struct ctl_conn *c, json_t *msg)
 	const struct ctl_cmd *cmd;
 	json_t *result = NULL;
 	ctl_text_fn tfn;
+	const char *gate;
 	enum ctl_err rc;
 	char err[512], why[600];
 
@@ -582,6 +602,14 @@ conn_request(struct ctl_conn *c, json_t *msg)
 		return;
 	}
 	c->who.priv = c->priv;
+	/* the daemon may refuse a change now (the store is unavailable) */
+	if (cmd->priv > PRIV_READ && C.gate != NULL &&
+	    (gate = C.gate(cmd->name)) != NULL) {
+		usbgw_strlcpy(why, gate, sizeof(why));
+		refusal(&c->who, cmd->name, why);
+		conn_reply_error(c, req.has_id, req.id, CTL_E_INTERNAL, why);
+		return;
+	}
 	if ((tfn = text_cmd_find(cmd->name)) != NULL) {
 		if ((rc = conn_text_reply(c, &req, tfn, err, sizeof(err))) ==
 		    CTL_OK)

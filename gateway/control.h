@@ -77,6 +77,15 @@ void		 control_set_summary(control_summary_fn);
  * that an acknowledged decision survives a crash right after it.
  */
 void		 control_set_commit(void (*)(void));
+/*
+ * Asked before a command above PRIV_READ runs: NULL lets it run; a
+ * message refuses it (an `internal` error, exit 5, and a refusal row):
+ * the daemon refuses changes while its store is unavailable.
+ */
+typedef const char *(*control_gate_fn)(const char *cmd);
+void		 control_set_gate(control_gate_fn);
+/* Adds the daemon's fields to hello's reply (its store's state). */
+void		 control_set_hello(void (*)(json_t *));
 
 /*
  * Create the socket at cfg->control_socket and start accepting.  Refuses

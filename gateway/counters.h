@@ -26,6 +26,7 @@ struct usbgw_counters {
 	uint64_t	audit_rows;
 	uint64_t	control_requests;
 	uint64_t	probes_failed;
+	uint64_t	store_lost;	/* times the database went away */
 	uint64_t	probe_bucket[CNT_PROBE_BUCKETS + 1];	/* cumulative at read */
 	uint64_t	probe_count;
 	uint64_t	probe_usec_sum;

@@ -1475,6 +1475,19 @@ device_reeval(struct device *dev, const struct actor *who, const char *reason,
 		notify_decided(dev);
 		return;
 	}
+	/*
+	 * The store is unavailable (protocol.md 4.6): nothing new is
+	 * authorized, a device that was not authorized stays pending (what
+	 * is authorized stays so; store-loss decides about attachments).
+	 */
+	if (st == DEV_AUTHORIZED && dev->state != DEV_AUTHORIZED &&
+	    dev->state != DEV_ATTACHED && store_degraded()) {
+		st = DEV_PENDING;
+		who = &sys_actor;
+		reason = STORE_UNAVAILABLE ": decided again when it returns";
+		d.rule_id = 0;
+		cause_rule = 0;
+	}
 	recheck_arm(dev, recheck);
 	device_set_state_rule(dev, st, who, reason, d.rule_id != 0 ?
 	    d.rule_id : cause_rule);
@@ -1582,6 +1595,64 @@ device_reload_all_decisions(const struct actor *who, const char *why)
 			if (!dev->dead && dev->state != DEV_GONE)
 				device_reload_decisions(dev, who, why);
 		}
+}
+
+/*
+ * Cut every vhci host attached through this gateway (store-loss = stop,
+ * after store-grace): the devices stay claimed (a claim released at a
+ * stock usbipd would make the device free for anyone) and their state
+ * goes back to what a new decision says, which while the store is
+ * unavailable cannot newly authorize anything.  The number cut.
+ */
+unsigned
+device_cut_all(const char *why)
+{
+	struct exporter *exp;
+	struct device *dev;
+	unsigned n = 0;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead || dev->state != DEV_ATTACHED ||
+			    dev->ds == NULL)
+				continue;
+			device_set_state(dev, DEV_AUTHORIZED, &sys_actor, why);
+			device_cut(dev, why);
+			notify_decided(dev);
+			n++;
+		}
+	return n;
+}
+
+/*
+ * The store is back (protocol.md 4.6): what memory holds is made to agree
+ * with it, then every device is decided again.  A device probed while
+ * the store was away has no row (id 0): it is recorded now; every other
+ * one takes its approvals and revocation as the store has them (a
+ * decision that committed before the loss applies again, one that did
+ * not never applied; a failover that lost commits loses them here too,
+ * failing closed).  Attached devices keep their attachment if the new
+ * decision allows it for their host.
+ */
+void
+device_reconcile_all(const struct actor *who, const char *why)
+{
+	struct exporter *exp;
+	struct device *dev;
+
+	TAILQ_FOREACH(exp, &gw->exporters, entry)
+		TAILQ_FOREACH(dev, &exp->devices, entry) {
+			if (dev->dead || dev->state == DEV_GONE ||
+			    !dev->probed)
+				continue;
+			if (dev->id == 0)
+				device_identified(dev);
+			else
+				dev->core->nappr = store_approvals_load(dev->id,
+				    dev->presence_id, dev->core->appr,
+				    GW_MAX_APPROVALS);
+		}
+	device_reeval_all(who, why, 0, NULL);
 }
 
 /* ---- operator decisions -------------------------------------------------- */

@@ -90,6 +90,11 @@ void		 device_eval(struct device *, const struct actor *,
 		    const char *reason);
 void		 device_reeval(struct device *, const struct actor *,
 		    const char *reason, int64_t cause_rule);
+/* The store is back: rows for what was probed meanwhile, approvals as
+ * the store has them, every device decided again. */
+void		 device_reconcile_all(const struct actor *, const char *why);
+/* The store is unavailable: every attached vhci host cut, claims kept. */
+unsigned	 device_cut_all(const char *why);
 void		 device_reeval_all(const struct actor *, const char *why,
 		    int64_t cause_rule, json_t *changes);
 struct device	*device_by_id(int64_t id);

@@ -7,10 +7,14 @@
 #include <string.h>
 
 #include "config.h"
+#include "control.h"
 #include "db.h"
+#include "feed.h"
 #include "gw.h"
 #include "log.h"
 #include "util.h"
+
+#include <event2/event.h>
 
 /* An exporter of any kind (enum exp_kind). */
 struct exporter *
@@ -193,4 +197,98 @@ gw_shutdown(void)
 	gw->shutting_down = true;
 	while ((exp = TAILQ_FIRST(&gw->exporters)) != NULL)
 		exporter_free(exp);
+}
+
+/* ---- losing the store (protocol.md 4.6) ---------------------------------- */
+
+static const struct actor store_actor = { .kind = ACTOR_SYSTEM,
+    .name = "system" };
+static struct event *grace_ev;
+
+/*
+ * Commands that only take access away run while the store is away (in
+ * memory; the handlers say when their row could not be written): a
+ * revocation must not wait for the database.  Everything else above
+ * PRIV_READ (approve, policy, exporters, enrolment, attach, prune) is
+ * refused: nothing new is authorized without the store.
+ */
+static const char *const store_down_allowed[] = {
+	"deny", "revoke", "detach", "agent.reject", "agent.revoke",
+};
+
+static const char *
+store_gate(const char *cmd)
+{
+	size_t i;
+
+	if (!store_degraded())
+		return NULL;
+	for (i = 0; i < nitems(store_down_allowed); i++)
+		if (strcmp(cmd, store_down_allowed[i]) == 0)
+			return NULL;
+	return STORE_UNAVAILABLE ": cannot record the decision (the database "
+	    "is unreachable; the gateway is degraded until it returns)";
+}
+
+/* store-loss = stop: the grace is over, the attachments end. */
+static void
+grace_cb(evutil_socket_t fd, short what, void *arg)
+{
+	unsigned n;
+
+	if (!store_degraded())
+		return;
+	n = device_cut_all(STORE_UNAVAILABLE ": store-loss = stop, "
+	    "store-grace over");
+	log_warnx("database unreachable for %llu ms: %u attachment%s ended "
+	    "(store-loss = stop); the devices stay claimed",
+	    (unsigned long long)store_degraded_ms(), n, n == 1 ? "" : "s");
+}
+
+static void
+store_health(bool down)
+{
+	const struct config *cfg = gw->cfg;
+	unsigned ms = cfg != NULL ? cfg->store_grace_ms : CONFIG_STORE_GRACE_MS;
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	char detail[128];
+
+	if (down) {
+		/* queued: written when the store is back */
+		store_audit("store-lost", NULL, "database", "unreachable: "
+		    "nothing new is authorized until it returns");
+		if (cfg == NULL || cfg->store_loss == CONFIG_STORE_LOSS_STOP)
+			evtimer_add(grace_ev, &tv);
+		return;
+	}
+	evtimer_del(grace_ev);
+	/*
+	 * Back: reconcile (4.6), in this order.
+	 *  1. the leases: one lost to another gateway meanwhile ends
+	 *     everything of its exporter.  HOOK(i16-lease): call the lease
+	 *     check here.
+	 *  2. the change feed from the last seq applied (feed_catch_up:
+	 *     rules, approvals and revocations written elsewhere meanwhile).
+	 *  3. every device held: recorded if it was probed meanwhile, its
+	 *     approvals as the store has them, decided again (what waited
+	 *     pending).
+	 *  4. write what waited (store_flush()).
+	 */
+	(void)feed_catch_up();
+	device_reconcile_all(&store_actor, "store available again");
+	store_flush();
+	snprintf(detail, sizeof(detail), "reachable again; devices decided "
+	    "again");
+	store_audit("store-back", NULL, "database", detail);
+}
+
+/* After the configuration is applied, before the control socket. */
+void
+gw_store_loss_start(void)
+{
+	if (grace_ev == NULL)
+		grace_ev = evtimer_new(gw->base, grace_cb, NULL);
+	store_on_health(store_health);
+	control_set_gate(store_gate);
+	control_set_hello(gw_store_status);
 }

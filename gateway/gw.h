@@ -39,5 +39,13 @@ struct exporter	*gw_exporter_new(const char *name, int kind, int tls,
 int		 gw_check_exporters(const struct config *, char **errs);
 void		 gw_sync_exporters(const struct config *);
 void		 gw_shutdown(void);
+/*
+ * Losing the store (protocol.md 4.6): the control gate, hello's and
+ * status's "store" field, store-loss/store-grace, the reconcile on
+ * return.  Once, before the control socket.
+ */
+void		 gw_store_loss_start(void);
+/* handlers.c: the store's state into hello's and status's reply. */
+void		 gw_store_status(json_t *);
 
 #endif

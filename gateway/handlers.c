@@ -699,6 +699,23 @@ h_exporter_import(json_t *args, const struct actor *who, json_t **res,
 	return CTL_OK;
 }
 
+/* hello, status: the store's state. */
+void
+gw_store_status(json_t *o)
+{
+	const struct config *cfg = gw->cfg;
+
+	json_object_set_new(o, "store", json_string(store_degraded() ?
+	    "degraded" : "ok"));
+	if (store_degraded()) {
+		json_object_set_new(o, "store_degraded_ms",
+		    json_integer((json_int_t)store_degraded_ms()));
+		json_object_set_new(o, "store_loss", json_string(cfg != NULL &&
+		    cfg->store_loss == CONFIG_STORE_LOSS_KEEP ? "keep" :
+		    "stop"));
+	}
+}
+
 static enum ctl_err
 h_status(json_t *args, const struct actor *who, json_t **res, char *err,
     size_t errlen)
@@ -735,6 +752,7 @@ h_status(json_t *args, const struct actor *who, json_t **res, char *err,
 	    "hooks_running", (int)hooks_running(),
 	    "claims", "probing", (int)upstream_probing(),
 	    "queued", (int)upstream_queued());
+	gw_store_status(o);
 	*res = o;
 	return CTL_OK;
 }

@@ -451,6 +451,11 @@ local_attach(struct device *dev, const struct actor *who, char *err,
 	char reason[128];
 	int fd;
 
+	/* protocol.md 4.6: no new attachment without the store */
+	if (store_degraded()) {
+		snprintf(err, errlen, "%s", STORE_UNAVAILABLE);
+		return -1;
+	}
 	/*
 	 * An interface-policy is kept by the kernel's interface
 	 * `authorized` only: without vhci-per-interface every interface
@@ -771,8 +776,10 @@ local_device_decided(struct device *dev)
 		}
 		return;
 	}
+	/* the store unavailable: nothing new; decided again when it returns */
 	if (dev->state != DEV_AUTHORIZED || !gw->cfg->local_auto_attach ||
-	    held(dev) || !local_ready(dev) || !local_host_allowed(dev))
+	    held(dev) || !local_ready(dev) || !local_host_allowed(dev) ||
+	    store_degraded())
 		return;
 	if (local_attach(dev, NULL, err, sizeof(err)) == -1) {
 		/* no retry loop: `usbgw attach` tries again */

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "store.h"
 #include "util.h"
 
 static struct evhttp *http;
@@ -99,6 +100,11 @@ metrics_write(struct evbuffer *b)
 		lv(b, exp->name);
 		evbuffer_add_printf(b, "\"} %d\n", exp->state == EXP_UP);
 	}
+	scalar(b, "usbgw_store_up", "gauge", "1 if the database answers, 0 "
+	    "while the gateway is degraded (nothing new is authorized).",
+	    !store_degraded());
+	scalar(b, "usbgw_store_lost_total", "counter", "Times the database "
+	    "became unreachable.", cnt.store_lost);
 	scalar(b, "usbgw_attachments", "gauge", "Devices attached to a vhci "
 	    "host now.", attached);
 	scalar(b, "usbgw_sessions", "gauge", "USB/IP sessions from vhci hosts "

@@ -268,6 +268,31 @@ ds_import_refuse(struct dsession *ds, uint32_t status, const char *why)
 	dsession_reply_and_close(ds, rep, sizeof(rep));
 }
 
+static bool ds_may_audit(struct dsession *, enum hostlimit_kind);
+
+/*
+ * The store is unavailable (protocol.md 4.6): no import is granted, not
+ * even of an authorized device (nothing new is authorized, and the
+ * attachment could not be recorded).  Refused here and when a held
+ * import would be granted.  true if refused.
+ */
+static bool
+ds_store_down(struct dsession *ds, struct device *dev)
+{
+	if (!store_degraded())
+		return false;
+	if (ds->request_id != 0) {
+		store_access_outcome(ds->request_id, "refused", NULL);
+		ds->request_id = 0;
+	}
+	ds->dev = NULL;
+	if (ds_may_audit(ds, HL_IMPORT_REFUSED))
+		store_audit_request("import-refused", dev, NULL, ds->host,
+		    ds->peer, STORE_UNAVAILABLE);
+	ds_import_refuse(ds, ST_NA, STORE_UNAVAILABLE);
+	return true;
+}
+
 static void
 ds_import_accept(struct dsession *ds, struct device *dev)
 {
@@ -276,6 +301,8 @@ ds_import_accept(struct dsession *ds, struct device *dev)
 	uint8_t rep[USBIP_IMPORT_REP_LEN];
 	size_t n;
 
+	if (ds_store_down(ds, dev))
+		return;
 	device_decide(dev, ds, &d);	/* what grants it, for the records */
 	ds_dev_record(dev, &rec);
 	n = usbip_import_rep_encode(rep, ST_OK, &rec);
@@ -480,6 +507,8 @@ ds_import(struct dsession *ds, const char *busid)
 			    "unknown busid");
 		return ds_import_refuse(ds, ST_NODEV, "unknown busid");
 	}
+	if (ds_store_down(ds, dev))
+		return;
 	switch (dev->state) {
 	case DEV_AUTHORIZED:
 		if (!device_allowed_for(dev, ds)) {

@@ -127,10 +127,14 @@ sqldb_seterr(struct sqldb *db, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(db->err, sizeof(db->err), fmt, ap);
 	va_end(ap);
-	/* libpq's messages end in a newline */
+	/* libpq's messages end in a newline, some have a hint line too */
 	n = strlen(db->err);
 	while (n > 0 && isspace((unsigned char)db->err[n - 1]))
 		db->err[--n] = '\0';
+	/* one log line: an inner newline or tab becomes a space */
+	for (char *p = db->err; *p != '\0'; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
 	return -1;
 }
 
@@ -280,6 +284,12 @@ double
 sqldb_column_double(struct sqldb_stmt *st, int col)
 {
 	return st->db->ops->column_double(st, col);
+}
+
+int
+sqldb_alive(struct sqldb *db)
+{
+	return db->ops->alive == NULL || db->ops->alive(db);
 }
 
 int64_t

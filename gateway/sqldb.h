@@ -26,8 +26,9 @@
  * atomicity on both (a batch survives one refused write).
  *
  * A lost PostgreSQL connection (a server restart, a failover) is made
- * again by the next statement (PQreset), at most once per backoff
- * interval (1 s doubling to 30 s); statements are prepared again on
+ * again by the next statement or sqldb_alive() (libpq's asynchronous
+ * reset, driven at most 200 ms per call, 5 s in all), attempts spaced by
+ * a backoff (0.5 s doubling to 10 s, +-25 % jitter); statements are prepared again on
  * first use.  A transaction open on the lost connection counts as open
  * until the caller's COMMIT (which fails: nothing of it was committed)
  * or ROLLBACK; until then every statement fails, so that the rest of a
@@ -133,6 +134,12 @@ int		 sqldb_column_type(struct sqldb_stmt *, int col);
 /* The text's length in bytes (0 for NULL). */
 size_t		 sqldb_column_bytes(struct sqldb_stmt *, int col);
 double		 sqldb_column_double(struct sqldb_stmt *, int col);
+/*
+ * 1 if the connection works (SQLite: always).  PostgreSQL: notices a
+ * connection the server closed without a round trip, and on a lost one
+ * drives the attempt to connect again (backoff as above); 0 meanwhile.
+ */
+int		 sqldb_alive(struct sqldb *);
 /* Rows the last completed write changed. */
 int64_t		 sqldb_changes(struct sqldb *);
 

@@ -30,6 +30,7 @@ struct sqldb_ops {
 	int64_t		 (*changes)(struct sqldb *);
 	int		 (*in_tx)(struct sqldb *);
 	sqlite3		*(*sqlite)(struct sqldb *);
+	int		 (*alive)(struct sqldb *);	/* NULL: always */
 };
 
 struct sqldb {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <poll.h>
 
 #include <libpq-fe.h>
 
@@ -20,9 +21,22 @@
 
 /* The savepoint each statement runs under inside a transaction. */
 #define STMT_SAVEPOINT	"sqldb_stmt"
-/* After a lost connection: a new one tried 1 s later, then 2, 4 ... 30. */
-#define RETRY_MIN_S	1
-#define RETRY_MAX_S	30
+/*
+ * After a lost connection: a new one tried at once, then after 0.5 s,
+ * 1, 2, 4 ... 10 s, each delay with +-25 % jitter (gateways that lost
+ * one server do not all come back at the same instant).
+ */
+#define RETRY_MIN_MS	500
+#define RETRY_MAX_MS	10000
+/*
+ * A new connection is made without blocking the caller for long: each
+ * call drives libpq's asynchronous connect (PQresetStart/PQresetPoll) for
+ * at most CONNECT_SLICE_MS, the rest in later calls, and gives up after
+ * CONNECT_MAX_MS in all (connect_timeout's bound, which libpq does not
+ * apply to an asynchronous connect).
+ */
+#define CONNECT_SLICE_MS	200
+#define CONNECT_MAX_MS		5000
 
 struct pg_db {
 	struct sqldb	 base;
@@ -30,8 +44,10 @@ struct pg_db {
 	int		 flags;
 	unsigned	 next_id;	/* statement names s1, s2, ... */
 	unsigned	 gen;		/* connection generation (1, 2, ...) */
-	time_t		 retry_at;	/* no new connection before */
-	int		 retry_s;
+	int64_t		 retry_at;	/* monotonic ms: no new attempt before */
+	int		 retry_ms;	/* the next delay */
+	int		 connecting;	/* PQresetStart done, not finished */
+	int64_t		 connect_end;	/* monotonic ms: give up then */
 	int		 tx_open;	/* as last seen on the connection */
 	int		 setup_ok;	/* session_setup() done on it */
 	int64_t		 changes;
@@ -183,7 +199,7 @@ sqldb_pg_open(const char *uri, int flags, char *err, size_t errlen)
 	db->base.kind = SQLDB_PG;
 	db->flags = flags;
 	db->gen = 1;
-	db->retry_s = RETRY_MIN_S;
+	db->retry_ms = RETRY_MIN_MS;
 	sqldb_redact(uri, db->base.name, sizeof(db->base.name));
 	db->conn = PQconnectdbParams(keys, vals, 1);
 	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK ||
@@ -199,50 +215,124 @@ sqldb_pg_open(const char *uri, int flags, char *err, size_t errlen)
 	return &db->base;
 }
 
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A connection attempt failed (db->err says why): wait before the next. */
+static int
+backoff(struct pg_db *db)
+{
+	int jitter = db->retry_ms / 4, delay;
+
+	db->connecting = 0;
+	delay = db->retry_ms - jitter + (int)(random() % (2 * jitter + 1));
+	db->retry_at = mono_ms() + delay;
+	log_warnx("database %s: connecting again failed (next attempt in "
+	    "%d ms): %s", db->base.name, delay, db->base.err);
+	if ((db->retry_ms *= 2) > RETRY_MAX_MS)
+		db->retry_ms = RETRY_MAX_MS;
+	return -1;
+}
+
 /*
  * The connection, made again if the server closed it (a restart, a
- * failover): PQreset (the same parameters, connect_timeout bounds it),
- * at most once per backoff interval (1 s doubling to 30 s), so that an
- * outage costs the caller one bounded attempt now and then, not one per
- * statement.  Statements are prepared again lazily (their generation).
- * A transaction open on the lost connection is gone with it, but
- * counts as open (sqldb_in_tx()) until the caller's COMMIT (which
- * fails) or ROLLBACK: no new connection before that (pg_exec()).  A
- * connection whose session settings did not take is set up again
- * first (no statement runs without statement_timeout).
+ * failover): libpq's asynchronous reset (the same parameters), driven
+ * CONNECT_SLICE_MS at a time so that an unreachable server costs the
+ * event loop a slice now and then, never connect_timeout at once;
+ * attempts are spaced by a backoff of 0.5 s doubling to 10 s with
+ * jitter.  While an attempt is under way or waiting, statements fail at
+ * once ("no connection to the server").  Statements are prepared again
+ * lazily (their generation).  A transaction open on the lost connection
+ * is gone with it, but counts as open (sqldb_in_tx()) until the caller's
+ * COMMIT (which fails) or ROLLBACK: no new connection before that
+ * (pg_exec()).  A connection whose session settings did not take is set
+ * up again first (no statement runs without statement_timeout).
  * 0 with a good connection, or -1 (db->err says why).
  */
 static int
 usable(struct pg_db *db)
 {
-	time_t now;
+	PostgresPollingStatusType r;
+	struct pollfd pfd;
+	int64_t now, slice_end;
 
-	if (PQstatus(db->conn) == CONNECTION_OK)
+	if (!db->connecting && PQstatus(db->conn) == CONNECTION_OK)
 		return db->setup_ok ? 0 : session_setup(db);
 	if (db->tx_open)
 		return sqldb_seterr(&db->base, "the connection to the server "
 		    "was lost inside a transaction (rolled back)");
-	now = time(NULL);
-	if (now < db->retry_at)
-		return sqldb_seterr(&db->base, "no connection to the server "
-		    "(next attempt in %lld s)", (long long)(db->retry_at - now));
-	PQreset(db->conn);
-	db->setup_ok = 0;
+	now = mono_ms();
+	if (!db->connecting) {
+		if (now < db->retry_at)
+			return sqldb_seterr(&db->base, "no connection to the "
+			    "server (next attempt in %lld ms)",
+			    (long long)(db->retry_at - now));
+		db->setup_ok = 0;
+		if (!PQresetStart(db->conn)) {
+			sqldb_seterr(&db->base, "%s", PQerrorMessage(db->conn));
+			return backoff(db);
+		}
+		db->connecting = 1;
+		db->connect_end = now + CONNECT_MAX_MS;
+	}
+	slice_end = now + CONNECT_SLICE_MS;
+	for (;;) {
+		r = PQresetPoll(db->conn);
+		if (r == PGRES_POLLING_OK || r == PGRES_POLLING_FAILED)
+			break;
+		now = mono_ms();
+		if (now >= db->connect_end) {
+			sqldb_seterr(&db->base, "connecting timed out after "
+			    "%d ms", CONNECT_MAX_MS);
+			return backoff(db);
+		}
+		if (now >= slice_end)
+			return sqldb_seterr(&db->base, "no connection to the "
+			    "server (connecting)");
+		pfd.fd = PQsocket(db->conn);
+		pfd.events = r == PGRES_POLLING_WRITING ? POLLOUT : POLLIN;
+		pfd.revents = 0;
+		if (pfd.fd < 0)
+			break;
+		(void)poll(&pfd, 1, (int)(slice_end - now));
+	}
+	db->connecting = 0;
 	if (PQstatus(db->conn) != CONNECTION_OK || session_setup(db) == -1) {
 		if (PQstatus(db->conn) != CONNECTION_OK)
 			sqldb_seterr(&db->base, "%s", PQerrorMessage(db->conn));
-		db->retry_at = time(NULL) + db->retry_s;
-		log_warnx("database %s: connecting again failed (next attempt "
-		    "in %d s): %s", db->base.name, db->retry_s, db->base.err);
-		if ((db->retry_s *= 2) > RETRY_MAX_S)
-			db->retry_s = RETRY_MAX_S;
-		return -1;
+		return backoff(db);
 	}
 	db->gen++;
-	db->retry_s = RETRY_MIN_S;
+	db->retry_ms = RETRY_MIN_MS;
 	db->retry_at = 0;
 	log_info("database %s: connected again", db->base.name);
 	return 0;
+}
+
+/*
+ * Is the server there?  Reads what the server sent without waiting
+ * (PQconsumeInput: a closed connection shows as CONNECTION_BAD at once,
+ * no round trip); on a lost connection, an attempt to connect again when
+ * the backoff allows.  Inside a transaction: the last known state.
+ */
+static int
+pg_alive(struct sqldb *base)
+{
+	struct pg_db *db = PG(base);
+
+	if (db->tx_open)
+		return PQstatus(db->conn) == CONNECTION_OK;
+	if (!db->connecting && PQstatus(db->conn) == CONNECTION_OK &&
+	    PQconsumeInput(db->conn) == 1 &&
+	    PQstatus(db->conn) == CONNECTION_OK)
+		return 1;
+	return usable(db) == 0;
 }
 
 /* Prepare on the current connection.  0 or -1. */
@@ -603,6 +693,7 @@ pg_sqlite(struct sqldb *db)
 
 static const struct sqldb_ops pg_ops = {
 	.begin_sql = "BEGIN",
+	.alive = pg_alive,
 	.close = pg_close,
 	.exec = pg_exec,
 	.prepare = pg_prepare,

@@ -43,6 +43,11 @@ static struct sqldb_stmt *st_history;
 static struct audit_key	*akey;		/* the audit key (auditkey.h) */
 static struct event	*cp_ev;		/* checkpoint timer */
 static unsigned		 cp_rows = 1000, cp_interval_ms = 3600 * 1000;
+/* The store's health (protocol.md 4.6): degraded while unreachable. */
+static bool		 st_down;
+static uint64_t		 st_down_since;	/* now_usec() */
+static struct event	*health_ev;
+static void		(*health_fn)(bool down);
 
 struct db *
 store_db(void)
@@ -56,18 +61,84 @@ now_s(void)
 	return (int64_t)time(NULL);
 }
 
+/* ---- the store's health (protocol.md 4.6) -------------------------------- */
+
+bool
+store_degraded(void)
+{
+	return st_down;
+}
+
+uint64_t
+store_degraded_ms(void)
+{
+	return st_down ? (now_usec() - st_down_since) / 1000 : 0;
+}
+
+void
+store_on_health(void (*fn)(bool down))
+{
+	health_fn = fn;
+}
+
+/*
+ * Is the database there?  sqldb_alive() notices a connection the server
+ * closed without a round trip and, on a lost one, drives the attempt to
+ * connect again (its backoff).  A change is logged and told to the
+ * daemon (store_on_health()), which fails closed while degraded and
+ * reconciles when the store is back.
+ */
+void
+store_health_check(void)
+{
+	bool down;
+
+	if (db == NULL)
+		return;
+	down = !sqldb_alive(db_conn(db));
+	if (down == st_down)
+		return;
+	st_down = down;
+	if (down) {
+		st_down_since = now_usec();
+		cnt.store_lost++;
+		log_warnx("database %s: unreachable (%s): degraded, nothing new "
+		    "is authorized until it returns", sqldb_name(db_conn(db)),
+		    sqldb_errmsg(db_conn(db)));
+	} else
+		log_info("database %s: reachable again after %llu ms",
+		    sqldb_name(db_conn(db)), (unsigned long long)((now_usec() -
+		    st_down_since) / 1000));
+	if (health_fn != NULL)
+		health_fn(down);
+}
+
+static void
+health_cb(evutil_socket_t fd, short what, void *arg)
+{
+	store_health_check();
+}
+
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
 	unsigned lost;
+	int failed = 0;
 
-	if (db != NULL && db_batch_commit(db, &lost) == -1)
+	if (db != NULL && db_batch_commit(db, &lost) == -1) {
 		log_warnx("database: the writes of this loop pass were lost "
 		    "(%u statements): %s; the gateway goes on from memory",
 		    lost, db_errmsg(db));
-	if (audit != NULL && audit_pending(audit) > 0 && audit_flush(audit) == -1)
-		log_warnx("audit: flush failed: %s; %zu rows held", db_errmsg(db),
-		    audit_pending(audit));
+		failed = 1;
+	}
+	if (audit != NULL && audit_pending(audit) > 0 && audit_flush(audit) == -1) {
+		log_warnx("audit: flush failed: %s; %zu rows held",
+		    sqldb_errmsg(db_conn(db)), audit_pending(audit));
+		failed = 1;
+	}
+	/* a failed write is the first sign of a lost server: look now */
+	if (failed && health_ev != NULL)
+		store_health_check();
 }
 
 static void
@@ -400,6 +471,14 @@ store_open(const char *target, const char *keypath)
 		db_batch(db, batch_opened, NULL);
 		cp_ev = event_new(gw->base, -1, EV_PERSIST, checkpoint_cb, NULL);
 		checkpoint_arm();
+		/* a SQLite file does not go away: no health checks there */
+		if (sqldb_kind(db_conn(db)) == SQLDB_PG) {
+			struct timeval tv = { 0, STORE_HEALTH_MS * 1000 };
+
+			health_ev = event_new(gw->base, -1, EV_PERSIST,
+			    health_cb, NULL);
+			evtimer_add(health_ev, &tv);
+		}
 	}
 	log_info("database %s (schema version %d)", path, db_version(db));
 	return 0;
@@ -418,6 +497,9 @@ store_close(void)
 	if (cp_ev != NULL)
 		event_free(cp_ev);
 	cp_ev = NULL;
+	if (health_ev != NULL)
+		event_free(health_ev);
+	health_ev = NULL;
 	sqldb_finalize(st_history);
 	st_history = NULL;
 	audit_free(audit);

@@ -42,6 +42,21 @@ int		 store_audit_anchor(struct audit_anchor *);
 /* The last audit row this daemon wrote: 1, or 0 if none. */
 int		 store_audit_written(int64_t *seq, char hash[65]);
 struct db	*store_db(void);
+/*
+ * The store's health (protocol.md 4.6).  With PostgreSQL the connection
+ * is looked at every STORE_HEALTH_MS and after every failed write; the
+ * store is degraded from the first sign of a lost server until a
+ * connection works again (connecting again with backoff, sqldb.h).
+ * While degraded nothing new is authorized (the callers check
+ * store_degraded()); fn hears each change (down true, then false).
+ * SQLite is never degraded.
+ */
+#define STORE_HEALTH_MS		250
+#define STORE_UNAVAILABLE	"store unavailable"
+bool		 store_degraded(void);
+uint64_t	 store_degraded_ms(void);	/* how long so far, 0 if not */
+void		 store_on_health(void (*fn)(bool down));
+void		 store_health_check(void);
 void		 store_flush(void);
 void		 store_exporter_status(struct exporter *);
 int		 store_audit_prune(int64_t before, const struct actor *,

@@ -672,6 +672,7 @@ main(int argc, char *argv[])
 	ctl_table = gw_ctl_table(&nctl);
 	control_set_summary(hostlimit_write);
 	control_set_commit(store_flush);
+	gw_store_loss_start();
 	{
 		const struct ctl_text_cmd *text;
 		size_t ntext;

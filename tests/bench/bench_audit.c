@@ -5,7 +5,9 @@
  * plus verification speed.  WAL with
  * synchronous=NORMAL, as the daemon opens it.
  *
- * usage: bench_audit [DIR]   (default /tmp)
+ * usage: bench_audit [DIR | postgresql://URI]   (default /tmp)
+ * With a PostgreSQL URI the rows go to that database (tests/bench/store.sh
+ * compares the two back ends).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "audit.h"
 #include "db.h"
 #include "log.h"
+#include "sqldb.h"
 
 #define ROWS_PER_SIZE	2560
 
@@ -55,9 +58,13 @@ main(int argc, char **argv)
 	int			 i, j, rows = 0;
 
 	log_init("bench_audit", 1, LOG_LVL_ERR);
-	snprintf(path, sizeof(path), "%s/usbgw-bench-audit-%d.db",
-	    argc > 1 ? argv[1] : "/tmp", (int)getpid());
-	rm_db(path);
+	if (argc > 1 && sqldb_is_pg(argv[1]))
+		snprintf(path, sizeof(path), "%s", argv[1]);
+	else
+		snprintf(path, sizeof(path), "%s/usbgw-bench-audit-%d.db",
+		    argc > 1 ? argv[1] : "/tmp", (int)getpid());
+	if (!sqldb_is_pg(path))
+		rm_db(path);
 	if ((db = db_open(path, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "bench_audit: %s\n", err);
 		return 1;
@@ -113,6 +120,7 @@ main(int argc, char **argv)
 	    (long long)v.rows, t / 1e3, (double)v.rows / (t / 1e6));
 	audit_free(a);
 	db_close(db);
-	rm_db(path);
+	if (!sqldb_is_pg(path))
+		rm_db(path);
 	return 0;
 }

@@ -55,6 +55,13 @@ else
 	echo "bench_audit not built"; rc=1
 fi
 
+# --- the store: SQLite vs PostgreSQL (owner: issue 16) ------------------
+# Audit append rate and decision latency on both back ends side by side,
+# with the ratios; approval propagation between gateways once the change
+# feed exists.  BENCH_DECISIONS.
+section "store: SQLite vs PostgreSQL"
+USBGW_BUILD=$B bash "$(dirname "$0")/store.sh" || rc=1
+
 # --- watch latency (owner: control plane) -----------------------------
 # From an operator's request to the event at a `usbgw watch` connection;
 # target: within 100 ms.  Over control.c with a fake core, then through a

@@ -4,8 +4,8 @@
 # authorized: `usbgw approve` fails (the decision cannot be recorded) and
 # the pending device stays out of reach of a vhci host.  When the server
 # is back, the gateway's connection is made again (sqldb_pg.c: a new
-# connection after a loss, retried with a backoff of 1 s doubling to
-# 30 s) without a restart of the gateway: an approval works again, the
+# connection after a loss, retried with a backoff of 0.5 s doubling to
+# 10 s with jitter) without a restart of the gateway: an approval works again, the
 # device is imported, and the audit rows held during the outage are
 # written: the chain verifies afterwards.
 . "$(dirname "$0")/../lib/common.sh"

@@ -557,6 +557,55 @@ now_us(void)
 }
 
 /* Not a pass/fail figure, a measurement (issue 4: "measure"). */
+/*
+ * The database failing for long (protocol.md 4.6): the queue keeps
+ * AUDIT_QUEUE_HARD_MAX rows, counts the rest, and the first flush that
+ * works writes them and one audit-dropped row saying how many; the chain
+ * verifies.  The failure is a trigger that refuses every insert.
+ */
+static void
+test_dropped(void)
+{
+	struct db		*db;
+	struct audit		*a;
+	struct audit_event	 e;
+	struct audit_verify	 v;
+	int			 i, refused = 0;
+
+	db = make("drop.db", 0, &a);
+	ok(raw(db, "CREATE TABLE fail_now (on_ INTEGER); "
+	    "INSERT INTO fail_now VALUES (1); "
+	    "CREATE TRIGGER fail_ins BEFORE INSERT ON audit_log "
+	    "WHEN (SELECT on_ FROM fail_now) = 1 "
+	    "BEGIN SELECT RAISE(ABORT, 'the database is failing'); END") ==
+	    NULL, "inserts refused from now on");
+	memset(&e, 0, sizeof(e));
+	e.event = "state";
+	for (i = 0; i < AUDIT_QUEUE_HARD_MAX + 7; i++)
+		if (audit_append(a, &e, 2000 + i) == -1)
+			refused++;
+	is_int(refused, 7, "past the bound, rows are refused (counted)");
+	is_int(audit_pending(a), AUDIT_QUEUE_HARD_MAX, "the bound is kept");
+	ok(audit_flush(a) == -1, "a flush still fails");
+	ok(raw(db, "UPDATE fail_now SET on_ = 0") == NULL, "the database is back");
+	is_int(audit_flush(a), AUDIT_QUEUE_HARD_MAX, "the held rows are written");
+	is_int(q1(db, "SELECT count(*) FROM audit_log"), AUDIT_QUEUE_HARD_MAX + 1,
+	    "and one more");
+	is_str(qs(db, "SELECT event FROM audit_log ORDER BY seq DESC LIMIT 1"),
+	    AUDIT_EVENT_DROPPED, "the last row is " AUDIT_EVENT_DROPPED);
+	ok(strncmp(qs(db, "SELECT detail FROM audit_log ORDER BY seq DESC "
+	    "LIMIT 1"), "7 rows not kept", 15) == 0, "it says how many: %s",
+	    qs(db, "SELECT detail FROM audit_log ORDER BY seq DESC LIMIT 1"));
+	ok(audit_append(a, &e, 3000) == 0 && audit_flush(a) == 1,
+	    "a row after it");
+	is_int(q1(db, "SELECT count(*) FROM audit_log WHERE event = '"
+	    AUDIT_EVENT_DROPPED "'"), 1, "one summary row only");
+	ok(audit_verify(db, 0, NULL, &v) == 0 && v.rows ==
+	    AUDIT_QUEUE_HARD_MAX + 2, "the chain verifies");
+	audit_free(a);
+	db_close(db);
+}
+
 static void
 test_cost(void)
 {
@@ -622,6 +671,7 @@ main(void)
 	test_anchor();
 	test_prune();
 	test_prune_check();
+	test_dropped();
 	test_cost();
 	if (getenv("USBGW_PG_URI") != NULL && getenv("USBGW_PG_URI")[0]) {
 		diag("PostgreSQL: %s", getenv("USBGW_PG_URI"));
@@ -634,7 +684,7 @@ main(void)
 		diag("USBGW_PG_URI not set: the PostgreSQL runs are left out");
 	{
 		static const char *const files[] = { "chain.db", "actors.db",
-		    "trig.db", "anchor.db", "prune.db", "prune2.db", "cost.db" };
+		    "trig.db", "anchor.db", "prune.db", "prune2.db", "cost.db", "drop.db" };
 		size_t i;
 
 		for (i = 0; i < nitems(files); i++)

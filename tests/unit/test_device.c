@@ -281,6 +281,15 @@ store_approval_end(const struct device *dev, int64_t id, const char *why,
 	usbgw_strlcpy(r->end_reason, why, sizeof(r->end_reason));
 }
 
+/* The store's health (protocol.md 4.6): a test may make it degraded. */
+static bool fake_store_down;
+
+bool
+store_degraded(void)
+{
+	return fake_store_down;
+}
+
 void
 store_set_revoked(const struct device *dev, bool on)
 {
@@ -1840,6 +1849,51 @@ test_attached(void)
 	fake_now = NOW;
 }
 
+/*
+ * The store unavailable (protocol.md 4.6): a rule that allows a device
+ * does not authorize it while degraded (it stays pending, saying why);
+ * what was authorized stays so; once the store is back the same rule
+ * authorizes it.
+ */
+static void
+test_store_down(void)
+{
+	/* identities no earlier test decided anything about */
+	static const struct tmpl kbd2 = {
+		0x046d, 0xc31d, 0x6400, 0x03, 0x01, 0x01, 1, { 0x81, 0 },
+		USB_XFER_INT, "Logitech", "USB Keyboard K2", "K2-0001",
+		"d00dfeed" X7("33333333"),
+	};
+	static const struct tmpl kbd3 = {
+		0x046d, 0xc31d, 0x6400, 0x03, 0x01, 0x01, 1, { 0x81, 0 },
+		USB_XFER_INT, "Logitech", "USB Keyboard K2", "K2-0002",
+		"d00dfeed" X7("44444444"),
+	};
+	struct device *dev, *dev2;
+
+	set_tiers(RULES("allow id 046d:c31d"), NULL);
+	fake_now = NOW;
+	dev2 = mkdev("12-3", &kbd2);
+	claim_probe(dev2, &kbd2, 230, 630, 0, -1);
+	is_int(dev2->state, DEV_AUTHORIZED, "store up: the rule authorizes");
+	fake_store_down = true;
+	dev = mkdev("12-2", &kbd3);
+	claim_probe(dev, &kbd3, 231, 631, 0, -1);
+	is_int(dev->state, DEV_PENDING, "store down: a device the rule allows "
+	    "stays pending");
+	device_eval(dev, NULL, NULL);
+	is_int(dev->state, DEV_PENDING, "and stays pending when decided again");
+	device_eval(dev2, NULL, NULL);
+	is_int(dev2->state, DEV_AUTHORIZED, "what was authorized stays so");
+	fake_store_down = false;
+	device_eval(dev, NULL, NULL);
+	is_int(dev->state, DEV_AUTHORIZED, "store back: decided again, "
+	    "authorized");
+	devfree(dev);
+	devfree(dev2);
+	set_tiers(NULL, NULL);
+}
+
 /* ---- 10. observers --------------------------------------------------------- */
 
 static void
@@ -2037,6 +2091,7 @@ main(void)
 	test_check_identity();
 	test_identity_change();
 	test_attached();
+	test_store_down();
 	test_observers();
 	test_known_bugs();
 	test_claim_retries();
