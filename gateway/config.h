@@ -144,6 +144,7 @@ struct config {
 	char		exporters_dir[CONFIG_PATH_MAX];
 	unsigned	poll_interval_ms;
 	unsigned	probe_timeout_ms;
+	unsigned	lease_ms;	/* exporter leases (PostgreSQL) */
 	unsigned	attach_pending_wait_ms;		/* 0 = ST_NA at once */
 	int		show_pending;			/* in DEVLIST */
 	unsigned	max_sessions;			/* downstream TCP */

@@ -349,6 +349,25 @@ INSERT INTO schema_version (version) VALUES (10);
 
 UPDATE schema_version SET version = 11;
 
+-- @migration 12
+
+-- Reserved for the change feed (schema.sql's migration 12).
+
+UPDATE schema_version SET version = 12;
+
+-- @migration 13
+
+-- Exporter leases (schema.sql's migration 13, protocol.md 4.4).
+CREATE TABLE exporter_leases (
+	exporter_id	BIGINT PRIMARY KEY REFERENCES exporters(id),
+	gateway		TEXT NOT NULL,
+	epoch		BIGINT NOT NULL,
+	acquired_at	BIGINT NOT NULL,
+	expires_ms	BIGINT NOT NULL
+);
+
+UPDATE schema_version SET version = 13;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices CASCADE;

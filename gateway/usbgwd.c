@@ -22,6 +22,7 @@
 #include "agentgw.h"
 #include "gw.h"
 #include "hostname.h"
+#include "lease.h"
 #include "hooks.h"
 #include "metrics.h"
 #include "log.h"
@@ -193,6 +194,23 @@ tls_dir_path(const struct config *cfg, char *out, size_t len)
 		    cfg->database);
 }
 
+/*
+ * This gateway in the exporter leases: its host name and pid, so that
+ * two gateways on one host differ and a restarted gateway is a new
+ * holder (it waits for its old, unexpired leases like any other).  The
+ * change feed's gateway-name replaces it when it lands (protocol.md 4.4).
+ */
+static void
+lease_me_default(char *out, size_t len)
+{
+	char host[64];
+
+	if (gethostname(host, sizeof(host)) == -1)
+		usbgw_strlcpy(host, "usbgwd", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, len, "%.40s/%ld", host, (long)getpid());
+}
+
 /* The gateway's name in its certificates: its host name, if it is one. */
 static void
 tls_gateway_name(char *out, size_t len)
@@ -345,6 +363,7 @@ apply_settings(struct config *cfg)
 	gw->cfg = cfg;
 	gw->poll_ms = cfg->poll_interval_ms;
 	gw->probe_timeout_ms = cfg->probe_timeout_ms;
+	lease_set_time(cfg->lease_ms);
 	gw->attach_wait_ms = cfg->attach_pending_wait_ms;
 	gw->relay_stall_ms = cfg->relay_stall_ms;
 	gw->show_pending = cfg->show_pending != 0;
@@ -552,7 +571,7 @@ main(int argc, char *argv[])
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
 	struct hostname_opts ho;
 	const struct config_addr *la;
-	char err[512];
+	char err[512], lease_name[64];
 	size_t i, nla;
 
 	log_init("usbgwd", 1, LOG_LVL_INFO);
@@ -697,6 +716,10 @@ main(int argc, char *argv[])
 		gw->sigev[i] = evsignal_new(base, sigs[i], on_signal, NULL);
 		evsignal_add(gw->sigev[i], NULL);
 	}
+	lease_me_default(lease_name, sizeof(lease_name));
+	if (lease_init(cfg->database, lease_name, cfg->lease_ms, err,
+	    sizeof(err)) == -1)
+		fatalx("exporter leases: %s", err);
 	gw_restore();			/* exporters and devices from the db */
 	if (gw_check_exporters(cfg, &errs) != 0) {
 		config_errors(errs, 1);
@@ -704,6 +727,7 @@ main(int argc, char *argv[])
 		    "has under another name (see above)");
 	}
 	gw_sync_exporters(cfg);		/* and from the files */
+	lease_start();			/* PostgreSQL: the exporters we may use */
 	local_start();			/* local mode: vhci, reconciliation */
 	log_info("usbgwd %s started (pid %ld)", USBGWD_VERSION, (long)getpid());
 	store_audit("daemon-start", NULL, "usbgwd", USBGWD_VERSION);
@@ -718,6 +742,7 @@ main(int argc, char *argv[])
 	server_shutdown();
 	gw_shutdown();
 	agentgw_shutdown();
+	lease_shutdown();		/* the claims are released: others may */
 	hostname_shutdown();		/* after the sessions that asked */
 	control_shutdown();
 	hooks_shutdown();
