@@ -176,12 +176,18 @@ lease_check_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * The first round at the next loop pass: after the batch that wrote the
+ * exporters' rows (a lease row names its exporter's id) has committed.
+ */
 void
 lease_start(void)
 {
+	struct timeval tv = { 0, 50 * 1000 };
+
 	if (L.db == NULL)
 		return;
-	lease_round_cb(-1, 0, NULL);
+	evtimer_add(L.round_ev, &tv);
 }
 
 void
