@@ -25,6 +25,7 @@ static struct {
 	struct event	*round_ev;
 	struct event	*check_ev;
 	bool		 failing;	/* the last statement failed (logged) */
+	int64_t		 soonest_ms;	/* another's lease ends: this round */
 } L;
 
 static void	lease_round_cb(evutil_socket_t, short, void *);
@@ -53,6 +54,7 @@ lease_init(const char *database, const char *me, unsigned lease_ms,
 		return -1;
 	usbgw_strlcpy(L.me, me, sizeof(L.me));
 	L.lease_ms = lease_ms;
+	L.soonest_ms = -1;
 	exporter_set_leasing(true);
 	L.round_ev = event_new(gw->base, -1, EV_PERSIST, lease_round_cb, NULL);
 	L.check_ev = event_new(gw->base, -1, EV_PERSIST, lease_check_cb, NULL);
@@ -76,10 +78,18 @@ lease_me(void)
 	return L.me;
 }
 
+/*
+ * The next round in lease/3, or sooner when another gateway's lease ends
+ * sooner (a killed holder's exporter is taken as soon as it expires, not
+ * up to a round later).
+ */
 static void
 lease_schedule(void)
 {
 	unsigned ms = L.lease_ms / 3;
+
+	if (L.soonest_ms >= 0 && L.soonest_ms + 20 < ms)
+		ms = (unsigned)L.soonest_ms + 20;
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	evtimer_add(L.round_ev, &tv);
@@ -140,6 +150,8 @@ lease_take(struct exporter *exp)
 	} else
 		log_debug("exporter %s: leased by gateway %s for %lld ms more",
 		    exp->name, holder, (long long)left);
+	if (left >= 0 && (L.soonest_ms < 0 || left < L.soonest_ms))
+		L.soonest_ms = left;
 	return false;
 }
 
@@ -151,6 +163,7 @@ lease_round_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
+	L.soonest_ms = -1;
 	for (exp = TAILQ_FIRST(&gw->exporters); exp != NULL; exp = next) {
 		next = TAILQ_NEXT(exp, entry);
 		(void)lease_take(exp);
