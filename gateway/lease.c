@@ -15,7 +15,9 @@
 #include "lease.h"
 #include "leasedb.h"
 #include "log.h"
+#include "config.h"
 #include "sqldb.h"
+#include "store.h"
 #include "util.h"
 
 static struct {
@@ -139,6 +141,10 @@ lease_take(struct exporter *exp)
 			    exp->name, (long long)epoch);
 			snprintf(d, sizeof(d), "epoch %lld", (long long)epoch);
 			gw_audit_exporter(exp, "lease-taken", d);
+			/* what a killed holder left open of it is closed now */
+			store_close_stale(gw->cfg->mode == CONFIG_MODE_LOCAL,
+			    "the exporter's previous lease holder stopped",
+			    exp->name);
 			exporter_lease_gained(exp);
 		}
 		return true;

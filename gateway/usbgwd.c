@@ -673,8 +673,18 @@ main(int argc, char *argv[])
 		sqldb_redact(cfg->database, name, sizeof(name));
 		fatalx("cannot open database %s", name);
 	}
-	/* the lock is ours: what a killed run left open is closed now */
-	store_close_stale(cfg->mode == CONFIG_MODE_LOCAL, USBGW_RESTART_REASON);
+	lease_me_default(lease_name, sizeof(lease_name));
+	if (lease_init(cfg->database, lease_name, cfg->lease_ms, err,
+	    sizeof(err)) == -1)
+		fatalx("exporter leases: %s", err);
+	/*
+	 * The lock is ours: what a killed run left open is closed now.  With
+	 * leases (several gateways) only an exporter's new holder may: when
+	 * it takes the lease (lease.c), not every gateway at its start.
+	 */
+	if (!lease_active())
+		store_close_stale(cfg->mode == CONFIG_MODE_LOCAL,
+		    USBGW_RESTART_REASON, NULL);
 	tiers_load();
 	hooks_init(base, cfg);
 	server_init();
@@ -716,10 +726,6 @@ main(int argc, char *argv[])
 		gw->sigev[i] = evsignal_new(base, sigs[i], on_signal, NULL);
 		evsignal_add(gw->sigev[i], NULL);
 	}
-	lease_me_default(lease_name, sizeof(lease_name));
-	if (lease_init(cfg->database, lease_name, cfg->lease_ms, err,
-	    sizeof(err)) == -1)
-		fatalx("exporter leases: %s", err);
 	gw_restore();			/* exporters and devices from the db */
 	if (gw_check_exporters(cfg, &errs) != 0) {
 		config_errors(errs, 1);

@@ -14,7 +14,7 @@
 . "$(dirname "$0")/../lib/lease.sh"
 need_pg
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON"
-plan 16
+plan 22
 LEASE_S=4
 
 pg_start "$T/pg" || bail_out "PostgreSQL did not start"
@@ -52,10 +52,23 @@ lease_launch g1
 lease_ready g1 || bail_out "g1 did not start"
 wait_for -t 15 _claimed_by g1
 check $? "g1, started first, holds sim1 and claims its devices"
+# a vhci host attached through g1 (an attachment row open in the store)
+"$USBGW" -s "$T/g1.sock" approve sim1:1-1 -m "for the test" >/dev/null 2>&1
+gw_wait_state g1 sim1:1-1 authorized
+usbip_open 5 "$(gw_port g1)"
+usbip_send_import 5 sim1:1-1
+is "$(usbip_read_hex 5 8)" 0111000300000000 "a vhci host imports sim1:1-1 through g1 (ST_OK)"
+_open_att() { [ "$(pg_sql "SELECT count(*) FROM attachments WHERE ended_at IS NULL")" = "$1" ]; }
+wait_for -t 10 _open_att 1
+check $? "its attachment row is open"
 lease_launch g2
 lease_launch g3
 lease_ready g2 && lease_ready g3
 check $? "g2 and g3 started"
+_open_att 1
+check $? "the others' start left g1's attachment open (they close only an exporter's rows they take over)"
+is "$(pg_sql "SELECT count(*) FROM audit_log WHERE event = 'restart-closed'")" 0 \
+    "no restart-closed row"
 wait_log g2 'exporter sim1: leased by gateway' 10
 wait_log g3 'exporter sim1: leased by gateway' 10
 _claimed_by g1
@@ -91,6 +104,12 @@ num_cmp "$ms" -ge $((LEASE_S * 1000 * 2 / 3 - 500)) \
     "not before the lease could have expired ($ms ms)"
 h=$NEW
 other=g2; [ "$h" = g2 ] && other=g3
+exec 5>&-
+wait_for -t 10 _open_att 0
+check $? "$h, the new holder, closed the attachment the killed g1 left open"
+is "$(pg_sql "SELECT count(*) FROM audit_log WHERE event = 'restart-closed'
+    AND detail LIKE '%sim1%' OR event = 'restart-closed' AND busid = 'sim1:1-1'")" 1 \
+    "with one restart-closed row for sim1:1-1"
 
 # ---- the holder stopped cleanly -----------------------------------------
 t0=$(now_ms)
