@@ -48,7 +48,6 @@ static void	exp_read(struct bufferevent *, void *);
 static void	exp_event(struct bufferevent *, short, void *);
 static void	exp_device_free(void *);
 static void	exp_poll_close(struct exporter *);
-static void	exp_set_state(struct exporter *, enum exp_state, const char *);
 
 struct exporter *
 exporter_new(const char *name, const char *host, uint16_t port)
@@ -156,7 +155,8 @@ exporter_lease_lost(struct exporter *exp, const char *why)
 		gw_defer(exp_device_free, dev);
 	}
 	exp->fails = exp->timeouts = 0;
-	exp_set_state(exp, EXP_UNKNOWN, why);
+	/* not written to the store: the exporter's row is the holder's now */
+	exp->state = EXP_UNKNOWN;
 	gw_audit_exporter(exp, "lease-lost", why);
 }
 
