@@ -13,11 +13,17 @@
 . "$(dirname "$0")/../lib/pg.sh"
 . "$(dirname "$0")/../lib/lease.sh"
 need_pg
-need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON"
-ROUNDS=5
-plan $((ROUNDS * 6 + 6))
+need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON" "$USBGW_BUILD/tests/test_leasedb"
+ROUNDS=${LEASE_ROUNDS:-5}
+plan $((ROUNDS * 6 + 8))
 
 pg_start "$T/pg" || bail_out "PostgreSQL did not start"
+# the lease statements themselves first (the unit test empties the db)
+run -t 60 env USBGW_PG_URI="$PG_URI" "$USBGW_BUILD/tests/test_leasedb"
+is "$RC" 0 "test_leasedb passes on PostgreSQL"
+[ "$RC" = 0 ] || _diag_text "$(grep -E '^(not ok|#)' <<<"$OUT" | head -n 30)"
+num_cmp "$(grep -c '^ok' <<<"$OUT")" -ge 22 "and ran all its checks ($(grep -c '^ok' <<<"$OUT"))"
+pg_sql "DROP SCHEMA public CASCADE; CREATE SCHEMA public" >/dev/null 2>&1
 cat >"$T/sim.conf" <<'CONF'
 device 1-1 { type storage; }
 device 1-2 { type keyboard; }
