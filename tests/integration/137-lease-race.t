@@ -15,7 +15,7 @@
 need_pg
 need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON" "$USBGW_BUILD/tests/test_leasedb"
 ROUNDS=${LEASE_ROUNDS:-5}
-plan $((ROUNDS * 6 + 8))
+plan $((ROUNDS * 6 + 10))
 
 pg_start "$T/pg" || bail_out "PostgreSQL did not start"
 # the lease statements themselves first (the unit test empties the db)
@@ -128,4 +128,8 @@ done
 left=$(pg_sql "SELECT count(*) FROM exporter_leases WHERE expires_ms >
     (extract(epoch FROM now()) * 1000)::bigint")
 is "$left" 0 "after clean stops no lease is left unexpired"
+dirty=
+for g in $LEASE_GWS; do gw_log_sanitizer_clean "$g" || dirty="$dirty $g"; done
+is "$dirty" "" "no sanitizer report in the gateways' logs"
+asan_clean "no sanitizer report files"
 done_testing
