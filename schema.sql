@@ -480,6 +480,23 @@ ALTER TABLE audit_log ADD COLUMN gateway TEXT;
 
 PRAGMA user_version = 12;
 
+-- @migration 13
+
+-- Exporter leases (protocol.md 4.4): which gateway polls and claims an
+-- exporter's devices.  Written only on PostgreSQL, where several
+-- gateways share the store; on SQLite the one gateway holds every
+-- exporter without a row.  expires_ms is Unix milliseconds by the
+-- database server's clock; epoch grows each time the lease changes hands.
+CREATE TABLE exporter_leases (
+	exporter_id	INTEGER PRIMARY KEY REFERENCES exporters(id),
+	gateway		TEXT NOT NULL,
+	epoch		INTEGER NOT NULL,
+	acquired_at	INTEGER NOT NULL,	-- Unix seconds, this holder's
+	expires_ms	INTEGER NOT NULL
+);
+
+PRAGMA user_version = 13;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

@@ -15,9 +15,10 @@ exporter_list_exec(struct cmd_ctx *ctx)
 	struct table *t;
 	json_t *res, *e;
 	char addr[300], seen[32];
-	const char *tls_w;
+	const char *tls_w, *err, *st_w;
 	size_t i;
 	int st;
+	bool leases = false;
 
 	if ((st = cmd_call(ctx, "exporter.list", NULL, &res)) != EXIT_OK ||
 	    ctx->json)
@@ -26,9 +27,17 @@ exporter_list_exec(struct cmd_ctx *ctx)
 		printf("no exporters\n");
 		goto out;
 	}
-	t = table_new(6, "NAME", "ADDRESS", "STATUS", "DEVICES", "LAST SEEN",
-	    "ERROR");
-	table_align_right(t, 3);
+	/* several gateways on PostgreSQL: a HOLDER column (the lease's) */
+	json_array_foreach(res, i, e)
+		if (json_object_get(e, "holder") != NULL)
+			leases = true;
+	if (leases)
+		t = table_new(7, "NAME", "ADDRESS", "STATUS", "HOLDER",
+		    "DEVICES", "LAST SEEN", "ERROR");
+	else
+		t = table_new(6, "NAME", "ADDRESS", "STATUS", "DEVICES",
+		    "LAST SEEN", "ERROR");
+	table_align_right(t, leases ? 4 : 3);
 	json_array_foreach(res, i, e) {
 		const char *h = jstr(e, "host");
 		bool agent = strcmp(jstr(e, "kind"), "agent") == 0;
@@ -53,11 +62,17 @@ exporter_list_exec(struct cmd_ctx *ctx)
 			    json_object_get(e, "last_seen")));
 		else
 			snprintf(seen, sizeof(seen), "never");
-		table_add(t, jstr(e, "name"), addr, *jstr(e, "status") != '\0' ?
-		    jstr(e, "status") : jstr(e, "state"), jfmt(e, "devices"),
-		    seen, *jstr(e, "last_error") != '\0' ?
-		    jstr(e, "last_error") : *jstr(e, "reason") != '\0' ?
-		    jstr(e, "reason") : "-");
+		err = *jstr(e, "last_error") != '\0' ? jstr(e, "last_error") :
+		    *jstr(e, "reason") != '\0' ? jstr(e, "reason") : "-";
+		st_w = *jstr(e, "status") != '\0' ? jstr(e, "status") :
+		    jstr(e, "state");
+		if (leases)
+			table_add(t, jstr(e, "name"), addr, st_w,
+			    *jstr(e, "holder") != '\0' ? jstr(e, "holder") :
+			    "-", jfmt(e, "devices"), seen, err);
+		else
+			table_add(t, jstr(e, "name"), addr, st_w,
+			    jfmt(e, "devices"), seen, err);
 	}
 	table_print(t, stdout);
 	table_free(t);

@@ -48,6 +48,7 @@
 #include <event2/event.h>
 
 #include "agentgw.h"
+#include "lease.h"
 #include "agentproto.h"
 #include "gw.h"
 #include "log.h"
@@ -637,6 +638,13 @@ ac_dialin_control(struct agentconn *ac, const struct agp_hello *h)
 	}
 	if (ac_transport_refused(ac, exp, "CONTROL", why, sizeof(why)))
 		return ac_refuse(ac, AGP_KIND_CONTROL, why);
+	/* several gateways (4.7): ours to lease, or the agent tries its next */
+	if (!lease_take(exp)) {
+		snprintf(why, sizeof(why), "CONTROL from agent %s: its lease "
+		    "is held by gateway %.64s", exp->name,
+		    exp->lease_holder[0] != '\0' ? exp->lease_holder : "?");
+		return ac_refuse(ac, AGP_KIND_CONTROL, why);
+	}
 	n = agp_control_rep_encode(rep, ST_OK, AC_GATEWAY_NAME, 0,
 	    AGENTGW_PING_S);
 	bufferevent_write(ac->bev, rep, n);

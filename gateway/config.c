@@ -116,6 +116,7 @@ static const struct key keys[] = {
 	{ "exporters-dir",	K_PATH,		F(exporters_dir), 0, 0 },
 	{ "poll-interval",	K_DURATION,	F(poll_interval_ms), 100, 3600 * MS_S },
 	{ "probe-timeout",	K_DURATION,	F(probe_timeout_ms), 100, 300 * MS_S },
+	{ "lease-time",		K_DURATION,	F(lease_ms), 3 * MS_S, 300 * MS_S },
 	{ "attach-pending-wait", K_DURATION,	F(attach_pending_wait_ms),
 	    0, 3600 * MS_S },
 	{ "show-pending",	K_BOOL,		F(show_pending), 0, 0 },
@@ -242,6 +243,7 @@ config_new(void)
 	c->store_loss = CONFIG_STORE_LOSS_STOP;
 	c->store_grace_ms = CONFIG_STORE_GRACE_MS;
 	c->probe_timeout_ms = 5 * MS_S;
+	c->lease_ms = 10 * MS_S;
 	c->attach_pending_wait_ms = 0;
 	c->show_pending = 0;
 	c->max_sessions = 256;

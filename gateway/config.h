@@ -161,6 +161,7 @@ struct config {
 	int		store_loss;			/* CONFIG_STORE_LOSS_* */
 	unsigned	store_grace_ms;
 	unsigned	probe_timeout_ms;
+	unsigned	lease_ms;	/* exporter leases (PostgreSQL) */
 	unsigned	attach_pending_wait_ms;		/* 0 = ST_NA at once */
 	int		show_pending;			/* in DEVLIST */
 	unsigned	max_sessions;			/* downstream TCP */

@@ -40,11 +40,14 @@
 #define EXP_SAVE_AFTER_S	60
 
 static const struct exporter_agent_ops *agent_ops;
+static bool leasing;		/* exporters wait for their lease */
 
 static void	exp_poll_cb(evutil_socket_t, short, void *);
 static void	exp_schedule(struct exporter *, unsigned);
 static void	exp_read(struct bufferevent *, void *);
 static void	exp_event(struct bufferevent *, short, void *);
+static void	exp_device_free(void *);
+static void	exp_poll_close(struct exporter *);
 
 struct exporter *
 exporter_new(const char *name, const char *host, uint16_t port)
@@ -59,10 +62,12 @@ exporter_new(const char *name, const char *host, uint16_t port)
 	exp->state = EXP_UNKNOWN;
 	exp->kind = EXP_KIND_USBIP;
 	TAILQ_INIT(&exp->devices);
+	exp->leased = !leasing;
 	exp->poll_ev = evtimer_new(gw->base, exp_poll_cb, exp);
 	TAILQ_INSERT_TAIL(&gw->exporters, exp, entry);
 	/* the first poll within a tenth of the interval: spread too */
-	exp_schedule(exp, usbgw_random_uniform(gw->poll_ms / 10 + 1));
+	if (exp->leased)
+		exp_schedule(exp, usbgw_random_uniform(gw->poll_ms / 10 + 1));
 	return exp;
 }
 
@@ -94,9 +99,65 @@ exporter_new_agent(const char *name, enum exp_kind kind, const char *host,
 		if (slash != NULL && parse_num(slash, 0, exp->net_prefix, &n,
 		    &es) == 0)
 			exp->net_prefix = (unsigned)n;
-	} else if (kind == EXP_KIND_AGENT && agent_ops != NULL)
+	} else if (kind == EXP_KIND_AGENT && agent_ops != NULL && exp->leased)
 		agent_ops->start(exp);
 	return exp;
+}
+
+void
+exporter_set_leasing(bool on)
+{
+	leasing = on;
+}
+
+/* The lease is this gateway's now: poll (and keep an agent's control). */
+void
+exporter_lease_gained(struct exporter *exp)
+{
+	if (exp->leased || exp->dead)
+		return;
+	exp->leased = true;
+	exp->listed_once = false;	/* its first list: no rate */
+	exp->good_lists = 0;
+	exp->lists_ok = 0;
+	if (exp->kind == EXP_KIND_AGENT && agent_ops != NULL)
+		agent_ops->start(exp);
+	if (exp->kind != EXP_KIND_DIALOUT)
+		exp_schedule(exp, 0);
+}
+
+/*
+ * The lease is lost (taken by another gateway, or not renewed before
+ * this gateway's deadline): stop using the exporter before anyone else
+ * may.  Every attachment ends and every claim is released (the next
+ * holder claims the devices); the devices are forgotten without being
+ * marked gone (they are still plugged in, and their state is the next
+ * holder's to write).  Imports held for them are answered as the
+ * devices are freed (device observers).
+ */
+void
+exporter_lease_lost(struct exporter *exp, const char *why)
+{
+	struct device *dev;
+
+	if (!exp->leased || exp->dead)
+		return;
+	exp->leased = false;
+	log_warnx("exporter %s: %s: its devices are released", exp->name, why);
+	if (agent_ops != NULL)
+		agent_ops->stop(exp);
+	evtimer_del(exp->poll_ev);
+	exp_poll_close(exp);
+	while ((dev = TAILQ_FIRST(&exp->devices)) != NULL) {
+		device_release(dev, why);
+		device_forget(dev);
+		TAILQ_REMOVE(&exp->devices, dev, entry);
+		gw_defer(exp_device_free, dev);
+	}
+	exp->fails = exp->timeouts = 0;
+	/* not written to the store: the exporter's row is the holder's now */
+	exp->state = EXP_UNKNOWN;
+	gw_audit_exporter(exp, "lease-lost", why);
 }
 
 void
@@ -445,8 +506,10 @@ exp_poll_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 	unsigned ms = gw->probe_timeout_ms;
 
-	if (exp->poll_bev != NULL || exp->kind == EXP_KIND_DIALOUT)
-		return;		/* one poll at a time; a dial-out agent: none */
+	if (exp->poll_bev != NULL || exp->kind == EXP_KIND_DIALOUT ||
+	    !exp->leased)
+		return;		/* one poll at a time; a dial-out agent: none;
+				   another gateway's exporter: none */
 	if ((exp->tls == EXP_TLS_REQUIRED ? gw_connect_tls(exp->host,
 	    exp->port, exp->name, ms, &exp->poll_bev, exp_read, exp_event,
 	    exp) : gw_connect(exp->host, exp->port, &exp->poll_bev, exp_read,

@@ -103,6 +103,7 @@ enum exp_source {
 };
 
 #define EXP_ERROR_MAX	160	/* last_error's text */
+#define EXP_HOLDER_MAX	64	/* a lease holder's (gateway's) name */
 
 struct exporter {
 	TAILQ_ENTRY(exporter)	 entry;
@@ -140,6 +141,17 @@ struct exporter {
 	int64_t			 seen_saved;	/* last_seen as the db has it */
 	char			 last_error[EXP_ERROR_MAX];
 	int64_t			 last_error_at;
+	/*
+	 * Its lease (protocol.md 4.4, lease.c): polled, claimed and its
+	 * agent's control connection kept only while leased.  Always
+	 * leased on SQLite (one gateway).  The deadline is this gateway's
+	 * monotonic clock (now_usec): lease - margin after the start of
+	 * the last renewal.  holder: the last known holder's name.
+	 */
+	bool			 leased;
+	int64_t			 lease_epoch;
+	uint64_t		 lease_deadline_us;
+	char			 lease_holder[EXP_HOLDER_MAX];
 };
 
 
@@ -187,6 +199,15 @@ const char	*exporter_origin(const struct exporter *, char *, size_t);
 /* Its last good list / last failure (kept, and saved where cheap). */
 void		 exporter_seen(struct exporter *);
 void		 exporter_failed(struct exporter *, const char *why);
+/*
+ * Leases (lease.c decides, these apply): with leasing on, a new
+ * exporter is not polled until its lease is gained; a lost lease ends
+ * its attachments, releases its claims and forgets its devices (the
+ * holder writes their state now).
+ */
+void		 exporter_set_leasing(bool on);
+void		 exporter_lease_gained(struct exporter *);
+void		 exporter_lease_lost(struct exporter *, const char *why);
 /* A TLS connection to it refused: log line, tls-refused row (budgeted). */
 void		 exporter_tls_refused(struct exporter *, const char *why);
 

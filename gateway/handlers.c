@@ -20,6 +20,7 @@
 #include "gw.h"
 #include "hooks.h"
 #include "jsontext.h"
+#include "lease.h"
 #include "log.h"
 #include "sqldb.h"
 #include "util.h"
@@ -315,8 +316,8 @@ exporter_json(const struct exporter *exp)
 			n++;
 	o = json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:b, s:s}", "name",
 	    exp->name, "host", exp->host, "port", (int)exp->port,
-	    "status", exp->state == EXP_UP ? "up" : exp->state == EXP_DOWN ?
-	    "down" : "connecting", "devices", n, "kind",
+	    "status", !exp->leased ? "elsewhere" : exp->state == EXP_UP ?
+	    "up" : exp->state == EXP_DOWN ? "down" : "connecting", "devices", n, "kind",
 	    exp_kind_name(exp->kind), "control", exp->ctl != NULL, "tls",
 	    exp_tls_name(exp->tls));
 	/* what exporter list shows (protocol.md 1.11.4): null for none */
@@ -330,6 +331,13 @@ exporter_json(const struct exporter *exp)
 	    EXP_SRC_FILE ? "file" : "cli"));
 	json_object_set_new(o, "file", exp->source == EXP_SRC_FILE &&
 	    exp->origin[0] != '\0' ? json_string(exp->origin) : json_null());
+	/* several gateways (protocol.md 4.4): who holds its lease */
+	if (lease_active()) {
+		json_object_set_new(o, "holder", exp->lease_holder[0] != '\0' ?
+		    json_string(exp->lease_holder) : json_null());
+		json_object_set_new(o, "holder_is_me", json_boolean(exp->leased));
+		json_object_set_new(o, "epoch", json_integer(exp->lease_epoch));
+	}
 	return o;
 }
 

@@ -423,6 +423,19 @@ CREATE TRIGGER exporters_feed_upd AFTER UPDATE OF name, host, port,
 
 UPDATE schema_version SET version = 12;
 
+-- @migration 13
+
+-- Exporter leases (schema.sql's migration 13, protocol.md 4.4).
+CREATE TABLE exporter_leases (
+	exporter_id	BIGINT PRIMARY KEY REFERENCES exporters(id),
+	gateway		TEXT NOT NULL,
+	epoch		BIGINT NOT NULL,
+	acquired_at	BIGINT NOT NULL,
+	expires_ms	BIGINT NOT NULL
+);
+
+UPDATE schema_version SET version = 13;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices CASCADE;

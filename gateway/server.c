@@ -491,6 +491,39 @@ ds_may_audit(struct dsession *ds, enum hostlimit_kind kind)
 	return false;
 }
 
+/*
+ * Several gateways (protocol.md 4.7): busid "EXPORTER:BUSID" of an
+ * exporter another gateway leases is refused here, with an audit row
+ * naming the holder (the host imports from that gateway).  true when
+ * refused.
+ */
+static bool
+ds_import_elsewhere(struct dsession *ds, const char *busid)
+{
+	struct exporter *exp;
+	char name[GW_NAME_MAX], esc[64], detail[160];
+	const char *colon = memchr(busid, ':', USBIP_BUSID_SIZE);
+
+	if (colon == NULL || (size_t)(colon - busid) >= sizeof(name))
+		return false;
+	memcpy(name, busid, (size_t)(colon - busid));
+	name[colon - busid] = '\0';
+	if ((exp = exporter_find(name)) == NULL || exp->leased)
+		return false;
+	if (exp->lease_holder[0] != '\0')
+		snprintf(detail, sizeof(detail), "held by gateway %s (epoch "
+		    "%lld)", exp->lease_holder, (long long)exp->lease_epoch);
+	else
+		snprintf(detail, sizeof(detail), "no gateway holds exporter "
+		    "%s's lease yet", exp->name);
+	if (ds_may_audit(ds, HL_IMPORT_UNKNOWN))
+		store_audit_request("import-elsewhere", NULL,
+		    log_escape(esc, sizeof(esc), busid, USBIP_BUSID_SIZE),
+		    ds->host, ds->peer, detail);
+	ds_import_refuse(ds, ST_NA, detail);
+	return true;
+}
+
 static void
 ds_import(struct dsession *ds, const char *busid)
 {
@@ -498,6 +531,8 @@ ds_import(struct dsession *ds, const char *busid)
 	char esc[64];
 
 	dev = gw_device_find(busid, NULL);
+	if (dev == NULL && ds_import_elsewhere(ds, busid))
+		return;
 	if (dev == NULL || strcmp(dev->busid, busid) != 0) {
 		/* the stock client compares busids: no prefixes here */
 		if (ds_may_audit(ds, HL_IMPORT_UNKNOWN))

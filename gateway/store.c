@@ -1251,7 +1251,7 @@ audit_restart_closed(const char *object, int64_t device_id, const char *busid,
  * or "access-request N", reason: why).  Returns the number closed.
  */
 int
-store_close_stale(bool keep_local, const char *why)
+store_close_stale(bool keep_local, const char *why, const char *exporter)
 {
 	struct open_rows o = { NULL, 0, 0 };
 	char object[48], detail[96];
@@ -1268,6 +1268,8 @@ store_close_stale(bool keep_local, const char *why)
 	for (i = 0; i < o.n; i++) {
 		const struct db_open_row *r = &o.v[i];
 
+		if (exporter != NULL && strcmp(r->exporter, exporter) != 0)
+			continue;
 		if (db_attachment_close(db, r->id, why, now) != 1)
 			continue;
 		snprintf(object, sizeof(object), "attachment %lld",
@@ -1285,6 +1287,8 @@ store_close_stale(bool keep_local, const char *why)
 	for (i = 0; i < o.n; i++) {
 		const struct db_open_row *r = &o.v[i];
 
+		if (exporter != NULL && strcmp(r->exporter, exporter) != 0)
+			continue;
 		if (db_access_request_decide(db, r->id, "interrupted",
 		    "system", 0, now) != 1)
 			continue;

@@ -128,7 +128,9 @@ void		 store_exporters_foreach(int (*)(void *,
 #define USBGW_RESTART_REASON \
 	"gateway restarted (the previous run ended without closing it)"
 /* What a killed daemon left open (after the lock, before the exporters). */
-int		 store_close_stale(bool keep_local, const char *why);
+/* exporter: only that exporter's rows (its new lease holder); NULL: all. */
+int		 store_close_stale(bool keep_local, const char *why,
+		    const char *exporter);
 int		 store_exporter_settle(int64_t exporter_id,
 		    int (*present)(void *, const char *exporter_busid), void *arg,
 		    const char *why);

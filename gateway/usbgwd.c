@@ -23,6 +23,7 @@
 #include "feed.h"
 #include "gw.h"
 #include "hostname.h"
+#include "lease.h"
 #include "hooks.h"
 #include "metrics.h"
 #include "log.h"
@@ -196,6 +197,18 @@ tls_dir_path(const struct config *cfg, char *out, size_t len)
 		    cfg->database);
 }
 
+/*
+ * This gateway in the exporter leases: its gateway-name and its pid, so
+ * that a restarted gateway is a new holder (it waits for its old,
+ * unexpired leases like any other: a killed gateway's leases are not
+ * taken back before they expire, protocol.md 4.4).
+ */
+static void
+lease_me_default(char *out, size_t len)
+{
+	snprintf(out, len, "%.63s/%ld", feed_gateway_name(), (long)getpid());
+}
+
 /* The gateway's name in its certificates: its host name, if it is one. */
 static void
 tls_gateway_name(char *out, size_t len)
@@ -348,6 +361,7 @@ apply_settings(struct config *cfg)
 	gw->cfg = cfg;
 	gw->poll_ms = cfg->poll_interval_ms;
 	gw->probe_timeout_ms = cfg->probe_timeout_ms;
+	lease_set_time(cfg->lease_ms);
 	gw->attach_wait_ms = cfg->attach_pending_wait_ms;
 	gw->relay_stall_ms = cfg->relay_stall_ms;
 	gw->show_pending = cfg->show_pending != 0;
@@ -555,7 +569,7 @@ main(int argc, char *argv[])
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
 	struct hostname_opts ho;
 	const struct config_addr *la;
-	char err[512];
+	char err[512], lease_name[64];
 	size_t i, nla;
 
 	log_init("usbgwd", 1, LOG_LVL_INFO);
@@ -662,8 +676,18 @@ main(int argc, char *argv[])
 	}
 	if (feed_start(base, cfg) == -1)
 		fatalx("cannot start the change feed");
-	/* the lock is ours: what a killed run left open is closed now */
-	store_close_stale(cfg->mode == CONFIG_MODE_LOCAL, USBGW_RESTART_REASON);
+	lease_me_default(lease_name, sizeof(lease_name));
+	if (lease_init(cfg->database, lease_name, cfg->lease_ms, err,
+	    sizeof(err)) == -1)
+		fatalx("exporter leases: %s", err);
+	/*
+	 * The lock is ours: what a killed run left open is closed now.  With
+	 * leases (several gateways) only an exporter's new holder may: when
+	 * it takes the lease (lease.c), not every gateway at its start.
+	 */
+	if (!lease_active())
+		store_close_stale(cfg->mode == CONFIG_MODE_LOCAL,
+		    USBGW_RESTART_REASON, NULL);
 	tiers_load();
 	hooks_init(base, cfg);
 	server_init();
@@ -713,6 +737,7 @@ main(int argc, char *argv[])
 		    "has under another name (see above)");
 	}
 	gw_sync_exporters(cfg);		/* and from the files */
+	lease_start();			/* PostgreSQL: the exporters we may use */
 	local_start();			/* local mode: vhci, reconciliation */
 	log_info("usbgwd %s started (pid %ld)", USBGWD_VERSION, (long)getpid());
 	store_audit("daemon-start", NULL, "usbgwd", USBGWD_VERSION);
@@ -728,6 +753,7 @@ main(int argc, char *argv[])
 	feed_stop();
 	gw_shutdown();
 	agentgw_shutdown();
+	lease_shutdown();		/* the claims are released: others may */
 	hostname_shutdown();		/* after the sessions that asked */
 	control_shutdown();
 	hooks_shutdown();
