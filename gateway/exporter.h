@@ -103,7 +103,7 @@ enum exp_source {
 };
 
 #define EXP_ERROR_MAX	160	/* last_error's text */
-#define EXP_HOLDER_MAX	64	/* a lease holder's (gateway's) name */
+#define EXP_HOLDER_MAX	96	/* a lease holder's (gateway's) name */
 
 struct exporter {
 	TAILQ_ENTRY(exporter)	 entry;

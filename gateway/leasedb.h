@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LEASEDB_HOLDER_MAX	64	/* a gateway's name in a lease row */
+#define LEASEDB_HOLDER_MAX	96	/* gateway-name/pid in a lease row */
 
 struct leasedb;
 

@@ -24,6 +24,7 @@
 #include "gw.h"
 #include "hostname.h"
 #include "lease.h"
+#include "leasedb.h"
 #include "hooks.h"
 #include "metrics.h"
 #include "log.h"
@@ -569,7 +570,7 @@ main(int argc, char *argv[])
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
 	struct hostname_opts ho;
 	const struct config_addr *la;
-	char err[512], lease_name[64];
+	char err[512], lease_name[LEASEDB_HOLDER_MAX];
 	size_t i, nla;
 
 	log_init("usbgwd", 1, LOG_LVL_INFO);
