@@ -114,6 +114,7 @@ struct exporter {
 	uint16_t		 port;
 	enum exp_kind		 kind;
 	enum exp_tls		 tls;
+	unsigned		 store_gen;	/* gw_exporters_from_store() */
 	struct usbgw_addr	 net;		/* dial-out: agents from here */
 	unsigned		 net_prefix;
 	struct agentconn	*ctl;		/* its control connection, up */

@@ -68,11 +68,20 @@ static struct {
 /* What one catch-up found to apply. */
 struct pending {
 	bool		 rules;
+	bool		 exporters;
 	bool		 all_devs;	/* more devices than dev[] holds */
 	int64_t		 dev[FEED_DEVS];
 	size_t		 ndev;
 	char		 from[CONFIG_NAME_MAX];	/* a gateway that wrote */
 };
+
+static void	(*exporters_cb)(void);
+
+void
+feed_on_exporters(void (*cb)(void))
+{
+	exporters_cb = cb;
+}
 
 const char *
 feed_gateway_name(void)
@@ -111,13 +120,16 @@ collect(void *arg, const struct db_change *c)
 		p->rules = true;
 	else if (strcmp(c->kind, "approval") == 0)
 		add_dev(p, strtoll(c->ref, NULL, 10));
+	else if (strcmp(c->kind, "exporter") == 0)
+		p->exporters = true;
 	else if (strcmp(c->kind, "setting") == 0 &&
 	    strncmp(c->ref, "revoked.", 8) == 0)
 		add_dev(p, strtoll(c->ref + 8, NULL, 10));
 	/*
 	 * agent: a certificate revoked at another gateway is refused here
-	 * by the store's check at the next handshake; exporter: the leases
-	 * (4.4) decide who uses it.  Neither needs more here yet.
+	 * by the store's check at the next handshake.  exporter: the set
+	 * is made what the store says (apply); the leases (4.4) decide who
+	 * uses each.
 	 */
 	return 0;
 }
@@ -135,6 +147,8 @@ apply(struct pending *p)
 	who.kind = ACTOR_SYSTEM;
 	usbgw_strlcpy(who.name, p->from, sizeof(who.name));
 	snprintf(why, sizeof(why), "decided at gateway %s", p->from);
+	if (p->exporters && exporters_cb != NULL)
+		exporters_cb();
 	if (p->rules)
 		tiers_load();
 	if (p->all_devs)
@@ -162,7 +176,7 @@ feed_catch_up(void)
 		if (n < FEED_BATCH)
 			break;
 	}
-	if (p.rules || p.ndev > 0 || p.all_devs)
+	if (p.rules || p.exporters || p.ndev > 0 || p.all_devs)
 		apply(&p);
 	if (n == -1) {
 		log_debug("feed: cannot read changes after seq %" PRId64 ": %s",

@@ -24,5 +24,10 @@ const char	*feed_gateway_name(void);
  * back).  0, or -1 if the read failed (retried at the next tick).
  */
 int		 feed_catch_up(void);
+/*
+ * Who applies exporters added, changed or removed at another gateway
+ * (gw.c registers gw_exporters_from_store: feed is below gw).
+ */
+void		 feed_on_exporters(void (*)(void));
 
 #endif

@@ -184,6 +184,62 @@ gw_restore(void)
 	store_exporters_foreach(restore_cb, NULL);
 }
 
+static unsigned store_gen;
+
+static int
+from_store_cb(void *arg, const struct db_exporter *e)
+{
+	struct exporter *exp = exporter_find(e->name);
+	int k = exp_kind_parse(e->kind), t = exp_tls_parse(e->tls);
+	char host[sizeof(e->host)];
+
+	(void)arg;
+	usbgw_strlcpy(host, e->host, sizeof(host));
+	if (k != EXP_KIND_DIALOUT)
+		config_host_canon(host, sizeof(host));
+	if (exp != NULL && (strcmp(exp->host, host) != 0 ||
+	    exp->port != e->port || (k >= 0 && (int)exp->kind != k) ||
+	    (t >= 0 && (int)exp->tls != t))) {
+		log_info("exporter %s: changed at another gateway: made again",
+		    exp->name);
+		exporter_free(exp);
+		exp = NULL;
+	}
+	if (exp == NULL) {
+		restore_cb(NULL, e);
+		if ((exp = exporter_find(e->name)) != NULL)
+			log_info("exporter %s (%s:%d): added at another gateway",
+			    e->name, e->host, e->port);
+	}
+	if (exp != NULL)
+		exp->store_gen = store_gen;
+	return 0;
+}
+
+/*
+ * Exporters are shared state (protocol.md 4.2): when the change feed says
+ * another gateway added, changed or removed one, the set here is made
+ * what the store says.  One removed there ends its claims and attachments
+ * here too (fail closed); the leases decide who polls the others.  A read
+ * that fails changes nothing (the next change, or a restart, tries again).
+ */
+void
+gw_exporters_from_store(void)
+{
+	struct exporter *exp, *next;
+
+	store_gen++;
+	if (store_exporters_foreach(from_store_cb, NULL) == -1)
+		return;
+	for (exp = TAILQ_FIRST(&gw->exporters); exp != NULL; exp = next) {
+		next = TAILQ_NEXT(exp, entry);
+		if (exp->dead || exp->store_gen == store_gen)
+			continue;
+		log_info("exporter %s: removed at another gateway", exp->name);
+		exporter_free(exp);
+	}
+}
+
 /*
  * Release every claim (the exporters reset their devices), without
  * marking anything gone: the devices are still plugged in, and their

@@ -34,6 +34,7 @@ struct config;
 
 /* gw.c: the gateway assembled */
 void		 gw_restore(void);
+void		 gw_exporters_from_store(void);
 struct exporter	*gw_exporter_new(const char *name, int kind, int tls,
 		    const char *host, uint16_t port);
 int		 gw_check_exporters(const struct config *, char **errs);

@@ -1179,12 +1179,13 @@ store_exporter_error(struct exporter *exp)
 }
 
 /* Every exporter the database knows (not removed). */
-void
+int
 store_exporters_foreach(int (*cb)(void *, const struct db_exporter *),
     void *arg)
 {
-	if (db != NULL)
-		db_exporter_foreach(db, cb, arg);
+	if (db == NULL)
+		return -1;
+	return db_exporter_foreach(db, cb, arg) == -1 ? -1 : 0;
 }
 
 int

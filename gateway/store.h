@@ -123,7 +123,7 @@ void		 store_exporter_drop(struct exporter *);	/* no row */
 void		 store_exporter_seen(struct exporter *);
 void		 store_exporter_error(struct exporter *);
 struct db_exporter;
-void		 store_exporters_foreach(int (*)(void *,
+int		 store_exporters_foreach(int (*)(void *,
 		    const struct db_exporter *), void *);
 #define USBGW_RESTART_REASON \
 	"gateway restarted (the previous run ended without closing it)"

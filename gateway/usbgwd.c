@@ -732,6 +732,7 @@ main(int argc, char *argv[])
 		evsignal_add(gw->sigev[i], NULL);
 	}
 	gw_restore();			/* exporters and devices from the db */
+	feed_on_exporters(gw_exporters_from_store);	/* and others' */
 	if (gw_check_exporters(cfg, &errs) != 0) {
 		config_errors(errs, 1);
 		fatalx("the configuration declares an exporter the database "

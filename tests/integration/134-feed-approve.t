@@ -12,7 +12,7 @@
 . "$(dirname "$0")/../lib/pg.sh"
 need_pg
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW"
-plan 20
+plan 21
 
 pg_start "$T/pg" || bail_out "PostgreSQL did not start"
 cat >"$T/sim.conf" <<'CONF'
@@ -37,41 +37,54 @@ is "$(jq -r '.[] | select(.self) | .name' <<<"$OUT")" "gw-c" "... c is marked as
 gwctl gwa gateways
 like "$OUT" "gw-a .*\(this one\)" "the table form: $(grep gw-a <<<"$OUT")"
 
-# b holds the exporter (added at b; a and c never claim it)
+# the exporter is added at b; the feed tells a and c (exporters are shared
+# state), and its lease decides which one of the three claims it: H.
 gwctl gwb exporter add sim1 "$SIMA"
 is "$RC" 0 "usbgw exporter add sim1 at b"
-gw_wait_state gwb sim1:1-2 pending 20
-is "$(gw_state gwb sim1:1-2)" pending "the device is pending at b"
-is "$(gw_state gwa sim1:1-2)" "" "a does not hold it"
+H=
+_held() {
+	local g
+	for g in a b c; do
+		[ "$(gw_state "gw$g" sim1:1-2)" = pending ] && { H=$g; return 0; }
+	done
+	return 1
+}
+wait_for -t 20 _held
+is "$(gw_state "gw$H" sim1:1-2)" pending "the device is pending at its holder ($H)"
+# O: a gateway that does not hold it, which approves
+O=a; [ "$H" = a ] && O=c
+is "$(gw_state "gw$O" sim1:1-2)" "" "$O does not hold it"
+gwctl "gw$O" exporter list --json
+like "$OUT" '"name": *"sim1"' "$O knows the exporter added at b (the feed)"
 
-run "$TC" import "$(gw_addr gwb)" sim1:1-2
-unlike "$OUT" 'RESULT status=ST_OK' "an import at b while pending is refused"
+run "$TC" import "$(gw_addr "gw$H")" sim1:1-2
+unlike "$OUT" 'RESULT status=ST_OK' "an import at $H while pending is refused"
 
-# approve at a: written to the store, applied at b by the feed
-gwctl gwa approve sim1:1-2 -m "approved at a"
-is "$RC" 0 "usbgw approve at a (which does not hold the device): $OUT$ERR"
+# approve at O: written to the store, applied at H by the feed
+gwctl "gw$O" approve sim1:1-2 -m "approved at $O"
+is "$RC" 0 "usbgw approve at $O (which does not hold the device): $OUT$ERR"
 t0=$(date +%s%N)
-until [ "$(gw_state gwb sim1:1-2)" = authorized ]; do
+until [ "$(gw_state "gw$H" sim1:1-2)" = authorized ]; do
 	[ $(( ($(date +%s%N) - t0) / 1000000 )) -gt 10000 ] && break
 	sleep 0.02
 done
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-diag "approval propagation a -> b: $ms ms (from approve's return to b's state)"
-is "$(gw_state gwb sim1:1-2)" authorized "b authorized the device"
+diag "approval propagation $O -> $H: $ms ms (from approve's return to $H's state)"
+is "$(gw_state "gw$H" sim1:1-2)" authorized "$H authorized the device"
 num_cmp "$ms" -lt 1000 "within 1 s of the approval ($ms ms)"
 
-run "$TC" import "$(gw_addr gwb)" sim1:1-2
-like "$OUT" 'RESULT status=ST_OK' "a vhci host imports the device through b"
+run "$TC" import "$(gw_addr "gw$H")" sim1:1-2
+like "$OUT" 'RESULT status=ST_OK' "a vhci host imports the device through $H"
 
 is "$(pg_sql "SELECT gateway FROM changes WHERE kind = 'approval' ORDER BY seq LIMIT 1")" \
-    gw-a "the feed row names the writer, gw-a"
-is "$(pg_sql "SELECT gateway FROM audit_log WHERE event = 'approve'")" gw-a \
-    "the approve audit row names gw-a"
-is "$(pg_sql "SELECT count(*) FROM audit_log WHERE event = 'state' AND new_state = 'authorized' AND gateway = 'gw-b' AND actor_name = 'gw-a'")" \
-    1 "the state change is b's row, by the decision of gw-a"
+    "gw-$O" "the feed row names the writer, gw-$O"
+is "$(pg_sql "SELECT gateway FROM audit_log WHERE event = 'approve'")" "gw-$O" \
+    "the approve audit row names gw-$O"
+is "$(pg_sql "SELECT count(*) FROM audit_log WHERE event = 'state' AND new_state = 'authorized' AND gateway = 'gw-$H' AND actor_name = 'gw-$O'")" \
+    1 "the state change is $H's row, by the decision of gw-$O"
 
 # a busid nobody holds: still "not found", at a gateway on PostgreSQL too
-gwctl gwa approve sim1:9-9
+gwctl "gw$O" approve sim1:9-9
 isnt "$RC" 0 "approve of a busid no gateway has: refused"
 like "$ERR" "sim1:9-9" "naming it: $ERR"
 
