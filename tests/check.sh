@@ -38,14 +38,14 @@ units() { ls "$1"/tests/test_* 2>/dev/null | grep -v '\.d$' || true; }
 # 120 21 s (issue 17 views); 123 19 s (a session per request), 125 9 s
 # (600000 URBs); 130 12 s, 131 6 s, 132 12 s, 133 9-13 s (a PostgreSQL server each).
 # 127 (make deb, lintian, install, start, purge) 110-170 s, make deb 50-100 s of it.
-SLOW="137-lease-race 138-lease-takeover 139-lease-old-holder 127-deb-package 45-policy-time 117-follow-bounds 80-scale-1k 70-relay-descriptors 63-relay-stall 66-claims-survive-polls 64-control-reserve 36-gateway-access 50-local 60-bench-relay
+SLOW="127-deb-package 137-lease-race 138-lease-takeover 139-lease-old-holder 45-policy-time 117-follow-bounds 80-scale-1k 70-relay-descriptors 63-relay-stall 66-claims-survive-polls 64-control-reserve 36-gateway-access 50-local 60-bench-relay
     48-control-lookup 10-sim-client 41-cli-fake 20-tshark 32-gateway-unplug
     31-gateway-revoke 30-gateway-claim 34-gateway-restart 35-gateway-malformed
     81-busy-gateway 82-busy-exporter 85-list-cache 84-probe-deadline
     120-iface-view 83-probe-queue 95-agent-evil 97-agent-hello-hog 98-agent-hostile-gateway 110-agent-tls-dialout
     89-agent-hostile-listen 107-enroll-revoke 109-enroll-agent-prompt
     123-relay-iface 125-relay-iface-flood 134-feed-approve 135-feed-rules-revoke 136-feed-audit-chain
-    130-pg-unit-db 132-pg-daemon 133-pg-restart 140-pg-store-loss 141-pg-store-loss-keep"
+    130-pg-unit-db 132-pg-daemon 133-pg-restart 140-pg-store-loss 141-pg-store-loss-keep 142-feed-exporters"
 integ() {
 	local n f
 	for n in $SLOW; do
