@@ -42,6 +42,8 @@
 #include "sqldb.h"
 #include "store.h"
 #include "tiers.h"
+#include "tlsid.h"
+#include "tlsshim.h"
 #include "util.h"
 #include "version.h"
 
@@ -66,9 +68,13 @@ static struct {
 } feed;
 
 /* What one catch-up found to apply. */
+#define FEED_AGENTS	64	/* agent rows one catch-up looks at */
+
 struct pending {
 	bool		 rules;
 	bool		 exporters;
+	int64_t		 agent[FEED_AGENTS];
+	size_t		 nagent;
 	bool		 all_devs;	/* more devices than dev[] holds */
 	int64_t		 dev[FEED_DEVS];
 	size_t		 ndev;
@@ -122,16 +128,70 @@ collect(void *arg, const struct db_change *c)
 		add_dev(p, strtoll(c->ref, NULL, 10));
 	else if (strcmp(c->kind, "exporter") == 0)
 		p->exporters = true;
+	else if (strcmp(c->kind, "agent") == 0 && p->nagent < FEED_AGENTS)
+		p->agent[p->nagent++] = strtoll(c->ref, NULL, 10);
 	else if (strcmp(c->kind, "setting") == 0 &&
 	    strncmp(c->ref, "revoked.", 8) == 0)
 		add_dev(p, strtoll(c->ref + 8, NULL, 10));
 	/*
 	 * agent: a certificate revoked at another gateway is refused here
-	 * by the store's check at the next handshake.  exporter: the set
-	 * is made what the store says (apply); the leases (4.4) decide who
-	 * uses each.
+	 * by the store's check at the next handshake; the connections it
+	 * authenticated here are cut (apply).  exporter: the set is made
+	 * what the store says (apply); the leases (4.4) decide who uses
+	 * each.
 	 */
 	return 0;
+}
+
+/*
+ * An agent row another gateway changed: a certificate revoked there (or
+ * replaced by a re-enrolment, not by a renewal) loses what it
+ * authenticated here too, as at the gateway that ended it (enroll.c):
+ * by fingerprint, and by name and role.
+ */
+struct agent_cut {
+	struct pending	*p;
+	unsigned	 cut;
+};
+
+static int
+agent_cut_cb(void *arg, const struct db_agent *a)
+{
+	struct agent_cut *x = arg;
+	char detail[320];
+	unsigned n;
+	size_t i;
+
+	for (i = 0; i < x->p->nagent; i++)
+		if (x->p->agent[i] == a->id)
+			break;
+	if (i == x->p->nagent)
+		return 0;
+	if (strcmp(a->state, "revoked") != 0 &&
+	    (strcmp(a->state, "replaced") != 0 ||
+	    strcmp(a->end_reason, "renewed") == 0))
+		return 0;
+	n = (a->fpr[0] != '\0' ? tlsshim_cut(a->fpr) : 0) +
+	    tlsshim_cut_identity(a->name, tlsid_role_parse(a->role));
+	x->cut += n;
+	if (n == 0)
+		return 0;
+	snprintf(detail, sizeof(detail), "%s (%s) certificate %.16s... %s at "
+	    "gateway %s: %u connection%s cut here", a->name, a->role, a->fpr,
+	    a->state, x->p->from, n, n == 1 ? "" : "s");
+	log_info("feed: %s", detail);
+	store_audit("agent-cut", NULL, a->name, detail);
+	return 0;
+}
+
+static void
+apply_agents(struct pending *p)
+{
+	struct agent_cut x = { p, 0 };
+
+	if (db_agent_foreach(store_db(), NULL, agent_cut_cb, &x) == -1)
+		log_warnx("feed: cannot read the agents changed at %s: %s",
+		    p->from, db_errmsg(store_db()));
 }
 
 /* Everything of dev's decisions again: its approvals, then the rules. */
@@ -147,6 +207,8 @@ apply(struct pending *p)
 	who.kind = ACTOR_SYSTEM;
 	usbgw_strlcpy(who.name, p->from, sizeof(who.name));
 	snprintf(why, sizeof(why), "decided at gateway %s", p->from);
+	if (p->nagent > 0)
+		apply_agents(p);
 	if (p->exporters && exporters_cb != NULL)
 		exporters_cb();
 	if (p->rules)
@@ -176,7 +238,8 @@ feed_catch_up(void)
 		if (n < FEED_BATCH)
 			break;
 	}
-	if (p.rules || p.exporters || p.ndev > 0 || p.all_devs)
+	if (p.rules || p.exporters || p.nagent > 0 || p.ndev > 0 ||
+	    p.all_devs)
 		apply(&p);
 	if (n == -1) {
 		log_debug("feed: cannot read changes after seq %" PRId64 ": %s",
