@@ -330,6 +330,8 @@ store_health(bool down)
 	 *     pending).
 	 *  4. write what waited (store_flush()).
 	 */
+	/* what was withdrawn meanwhile first: the reconcile reads the store */
+	(void)store_replay_unwritten();
 	(void)feed_catch_up();
 	device_reconcile_all(&store_actor, "store available again");
 	store_flush();

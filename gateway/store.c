@@ -119,6 +119,8 @@ health_cb(evutil_socket_t fd, short what, void *arg)
 	store_health_check();
 }
 
+static int flush_failed;	/* the last flush_cb's outcome */
+
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -136,6 +138,7 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 		    sqldb_errmsg(db_conn(db)), audit_pending(audit));
 		failed = 1;
 	}
+	flush_failed = failed;
 	/* a failed write is the first sign of a lost server: look now */
 	if (failed && health_ev != NULL)
 		store_health_check();
@@ -157,10 +160,86 @@ batch_opened(void *arg)
 	flush_soon();
 }
 
-void
+int
 store_flush(void)
 {
 	flush_cb(-1, 0, NULL);
+	return flush_failed ? -1 : 0;
+}
+
+/*
+ * Writes that take access away (an approval ended, a revocation
+ * recorded) and failed because the store was away: kept here and
+ * written first when it is back (store_replay_unwritten), so that
+ * neither the reconcile, which reads the approvals from the store, nor
+ * a restart brings back what was withdrawn (protocol.md 4.6).  Both
+ * writes are idempotent.  Bounded: past the bound the loss is logged
+ * (the revocation still holds in memory until a restart).
+ */
+#define UNWRITTEN_MAX	4096
+static struct unwritten {
+	int64_t		 approval_id;	/* 0: a setting */
+	char		 a[64];		/* why, or the setting's key */
+	char		 b[64];		/* by, or its value */
+	int64_t		 when;
+} *unw;
+static size_t nunw;
+static bool unw_warned;
+
+static void
+unwritten_add(int64_t approval_id, const char *a, const char *b,
+    int64_t when)
+{
+	struct unwritten *u;
+
+	if (unw == NULL && (unw = calloc(UNWRITTEN_MAX, sizeof(*unw))) == NULL)
+		fatal("calloc");
+	if (nunw == UNWRITTEN_MAX) {
+		if (!unw_warned)
+			log_warnx("database: more than %d withdrawals wait for "
+			    "the store: the next ones hold only until a "
+			    "restart", UNWRITTEN_MAX);
+		unw_warned = true;
+		return;
+	}
+	u = &unw[nunw++];
+	u->approval_id = approval_id;
+	usbgw_strlcpy(u->a, a, sizeof(u->a));
+	usbgw_strlcpy(u->b, b, sizeof(u->b));
+	u->when = when;
+}
+
+size_t
+store_unwritten(void)
+{
+	return nunw;
+}
+
+int
+store_replay_unwritten(void)
+{
+	size_t i, n = nunw;
+
+	if (db == NULL || n == 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		struct unwritten *u = &unw[i];
+
+		if ((u->approval_id > 0 ? db_approval_end(db, u->approval_id,
+		    u->a, u->b, u->when) : db_setting_set(db, u->a, u->b,
+		    u->when)) == -1)
+			break;
+	}
+	if (i < n || store_flush() == -1) {
+		log_warnx("database: %zu withdrawals made while it was away "
+		    "are still not written: %s", n, db_errmsg(db));
+		return -1;
+	}
+	log_info("database: %zu withdrawals made while it was away written",
+	    n);
+	nunw = 0;
+	unw_warned = false;
+	return 0;
 }
 
 /* The pid a lock file names, 0 if it names none. */
@@ -938,16 +1017,19 @@ void
 store_approval_end(const struct device *dev, int64_t id, const char *why,
     const struct actor *by)
 {
+	const char *who = by != NULL ? by->name : "system";
+
 	if (db == NULL || id <= 0)
 		return;
-	db_approval_end(db, id, why, by != NULL ? by->name : "system",
-	    now_s());
 	/*
 	 * At once, not with the loop pass: an approval that ended (used
 	 * once, expired, withdrawn) and came back after a crash would
-	 * allow the device again.
+	 * allow the device again.  A store that is away: written when it
+	 * is back.
 	 */
-	store_flush();
+	if (db_approval_end(db, id, why, who, now_s()) == -1 ||
+	    store_flush() == -1)
+		unwritten_add(id, why != NULL ? why : "", who, now_s());
 }
 
 void
@@ -1402,7 +1484,8 @@ store_set_revoked(const struct device *dev, bool on)
 		return;
 	snprintf(key, sizeof(key), "revoked.%lld", (long long)dev->id);
 	snprintf(val, sizeof(val), "%lld", on ? (long long)dev->presence_id : 0LL);
-	db_setting_set(db, key, val, now_s());
+	if (db_setting_set(db, key, val, now_s()) == -1 || store_flush() == -1)
+		unwritten_add(0, key, val, now_s());
 }
 
 /*

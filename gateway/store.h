@@ -57,7 +57,11 @@ bool		 store_degraded(void);
 uint64_t	 store_degraded_ms(void);	/* how long so far, 0 if not */
 void		 store_on_health(void (*fn)(bool down));
 void		 store_health_check(void);
-void		 store_flush(void);
+int		 store_flush(void);	/* 0, or -1: a write failed */
+/* Withdrawals the store missed while away; written first when it is
+ * back (protocol.md 4.6).  0, or -1 (kept for the next try). */
+size_t		 store_unwritten(void);
+int		 store_replay_unwritten(void);
 void		 store_exporter_status(struct exporter *);
 int		 store_audit_prune(int64_t before, const struct actor *,
 		    int64_t *pruned);

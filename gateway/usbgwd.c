@@ -210,6 +210,14 @@ lease_me_default(char *out, size_t len)
 	snprintf(out, len, "%.63s/%ld", feed_gateway_name(), (long)getpid());
 }
 
+/* The control socket's commit after each request (store_flush's
+ * outcome is for the store's own callers). */
+static void
+commit_flush(void)
+{
+	(void)store_flush();
+}
+
 /* The gateway's name in its certificates: its host name, if it is one. */
 static void
 tls_gateway_name(char *out, size_t len)
@@ -696,7 +704,7 @@ main(int argc, char *argv[])
 	tls_enroll_start(base, cfg);
 	ctl_table = gw_ctl_table(&nctl);
 	control_set_summary(hostlimit_write);
-	control_set_commit(store_flush);
+	control_set_commit(commit_flush);
 	gw_store_loss_start();
 	{
 		const struct ctl_text_cmd *text;
