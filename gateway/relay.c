@@ -761,6 +761,7 @@ relay_iface_refuses(struct relay *r, const struct usbip_urb_hdr *h,
 	v.out = dev->ep_out;
 	v.config = dev->cur_config;
 	v.alts = dev->alt;
+	v.dclass = dev->ident.dclass;
 	return ifmap_refuse(&v, (uint8_t)h->ep, h->direction,
 	    h->u.submit.setup, buf, len);
 }
