@@ -272,7 +272,21 @@ struct relay {
 	 */
 	const struct decision *dec;
 	bool		 refuse_paused;	/* down stopped: its refusals queued */
+	/*
+	 * SET_CONFIGURATION and SET_INTERFACE requests forwarded and not
+	 * answered: the exporters apply them before reading on, so under
+	 * interface verdicts what follows cannot be judged against the
+	 * map until the reply comes (issue 17, F2).
+	 */
+	uint32_t	 cfg_busy;
 };
+
+static bool
+relay_cfg_change(const uint8_t *s)
+{
+	return (s[0] == 0x00 && s[1] == USB_REQ_SET_CONFIGURATION) ||
+	    (s[0] == 0x01 && s[1] == USB_REQ_SET_INTERFACE);
+}
 
 static void	relay_from_down(struct relay *);
 static void	relay_from_up(struct relay *);
@@ -755,7 +769,23 @@ relay_iface_refuses(struct relay *r, const struct usbip_urb_hdr *h,
 {
 	const struct device *dev = r->dev;
 	struct ifmap_view v;
+	uint8_t rcpt = h->u.submit.setup[0] & 0x1f;
 
+	/*
+	 * Behind a SET_CONFIGURATION or SET_INTERFACE not yet answered the
+	 * map may be out of date: what an interface or endpoint owns waits
+	 * for no one, it is refused (a host that waits for the reply, as
+	 * Linux does, sends nothing here).
+	 */
+	if (r->cfg_busy != 0 && (r->dec->per_iface || r->dec->niface != 0) &&
+	    (h->ep != 0 || rcpt == 1 || (rcpt == 2 &&
+	    (h->u.submit.setup[4] & 0x0f) != 0))) {
+		snprintf(buf, len, "URB to endpoint 0x%02x (ep0: recipient "
+		    "%u) while a SET_CONFIGURATION or SET_INTERFACE is in "
+		    "flight", (unsigned)(h->ep | (h->direction ==
+		    USBIP_DIR_IN ? 0x80 : 0)), rcpt);
+		return buf;
+	}
 	v.dec = r->dec;
 	v.in = dev->ep_in;
 	v.out = dev->ep_out;
@@ -859,8 +889,11 @@ relay_from_down(struct relay *r)
 			f->npackets = lay.niso;
 			f->iso = ep_iso;
 			f->ep = (uint8_t)h.ep;
-			if (h.ep == 0)
+			if (h.ep == 0) {
 				memcpy(f->setup, h.u.submit.setup, 8);
+				if (relay_cfg_change(f->setup))
+					r->cfg_busy++;
+			}
 		} else {
 			f->kind = IF_UNLINK;
 			f->target = h.u.unlink.unlink_seqnum;
@@ -877,6 +910,28 @@ relay_from_down(struct relay *r)
 		return;
 	if (refused)
 		rside_flush(&r->down);
+}
+
+/*
+ * A SET_CONFIGURATION or SET_INTERFACE ended without success (unlinked,
+ * or a status): the stub may have applied it all the same, and the map
+ * no longer says what the device has.  Under interface verdicts the
+ * attachment ends (issue 17, F3).  Returns -1 when it did.
+ */
+static int
+relay_cfg_lost(struct relay *r, const char *how)
+{
+	char msg[160];
+
+	r->cfg_busy--;
+	if (!(r->dec->per_iface || r->dec->niface != 0))
+		return 0;
+	snprintf(msg, sizeof(msg), "configuration state unknown after a %s "
+	    "SET_CONFIGURATION or SET_INTERFACE", how);
+	log_warnx("%s: %s: attachment ended", r->dev->busid, msg);
+	device_audit_iface_refused(r->dev, r->ds, msg);
+	r->end(r->ds, msg);
+	return -1;
 }
 
 /* exporter → vhci host */
@@ -928,8 +983,14 @@ relay_from_up(struct relay *r)
 			 * (usually -ECONNRESET).  vhci does the same.
 			 */
 			if ((t = inflight_get(&ds->inflight, f->target)) != NULL &&
-			    t->kind == IF_SUBMIT)
+			    t->kind == IF_SUBMIT) {
+				bool cfg = t->ep == 0 &&
+				    relay_cfg_change(t->setup);
+
 				inflight_del(&ds->inflight, t);
+				if (cfg && relay_cfg_lost(r, "unlinked") == -1)
+					return;
+			}
 			inflight_del(&ds->inflight, f);
 			fwd += USBIP_URB_HDR_LEN;
 			dev->bytes_down += USBIP_URB_HDR_LEN;
@@ -966,7 +1027,13 @@ relay_from_up(struct relay *r)
 			cnt.relay_urbs++;
 			cnt.relay_bytes_from_device += lay.total;
 			fwd += lay.total;
+			if (done.ep == 0 && relay_cfg_change(done.setup) &&
+			    h.u.ret_submit.status != 0 &&
+			    relay_cfg_lost(r, "failed") == -1)
+				return;
 			if (done.ep == 0 && h.u.ret_submit.status == 0) {
+				if (relay_cfg_change(done.setup))
+					r->cfg_busy--;
 				relay_control_done(dev, &done);
 				if (ds->dead)
 					return;	/* policy withdrew it */

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Per-interface enforcement across SET_CONFIGURATION (issue 17, review
+# findings F2 and F3; protocol.md 1.6, "Per-interface enforcement"):
+# the exporters apply a SET_CONFIGURATION or SET_INTERFACE before they
+# read the next request, so a URB pipelined behind one cannot be judged
+# against the endpoint map the relay holds: under interface verdicts it
+# is refused (-EPIPE) until the reply arrives.  A SET_CONFIGURATION that
+# fails (the stub may have applied it anyway) leaves the configuration
+# unknown: the attachment ends, logged and audited.  Without an
+# interface-policy neither happens.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/sim.sh"
+. "$(dirname "$0")/../lib/gw.sh"
+
+need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" socat sqlite3
+
+cat >"$T/sim.conf" <<'CONF'
+device 1-1 { type composite; serial "CF-A"; interval 50 }
+device 1-2 { type composite; serial "CF-B"; interval 50 }
+CONF
+sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
+gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
+    "attach-pending-wait = 0"
+gw_start gw || bail_out "usbgwd did not start"
+GWA=$(gw_addr gw)
+gwctl gw policy add 'allow serial "CF-A" interface-policy allow { block 08:*:* }'
+[ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
+plan 15
+gwctl gw policy add 'allow serial "CF-B"'
+is "$RC" 0 "CF-B allowed whole"
+gw_wait_state gw sim1:1-1 authorized 15
+gw_wait_state gw sim1:1-2 authorized 15
+
+submit() {
+	printf '00000001%08xDEVID%08x%08x00000000%08x000000000000000000000000%s%s' \
+	    "$1" "$2" "$3" "$4" "$5" "${6:-}"
+}
+NOSETUP=0000000000000000
+SETCONF1=0009010000000000
+epipe() {
+	printf '00000003%08x000000000000000000000000ffffffe0000000000000000000000000000000000000000000000000' "$1"
+}
+reached() {	# reached SEQ BUSID: the exporter received it
+	grep -q "seqnum=$(($1)) .*busid=$2\$" "$(sim_pdulog sim)"
+}
+
+# ---- F2: an allowed URB pipelined behind SET_CONFIGURATION ---------------
+run "$TC" raw "$GWA" sim1:1-1 --hex "$(submit 0x6001 0 0 0 $SETCONF1)$(submit 0x6002 1 1 8 "$NOSETUP")" \
+    --wait 1500 --expect-open
+is "$RC" 0 "CF-A: the session stays open"
+reached 0x6001 1-1
+check $? "CF-A: SET_CONFIGURATION 1 reached the exporter"
+like "$OUT" "$(epipe 0x6002)" \
+    "CF-A: interrupt IN 0x81 pipelined behind it: refused (-EPIPE) by the gateway"
+! reached 0x6002 1-1
+check $? "CF-A: ... and never reached the exporter"
+like "$(gw_sql gw "SELECT detail FROM audit_log WHERE event = 'iface-refused'
+    AND busid = 'sim1:1-1' ORDER BY seq DESC LIMIT 1")" 'in flight' \
+    "CF-A: the refusal is audited"
+
+# ---- F3: a SET_CONFIGURATION that fails ends the attachment --------------
+gw_wait_state gw sim1:1-1 authorized 15
+# (the data stage's direction is not the setup packet's: the device stalls)
+run "$TC" raw "$GWA" sim1:1-1 --hex "$(submit 0x6101 1 0 0 $SETCONF1)" \
+    --wait 1500
+like "$OUT" 'closed=1' "CF-A: a failed SET_CONFIGURATION ends the attachment"
+gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE busid = 'sim1:1-1'
+    AND detail LIKE 'configuration state unknown%'" 1 5
+check $? "CF-A: audited (configuration state unknown)"
+
+# ---- without an interface-policy: unchanged -------------------------------
+run "$TC" raw "$GWA" sim1:1-2 --hex "$(submit 0x6201 0 0 0 $SETCONF1)$(submit 0x6202 1 1 8 "$NOSETUP")" \
+    --wait 1500 --expect-open
+is "$RC" 0 "CF-B: the session stays open"
+unlike "$OUT" ffffffe0 "CF-B: the pipelined URB is not refused"
+reached 0x6202 1-2
+check $? "CF-B: ... it reached the exporter"
+run "$TC" raw "$GWA" sim1:1-2 --hex "$(submit 0x6301 1 0 0 $SETCONF1)" \
+    --wait 1000 --expect-open
+is "$RC" 0 "CF-B: a failed SET_CONFIGURATION keeps the session"
+gw_finish gw
