@@ -54,6 +54,13 @@
 
 #define IF_SUBMIT	1
 #define IF_UNLINK	2
+/*
+ * A seqnum a forwarded CMD_UNLINK names that is not (or no longer) in
+ * flight: reserved until the RET_UNLINK, so the vhci host cannot reuse
+ * it for a URB the RET_UNLINK would then retire (the exporter's real
+ * RET_SUBMIT would look "not in flight": issue 17, F8).
+ */
+#define IF_HELD		3
 
 
 /* ---- in-flight table: open addressing on seqnum ---------------------- */
@@ -806,7 +813,7 @@ relay_from_down(struct relay *r)
 	struct evbuffer *in = r->down.in, *out = r->up.out;
 	struct usbip_urb_hdr h;
 	struct usbip_urb_layout lay;
-	struct inflight *f;
+	struct inflight *f, *t;
 	const char *why;
 	uint8_t hb[USBIP_URB_HDR_LEN];
 	size_t len, need = 0, fwd = 0;	/* fwd: checked bytes at the head */
@@ -897,6 +904,12 @@ relay_from_down(struct relay *r)
 		} else {
 			f->kind = IF_UNLINK;
 			f->target = h.u.unlink.unlink_seqnum;
+			if ((t = inflight_get(&ds->inflight, f->target)) ==
+			    NULL) {
+				t = inflight_add(&ds->inflight, f->target);
+				t->kind = IF_HELD;
+			} else if (t->kind == IF_SUBMIT)
+				t->unlinking = 1;
 		}
 		if (up->devid != dev->gw_devid)
 			relay_put_devid(in, fwd, up->devid);
@@ -983,7 +996,9 @@ relay_from_up(struct relay *r)
 			 * (usually -ECONNRESET).  vhci does the same.
 			 */
 			if ((t = inflight_get(&ds->inflight, f->target)) != NULL &&
-			    t->kind == IF_SUBMIT) {
+			    t->kind == IF_HELD)
+				inflight_del(&ds->inflight, t);
+			else if (t != NULL && t->kind == IF_SUBMIT) {
 				bool cfg = t->ep == 0 &&
 				    relay_cfg_change(t->setup);
 
@@ -1021,7 +1036,11 @@ relay_from_up(struct relay *r)
 		{
 			struct inflight done = *f;
 
-			inflight_del(&ds->inflight, f);
+			/* an unlink names it: held until its RET_UNLINK */
+			if (__builtin_expect(f->unlinking, 0))
+				f->kind = IF_HELD;
+			else
+				inflight_del(&ds->inflight, f);
 			dev->urbs++;
 			dev->bytes_down += lay.total;
 			cnt.relay_urbs++;

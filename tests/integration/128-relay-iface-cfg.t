@@ -25,7 +25,7 @@ gw_start gw || bail_out "usbgwd did not start"
 GWA=$(gw_addr gw)
 gwctl gw policy add 'allow serial "CF-A" interface-policy allow { block 08:*:* }'
 [ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
-plan 15
+plan 17
 gwctl gw policy add 'allow serial "CF-B"'
 is "$RC" 0 "CF-B allowed whole"
 gw_wait_state gw sim1:1-1 authorized 15
@@ -67,6 +67,23 @@ like "$OUT" 'closed=1' "CF-A: a failed SET_CONFIGURATION ends the attachment"
 gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE busid = 'sim1:1-1'
     AND detail LIKE 'configuration state unknown%'" 1 5
 check $? "CF-A: audited (configuration state unknown)"
+
+# ---- F8: a locally refused seqnum, unlinked, reused --------------------------
+# The RET_UNLINK must not retire the reused URB (its real RET_SUBMIT would
+# then blame the exporter): the reuse is the vhci host's fault.
+gw_wait_state gw sim1:1-1 authorized 15
+unlink() {	# unlink SEQ TARGET
+	printf '00000002%08xDEVID0000000000000000%08x%048x' "$1" "$2" 0
+}
+run "$TC" raw "$GWA" sim1:1-1 --hex "$(submit 0x6401 1 2 512 "$NOSETUP")$(unlink 0x6402 0x6401)$(submit 0x6401 1 1 8 "$NOSETUP")" \
+    --wait 1500
+gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE busid = 'sim1:1-1'
+    AND event = 'malformed'" 1 5
+like "$(gw_sql gw "SELECT detail FROM audit_log WHERE event = 'malformed'
+    AND busid = 'sim1:1-1' ORDER BY seq DESC LIMIT 1")" 'from vhci host' \
+    "CF-A: a seqnum reused while an unlink names it: the vhci host's fault"
+is "$(gw_sql gw "SELECT count(*) FROM audit_log WHERE event = 'malformed'
+    AND detail LIKE '%from exporter%'")" 0 "CF-A: the exporter is not blamed"
 
 # ---- without an interface-policy: unchanged -------------------------------
 run "$TC" raw "$GWA" sim1:1-2 --hex "$(submit 0x6201 0 0 0 $SETCONF1)$(submit 0x6202 1 1 8 "$NOSETUP")" \
