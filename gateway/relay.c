@@ -932,13 +932,30 @@ relay_from_down(struct relay *r)
  * attachment ends (issue 17, F3).  Returns -1 when it did.
  */
 static int
-relay_cfg_lost(struct relay *r, const char *how)
+relay_cfg_lost(struct relay *r, const uint8_t *s, const char *how)
 {
+	const struct device *dev = r->dev;
 	char msg[160];
+	int i;
 
 	r->cfg_busy--;
 	if (!(r->dec->per_iface || r->dec->niface != 0))
 		return 0;
+	/*
+	 * Applied or not, the map is the same: a SET_INTERFACE to the
+	 * current setting (Linux sends one to an interface with a single
+	 * setting, and many devices stall it), a SET_CONFIGURATION to the
+	 * current configuration with every interface at setting 0.
+	 */
+	if (s[1] == USB_REQ_SET_INTERFACE && s[4] < IFMAP_NINTF &&
+	    dev->alt[s[4]] == s[2])
+		return 0;
+	if (s[1] == USB_REQ_SET_CONFIGURATION && s[2] == dev->cur_config) {
+		for (i = 0; i < IFMAP_NINTF && dev->alt[i] == 0; i++)
+			;
+		if (i == IFMAP_NINTF)
+			return 0;
+	}
 	snprintf(msg, sizeof(msg), "configuration state unknown after a %s "
 	    "SET_CONFIGURATION or SET_INTERFACE", how);
 	log_warnx("%s: %s: attachment ended", r->dev->busid, msg);
@@ -1001,9 +1018,12 @@ relay_from_up(struct relay *r)
 			else if (t != NULL && t->kind == IF_SUBMIT) {
 				bool cfg = t->ep == 0 &&
 				    relay_cfg_change(t->setup);
+				uint8_t setup[8];
 
+				memcpy(setup, t->setup, 8);
 				inflight_del(&ds->inflight, t);
-				if (cfg && relay_cfg_lost(r, "unlinked") == -1)
+				if (cfg && relay_cfg_lost(r, setup,
+				    "unlinked") == -1)
 					return;
 			}
 			inflight_del(&ds->inflight, f);
@@ -1048,7 +1068,7 @@ relay_from_up(struct relay *r)
 			fwd += lay.total;
 			if (done.ep == 0 && relay_cfg_change(done.setup) &&
 			    h.u.ret_submit.status != 0 &&
-			    relay_cfg_lost(r, "failed") == -1)
+			    relay_cfg_lost(r, done.setup, "failed") == -1)
 				return;
 			if (done.ep == 0 && h.u.ret_submit.status == 0) {
 				if (relay_cfg_change(done.setup))

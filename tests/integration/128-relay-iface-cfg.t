@@ -17,6 +17,7 @@ need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" socat sqlite3
 cat >"$T/sim.conf" <<'CONF'
 device 1-1 { type composite; serial "CF-A"; interval 50 }
 device 1-2 { type composite; serial "CF-B"; interval 50 }
+device 1-3 { type audio; serial "CF-C" }
 CONF
 sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
 gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
@@ -25,11 +26,13 @@ gw_start gw || bail_out "usbgwd did not start"
 GWA=$(gw_addr gw)
 gwctl gw policy add 'allow serial "CF-A" interface-policy allow { block 08:*:* }'
 [ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
-plan 17
+plan 19
 gwctl gw policy add 'allow serial "CF-B"'
 is "$RC" 0 "CF-B allowed whole"
+gwctl gw policy add 'allow serial "CF-C" interface-policy allow { block 08:*:* }'
 gw_wait_state gw sim1:1-1 authorized 15
 gw_wait_state gw sim1:1-2 authorized 15
+gw_wait_state gw sim1:1-3 authorized 15
 
 submit() {
 	printf '00000001%08xDEVID%08x%08x00000000%08x000000000000000000000000%s%s' \
@@ -58,15 +61,21 @@ like "$(gw_sql gw "SELECT detail FROM audit_log WHERE event = 'iface-refused'
     AND busid = 'sim1:1-1' ORDER BY seq DESC LIMIT 1")" 'in flight' \
     "CF-A: the refusal is audited"
 
-# ---- F3: a SET_CONFIGURATION that fails ends the attachment --------------
-gw_wait_state gw sim1:1-1 authorized 15
+# ---- F3: a SET_CONFIGURATION/SET_INTERFACE that fails ----------------------
 # (the data stage's direction is not the setup packet's: the device stalls)
+gw_wait_state gw sim1:1-1 authorized 15
 run "$TC" raw "$GWA" sim1:1-1 --hex "$(submit 0x6101 1 0 0 $SETCONF1)" \
+    --wait 1000 --expect-open
+is "$RC" 0 "CF-A: a failed SET_CONFIGURATION to the current configuration (every interface at setting 0) keeps the session"
+run "$TC" raw "$GWA" sim1:1-3 --hex "$(submit 0x6102 1 0 0 010b000001000000)" \
+    --wait 1000 --expect-open
+is "$RC" 0 "CF-C: a failed SET_INTERFACE to the current setting keeps the session"
+run "$TC" raw "$GWA" sim1:1-3 --hex "$(submit 0x6103 1 0 0 010b010001000000)" \
     --wait 1500
-like "$OUT" 'closed=1' "CF-A: a failed SET_CONFIGURATION ends the attachment"
-gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE busid = 'sim1:1-1'
+like "$OUT" 'closed=1' "CF-C: a failed SET_INTERFACE to another setting ends the attachment"
+gw_wait_sql gw "SELECT count(*) FROM audit_log WHERE busid = 'sim1:1-3'
     AND detail LIKE 'configuration state unknown%'" 1 5
-check $? "CF-A: audited (configuration state unknown)"
+check $? "CF-C: audited (configuration state unknown)"
 
 # ---- F8: a locally refused seqnum, unlinked, reused --------------------------
 # The RET_UNLINK must not retire the reused URB (its real RET_SUBMIT would
