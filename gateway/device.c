@@ -234,8 +234,9 @@ device_set_state(struct device *dev, enum dev_state st,
  * A proxy session attaches: the decision applied from now on is its
  * host's (what device_reeval keeps while attached), so the relay
  * enforces the interface verdicts of what allowed this host, not the
- * standing state's (decided for no host).  Not allowed: the standing
- * one stays, and the relay refuses what it does not allow.
+ * standing state's (decided for no host).  Not allowed: the host's
+ * decision all the same, so the relay refuses everything (issue 17, F7:
+ * the standing one was decided for no host).
  */
 static void
 attach_decision(struct device *dev)
@@ -243,8 +244,7 @@ attach_decision(struct device *dev)
 	struct decision d;
 
 	device_decide(dev, dev->ds, &d);
-	if (d.verdict != VERDICT_ALLOW)
-		return;
+	/* not allowed for this host: its decision anyway (nothing passes) */
 	dev->core->decision = d;
 	dev->rule_id = d.rule_id;
 }
@@ -429,6 +429,13 @@ device_claimed(struct device *dev)
 		    "configurations, more than the %d the gateway reads: "
 		    "refused", dev->ident.nconfigs_dev, GW_MAX_CONFIGS);
 		device_anomaly(dev, what);
+	}
+	{
+		char what[160];
+
+		/* descriptors the endpoint map cannot describe (issue 17) */
+		if (ifmap_anomaly(&dev->ident, what, sizeof(what)) != NULL)
+			device_anomaly(dev, what);
 	}
 	device_eval(dev, NULL, NULL);
 }

@@ -22,8 +22,12 @@
 struct gw_ep {
 	uint8_t		present;
 	uint8_t		type;		/* USB_ENDPOINT_XFER_* (0..3) */
-	uint8_t		intf;		/* the bInterfaceNumber it belongs to */
+	uint8_t		intf;		/* the bInterfaceNumber it belongs to
+					   (the first that lists it, as Linux) */
+	uint8_t		shared;		/* another interface lists it too */
 	uint16_t	maxp;
+	uint32_t	owners;		/* bit n: interface n lists it (n < 32) */
+	uint8_t		owner_hi;	/* an interface >= 32 lists it */
 };
 
 /*
@@ -36,6 +40,15 @@ int	ifmap_load(struct gw_ep *in, struct gw_ep *out,
 	    const struct gw_ident *, uint8_t config, const uint8_t *alts);
 
 /*
+ * A descriptor set the endpoint map cannot describe faithfully: an
+ * endpoint address listed by two interface numbers of one configuration
+ * (in any alternate settings), or two interface descriptors with the
+ * same (configuration, number, alternate setting).  NULL: none; else
+ * what (written to buf).  The probe makes it an identity anomaly.
+ */
+const char *ifmap_anomaly(const struct gw_ident *, char *buf, size_t len);
+
+/*
  * What the relay sees of the device when it checks one URB.
  */
 struct ifmap_view {
@@ -43,6 +56,7 @@ struct ifmap_view {
 	const struct gw_ep	*in, *out;	/* IFMAP_NEP each */
 	uint8_t			 config;	/* bConfigurationValue now */
 	const uint8_t		*alts;		/* IFMAP_NINTF */
+	uint8_t			 dclass;	/* bDeviceClass (0x09: a hub) */
 };
 
 /*

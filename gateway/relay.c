@@ -54,6 +54,13 @@
 
 #define IF_SUBMIT	1
 #define IF_UNLINK	2
+/*
+ * A seqnum a forwarded CMD_UNLINK names that is not (or no longer) in
+ * flight: reserved until the RET_UNLINK, so the vhci host cannot reuse
+ * it for a URB the RET_UNLINK would then retire (the exporter's real
+ * RET_SUBMIT would look "not in flight": issue 17, F8).
+ */
+#define IF_HELD		3
 
 
 /* ---- in-flight table: open addressing on seqnum ---------------------- */
@@ -272,7 +279,21 @@ struct relay {
 	 */
 	const struct decision *dec;
 	bool		 refuse_paused;	/* down stopped: its refusals queued */
+	/*
+	 * SET_CONFIGURATION and SET_INTERFACE requests forwarded and not
+	 * answered: the exporters apply them before reading on, so under
+	 * interface verdicts what follows cannot be judged against the
+	 * map until the reply comes (issue 17, F2).
+	 */
+	uint32_t	 cfg_busy;
 };
+
+static bool
+relay_cfg_change(const uint8_t *s)
+{
+	return (s[0] == 0x00 && s[1] == USB_REQ_SET_CONFIGURATION) ||
+	    (s[0] == 0x01 && s[1] == USB_REQ_SET_INTERFACE);
+}
 
 static void	relay_from_down(struct relay *);
 static void	relay_from_up(struct relay *);
@@ -755,12 +776,29 @@ relay_iface_refuses(struct relay *r, const struct usbip_urb_hdr *h,
 {
 	const struct device *dev = r->dev;
 	struct ifmap_view v;
+	uint8_t rcpt = h->u.submit.setup[0] & 0x1f;
 
+	/*
+	 * Behind a SET_CONFIGURATION or SET_INTERFACE not yet answered the
+	 * map may be out of date: what an interface or endpoint owns waits
+	 * for no one, it is refused (a host that waits for the reply, as
+	 * Linux does, sends nothing here).
+	 */
+	if (r->cfg_busy != 0 && (r->dec->per_iface || r->dec->niface != 0) &&
+	    (h->ep != 0 || rcpt == 1 || (rcpt == 2 &&
+	    (h->u.submit.setup[4] & 0x0f) != 0))) {
+		snprintf(buf, len, "URB to endpoint 0x%02x (ep0: recipient "
+		    "%u) while a SET_CONFIGURATION or SET_INTERFACE is in "
+		    "flight", (unsigned)(h->ep | (h->direction ==
+		    USBIP_DIR_IN ? 0x80 : 0)), rcpt);
+		return buf;
+	}
 	v.dec = r->dec;
 	v.in = dev->ep_in;
 	v.out = dev->ep_out;
 	v.config = dev->cur_config;
 	v.alts = dev->alt;
+	v.dclass = dev->ident.dclass;
 	return ifmap_refuse(&v, (uint8_t)h->ep, h->direction,
 	    h->u.submit.setup, buf, len);
 }
@@ -775,7 +813,7 @@ relay_from_down(struct relay *r)
 	struct evbuffer *in = r->down.in, *out = r->up.out;
 	struct usbip_urb_hdr h;
 	struct usbip_urb_layout lay;
-	struct inflight *f;
+	struct inflight *f, *t;
 	const char *why;
 	uint8_t hb[USBIP_URB_HDR_LEN];
 	size_t len, need = 0, fwd = 0;	/* fwd: checked bytes at the head */
@@ -858,11 +896,20 @@ relay_from_down(struct relay *r)
 			f->npackets = lay.niso;
 			f->iso = ep_iso;
 			f->ep = (uint8_t)h.ep;
-			if (h.ep == 0)
+			if (h.ep == 0) {
 				memcpy(f->setup, h.u.submit.setup, 8);
+				if (relay_cfg_change(f->setup))
+					r->cfg_busy++;
+			}
 		} else {
 			f->kind = IF_UNLINK;
 			f->target = h.u.unlink.unlink_seqnum;
+			if ((t = inflight_get(&ds->inflight, f->target)) ==
+			    NULL) {
+				t = inflight_add(&ds->inflight, f->target);
+				t->kind = IF_HELD;
+			} else if (t->kind == IF_SUBMIT)
+				t->unlinking = 1;
 		}
 		if (up->devid != dev->gw_devid)
 			relay_put_devid(in, fwd, up->devid);
@@ -876,6 +923,45 @@ relay_from_down(struct relay *r)
 		return;
 	if (refused)
 		rside_flush(&r->down);
+}
+
+/*
+ * A SET_CONFIGURATION or SET_INTERFACE ended without success (unlinked,
+ * or a status): the stub may have applied it all the same, and the map
+ * no longer says what the device has.  Under interface verdicts the
+ * attachment ends (issue 17, F3).  Returns -1 when it did.
+ */
+static int
+relay_cfg_lost(struct relay *r, const uint8_t *s, const char *how)
+{
+	const struct device *dev = r->dev;
+	char msg[160];
+	int i;
+
+	r->cfg_busy--;
+	if (!(r->dec->per_iface || r->dec->niface != 0))
+		return 0;
+	/*
+	 * Applied or not, the map is the same: a SET_INTERFACE to the
+	 * current setting (Linux sends one to an interface with a single
+	 * setting, and many devices stall it), a SET_CONFIGURATION to the
+	 * current configuration with every interface at setting 0.
+	 */
+	if (s[1] == USB_REQ_SET_INTERFACE && s[4] < IFMAP_NINTF &&
+	    dev->alt[s[4]] == s[2])
+		return 0;
+	if (s[1] == USB_REQ_SET_CONFIGURATION && s[2] == dev->cur_config) {
+		for (i = 0; i < IFMAP_NINTF && dev->alt[i] == 0; i++)
+			;
+		if (i == IFMAP_NINTF)
+			return 0;
+	}
+	snprintf(msg, sizeof(msg), "configuration state unknown after a %s "
+	    "SET_CONFIGURATION or SET_INTERFACE", how);
+	log_warnx("%s: %s: attachment ended", r->dev->busid, msg);
+	device_audit_iface_refused(r->dev, r->ds, msg);
+	r->end(r->ds, msg);
+	return -1;
 }
 
 /* exporter → vhci host */
@@ -927,8 +1013,19 @@ relay_from_up(struct relay *r)
 			 * (usually -ECONNRESET).  vhci does the same.
 			 */
 			if ((t = inflight_get(&ds->inflight, f->target)) != NULL &&
-			    t->kind == IF_SUBMIT)
+			    t->kind == IF_HELD)
 				inflight_del(&ds->inflight, t);
+			else if (t != NULL && t->kind == IF_SUBMIT) {
+				bool cfg = t->ep == 0 &&
+				    relay_cfg_change(t->setup);
+				uint8_t setup[8];
+
+				memcpy(setup, t->setup, 8);
+				inflight_del(&ds->inflight, t);
+				if (cfg && relay_cfg_lost(r, setup,
+				    "unlinked") == -1)
+					return;
+			}
 			inflight_del(&ds->inflight, f);
 			fwd += USBIP_URB_HDR_LEN;
 			dev->bytes_down += USBIP_URB_HDR_LEN;
@@ -959,13 +1056,23 @@ relay_from_up(struct relay *r)
 		{
 			struct inflight done = *f;
 
-			inflight_del(&ds->inflight, f);
+			/* an unlink names it: held until its RET_UNLINK */
+			if (__builtin_expect(f->unlinking, 0))
+				f->kind = IF_HELD;
+			else
+				inflight_del(&ds->inflight, f);
 			dev->urbs++;
 			dev->bytes_down += lay.total;
 			cnt.relay_urbs++;
 			cnt.relay_bytes_from_device += lay.total;
 			fwd += lay.total;
+			if (done.ep == 0 && relay_cfg_change(done.setup) &&
+			    h.u.ret_submit.status != 0 &&
+			    relay_cfg_lost(r, done.setup, "failed") == -1)
+				return;
 			if (done.ep == 0 && h.u.ret_submit.status == 0) {
+				if (relay_cfg_change(done.setup))
+					r->cfg_busy--;
 				relay_control_done(dev, &done);
 				if (ds->dead)
 					return;	/* policy withdrew it */

@@ -30,7 +30,8 @@ struct inflight {
 	uint8_t		used;		/* 0 free, 1 used, 2 tombstone */
 	uint8_t		direction;
 	uint8_t		iso;
-	uint8_t		kind;		/* IF_SUBMIT / IF_UNLINK */
+	uint8_t		kind;		/* IF_SUBMIT / IF_UNLINK / IF_HELD */
+	uint8_t		unlinking;	/* IF_SUBMIT: a CMD_UNLINK names it */
 	uint32_t	target;		/* IF_UNLINK: the seqnum unlinked */
 	uint8_t		setup[8];	/* control requests, for SET_CONFIG */
 	uint8_t		ep;

@@ -683,6 +683,8 @@ struct tmpl {
 	uint8_t		 eptype;
 	const char	*manufacturer, *product, *serial, *hash;
 };
+/* config_desc: a vendor interface 1 lists the same endpoints (issue 17 F1) */
+static bool twin_desc;
 
 #define X7(s)	s s s s s s s
 static const struct tmpl kbd = {
@@ -694,6 +696,12 @@ static const struct tmpl stick = {
 	0x0781, 0x5567, 0x0100, 0x08, 0x06, 0x50, 1, { 0x81, 0x02 },
 	USB_XFER_BULK, "SanDisk", "Cruzer Blade", "4C530001230117114543",
 	"5eed5eed" X7("22222222"),
+};
+
+static const struct tmpl twin_stick = {
+	0x0781, 0x5568, 0x0100, 0x08, 0x06, 0x50, 1, { 0x81, 0x02 },
+	USB_XFER_BULK, "SanDisk", "Cruzer Twin", "4C530001230117114544",
+	"5eed5eed" X7("33333333"),
 };
 
 static struct event_base	*base;
@@ -717,6 +725,17 @@ config_desc(const struct tmpl *t, uint8_t *p)
 		p[n++] = t->eptype; p[n++] = t->eptype == USB_XFER_BULK ?
 		    0x00 : 8; p[n++] = t->eptype == USB_XFER_BULK ? 2 : 0;
 		p[n++] = 10;
+	}
+	if (twin_desc) {
+		p[4] = 2;
+		p[n++] = 9; p[n++] = USB_DT_INTERFACE; p[n++] = 1; p[n++] = 0;
+		p[n++] = t->ep[1] ? 2 : 1; p[n++] = 0xff; p[n++] = 0;
+		p[n++] = 0; p[n++] = 0;
+		for (i = 0; i < 2 && t->ep[i] != 0; i++) {
+			p[n++] = 7; p[n++] = USB_DT_ENDPOINT;
+			p[n++] = t->ep[i]; p[n++] = t->eptype;
+			p[n++] = 0x00; p[n++] = 2; p[n++] = 10;
+		}
 	}
 	p[2] = (uint8_t)n;
 	return n;
@@ -1847,6 +1866,35 @@ test_attached(void)
 	    dev->state == DEV_BLOCKED, "denied while attached: torn down, blocked");
 	devfree(dev);
 	fake_now = NOW;
+
+	/* F7: a host the decision does not allow is attached all the same
+	 * (a race): its decision applies, not the standing one */
+	dev = mkdev("12-2", &kbd);
+	claim_probe(dev, &kbd, 221, 621, 0, -1);
+	approve(dev, &bob, SCOPE_FOR, NOW + 60, "10.0.0.1", false);
+	is_int(dev->state, DEV_AUTHORIZED, "authorized for 10.0.0.1");
+	host(&ds, "10.0.0.9", NULL);
+	ds.state = DS_RELAY;
+	ds.dev = dev;
+	dev->ds = &ds;
+	device_set_state(dev, DEV_ATTACHED, NULL, "attached");
+	ok(dev->ds == NULL || device_decision(dev)->verdict != VERDICT_ALLOW,
+	    "attached by 10.0.0.9, which the decision does not allow: the "
+	    "relay enforces its decision (%s), not the standing allow",
+	    verdict_name(device_decision(dev)->verdict));
+	if (dev->ds != NULL)
+		dev->ds = NULL;
+	devfree(dev);
+
+	/* F1: storage and a vendor interface list the same bulk endpoints */
+	dev = mkdev("12-3", &twin_stick);
+	twin_desc = true;
+	claim_probe(dev, &twin_stick, 222, 622, 0, -1);
+	twin_desc = false;
+	ok(strstr(shown_anomaly(dev), "listed by interfaces 0 and 1") != NULL,
+	    "endpoints two interfaces list: a descriptor anomaly at the "
+	    "probe (%s)", shown_anomaly(dev));
+	devfree(dev);
 }
 
 /*

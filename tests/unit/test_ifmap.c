@@ -184,6 +184,7 @@ main(void)
 	v.out = out;
 	v.config = 1;
 	v.alts = alts;
+	v.dclass = 0;
 
 	ok(ifmap_refuse(&v, 1, USBIP_DIR_IN, NOSETUP, buf, sizeof(buf)) ==
 	    NULL, "interrupt IN of the allowed HID interface passes");
@@ -265,9 +266,42 @@ main(void)
 	ok(ifmap_refuse(&v, 0, USBIP_DIR_IN, su(0x82, USB_REQ_GET_STATUS,
 	    0, 0x85), buf, sizeof(buf)) != NULL,
 	    "GET_STATUS to endpoint 0x85 (no such endpoint now): refused");
-	ok(ifmap_refuse(&v, 0, USBIP_DIR_IN, su(0x83, USB_REQ_GET_STATUS,
-	    0, 1), buf, sizeof(buf)) == NULL,
-	    "recipient other (a hub's port) passes");
+	/* F4: recipient other, class requests to the device */
+	ok(ifmap_refuse(&v, 0, USBIP_DIR_IN, su(0xa3, USB_REQ_GET_STATUS,
+	    0, 1), buf, sizeof(buf)) != NULL,
+	    "recipient other (class GET_STATUS) under an interface-policy: "
+	    "refused");
+	ok(ifmap_refuse(&v, 0, USBIP_DIR_OUT, su(0x23, 0xff, 0, 0), buf,
+	    sizeof(buf)) != NULL,
+	    "recipient other, bRequest 0xff (a BOT reset to firmware that "
+	    "ignores the recipient): refused");
+	ok(ifmap_refuse(&v, 0, USBIP_DIR_OUT, su(0x23, USB_REQ_SET_FEATURE,
+	    4, 1), buf, sizeof(buf)) == NULL,
+	    "the port reset the exporters intercept (0x23 SET_FEATURE 4) "
+	    "passes");
+	ok(ifmap_refuse(&v, 0, USBIP_DIR_IN, su(0xa0, 0xfe, 0, 0), buf,
+	    sizeof(buf)) != NULL,
+	    "class request (Get Max LUN) to the device: refused");
+	ok(ifmap_refuse(&v, 0, USBIP_DIR_OUT, su(0x20, 0xff, 0, 0), buf,
+	    sizeof(buf)) != NULL,
+	    "class request (BOT reset) to the device: refused");
+	v.dclass = 0x09;
+	ok(ifmap_refuse(&v, 0, USBIP_DIR_IN, su(0xa0, 0x06, 0x2900, 0), buf,
+	    sizeof(buf)) == NULL,
+	    "a hub: class GET_DESCRIPTOR(hub) to the device passes");
+	v.dclass = 0;
+	/* F6: SET_INTERFACE beyond what the map tracks */
+	{
+		struct decision e = d;
+		struct ifmap_view w = v;
+
+		verdict(&e, 1, 40, 0, true);
+		w.dec = &e;
+		ok(ifmap_refuse(&w, 0, USBIP_DIR_OUT, su(0x01,
+		    USB_REQ_SET_INTERFACE, 0, 40), buf, sizeof(buf)) != NULL,
+		    "SET_INTERFACE to interface 40 (>= %d, untracked): "
+		    "refused even when allowed", IFMAP_NINTF);
+	}
 	ok(ifmap_refuse(&v, 0, USBIP_DIR_IN, su(0x84, USB_REQ_GET_STATUS,
 	    0, 0), buf, sizeof(buf)) != NULL,
 	    "a reserved recipient (4): refused");
@@ -337,5 +371,72 @@ main(void)
 
 	free(id.config[0]);
 	free(id.config[1]);
+
+	/* F1/F5: an endpoint address listed by two interfaces */
+	{
+		struct gw_ident h;
+		uint8_t *p = calloc(1, 256);
+		size_t n;
+
+		memset(&h, 0, sizeof(h));
+		n = put_cfg(p, 1, 2);
+		n += put_intf(p + n, 0, 0, 2, 0x08, 0x06, 0x50);
+		n += put_ep(p + n, 0x81, USB_XFER_BULK, 512);
+		n += put_ep(p + n, 0x02, USB_XFER_BULK, 512);
+		n += put_intf(p + n, 1, 0, 2, 0xff, 0x00, 0x00);
+		n += put_ep(p + n, 0x81, USB_XFER_BULK, 512);
+		n += put_ep(p + n, 0x02, USB_XFER_BULK, 512);
+		finish(p, n);
+		h.config[0] = p;
+		h.config_len[0] = (uint16_t)n;
+		h.nconfigs = 1;
+		memset(alts, 0, sizeof(alts));
+		ifmap_load(in, out, &h, 1, alts);
+		ok(in[1].present && in[1].intf == 0 && out[2].intf == 0,
+		    "an endpoint two interfaces list belongs to the first "
+		    "(as Linux)");
+		memset(&d, 0, sizeof(d));
+		d.verdict = VERDICT_ALLOW;
+		verdict(&d, 1, 0, 0, false);
+		verdict(&d, 1, 1, 0, true);
+		v.config = 1;
+		v.dec = &d;
+		why = ifmap_refuse(&v, 1, USBIP_DIR_IN, NOSETUP, buf,
+		    sizeof(buf));
+		ok(why != NULL, "storage (denied) and vendor (allowed) share "
+		    "0x81: refused (%s)", why ? why : "passed");
+		ok(ifmap_refuse(&v, 2, USBIP_DIR_OUT, NOSETUP, buf,
+		    sizeof(buf)) != NULL, "... and 0x02 refused");
+		d.iface[0].allow = true;
+		ok(ifmap_refuse(&v, 1, USBIP_DIR_IN, NOSETUP, buf,
+		    sizeof(buf)) == NULL, "both owners allowed: passes");
+		d.iface[0].allow = false;
+		d.iface[1].allow = false;
+		d.iface[0].allow = true;
+		ok(ifmap_refuse(&v, 1, USBIP_DIR_IN, NOSETUP, buf,
+		    sizeof(buf)) != NULL,
+		    "the first owner allowed, the second denied: refused");
+		why = ifmap_anomaly(&h, buf, sizeof(buf));
+		ok(why != NULL && strstr(why, "0x81") != NULL,
+		    "the probe's anomaly: endpoint 0x81 in interfaces 0 and 1 "
+		    "(%s)", why ? why : "none");
+		/* the same address in alternate settings of one interface */
+		p[9 + 9 + 7 + 7 + 2] = 0;	/* interface 1 -> 0 ... */
+		p[9 + 9 + 7 + 7 + 3] = 1;	/* ... alternate setting 1 */
+		ok(ifmap_anomaly(&h, buf, sizeof(buf)) == NULL,
+		    "0x81 in two alternate settings of one interface: fine");
+		p[9 + 9 + 7 + 7 + 3] = 0;	/* interface 0 alt 0 twice */
+		why = ifmap_anomaly(&h, buf, sizeof(buf));
+		ok(why != NULL && strstr(why, "twice") != NULL,
+		    "two descriptors for interface 0 alternate setting 0: an "
+		    "anomaly (%s)", why ? why : "none");
+		free(p);
+		build(&id);
+		ok(ifmap_anomaly(&id, buf, sizeof(buf)) == NULL,
+		    "the composite device (0x81 in two configurations): no "
+		    "anomaly");
+		free(id.config[0]);
+		free(id.config[1]);
+	}
 	return done_testing();
 }
