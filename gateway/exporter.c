@@ -117,6 +117,7 @@ exporter_lease_gained(struct exporter *exp)
 	if (exp->leased || exp->dead)
 		return;
 	exp->leased = true;
+	exp->lease_lapsed = false;
 	exp->listed_once = false;	/* its first list: no rate */
 	exp->good_lists = 0;
 	exp->lists_ok = 0;
@@ -140,9 +141,10 @@ exporter_lease_lost(struct exporter *exp, const char *why)
 {
 	struct device *dev;
 
-	if (!exp->leased || exp->dead)
+	if ((!exp->leased && !exp->lease_lapsed) || exp->dead)
 		return;
 	exp->leased = false;
+	exp->lease_lapsed = false;
 	log_warnx("exporter %s: %s: its devices are released", exp->name, why);
 	if (agent_ops != NULL)
 		agent_ops->stop(exp);
@@ -158,6 +160,34 @@ exporter_lease_lost(struct exporter *exp, const char *why)
 	/* not written to the store: the exporter's row is the holder's now */
 	exp->state = EXP_UNKNOWN;
 	gw_audit_exporter(exp, "lease-lost", why);
+}
+
+/*
+ * The lease could not be renewed before this gateway's deadline (the
+ * store is away, or only the lease's connection), and no other holder is
+ * known: stop serving the exporter -- no poll, no new import (the import
+ * path answers as for another gateway's exporter), the store-loss
+ * setting decides the running attachments -- but keep every claim.  A
+ * released claim at a stock usbipd frees the device for anyone on the
+ * network, and while the store is away nobody may take the lease anyway;
+ * a gateway that took it meanwhile finds the devices busy until this one
+ * learns of it.  The next round that reaches the store either renews the
+ * lease (exporter_lease_gained: serving again) or finds another holder
+ * (exporter_lease_lost: the claims released then).
+ */
+void
+exporter_lease_lapsed(struct exporter *exp, const char *why)
+{
+	if (!exp->leased || exp->dead)
+		return;
+	exp->leased = false;
+	exp->lease_lapsed = true;
+	log_warnx("exporter %s: %s: not served until the lease is renewed or "
+	    "another gateway is known to hold it; its claims are kept",
+	    exp->name, why);
+	evtimer_del(exp->poll_ev);
+	exp_poll_close(exp);
+	gw_audit_exporter(exp, "lease-lapsed", why);
 }
 
 void

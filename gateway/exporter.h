@@ -152,6 +152,7 @@ struct exporter {
 	bool			 leased;
 	int64_t			 lease_epoch;
 	uint64_t		 lease_deadline_us;
+	bool			 lease_lapsed;	/* unrenewed, claims kept */
 	char			 lease_holder[EXP_HOLDER_MAX];
 };
 
@@ -209,6 +210,7 @@ void		 exporter_failed(struct exporter *, const char *why);
 void		 exporter_set_leasing(bool on);
 void		 exporter_lease_gained(struct exporter *);
 void		 exporter_lease_lost(struct exporter *, const char *why);
+void		 exporter_lease_lapsed(struct exporter *, const char *why);
 /* A TLS connection to it refused: log line, tls-refused row (budgeted). */
 void		 exporter_tls_refused(struct exporter *, const char *why);
 

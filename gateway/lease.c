@@ -134,7 +134,14 @@ lease_take(struct exporter *exp)
 	if (rc == 1) {
 		exp->lease_deadline_us = t0 +
 		    (uint64_t)(L.lease_ms - lease_margin_ms()) * 1000;
-		if (!exp->leased) {
+		if (!exp->leased && exp->lease_lapsed) {
+			/* renewed after a lapse: nobody took it meanwhile
+			 * (or gave it back): its claims and rows are ours */
+			log_info("exporter %s: lease renewed after a lapse "
+			    "(epoch %lld)", exp->name, (long long)epoch);
+			gw_audit_exporter(exp, "lease-renewed", "after a lapse");
+			exporter_lease_gained(exp);
+		} else if (!exp->leased) {
 			char d[64];
 
 			log_info("exporter %s: lease taken (epoch %lld)",
@@ -149,7 +156,7 @@ lease_take(struct exporter *exp)
 		}
 		return true;
 	}
-	if (exp->leased) {
+	if (exp->leased || exp->lease_lapsed) {
 		snprintf(why, sizeof(why), "lease taken by gateway %s (epoch "
 		    "%lld)", holder, (long long)epoch);
 		exporter_lease_lost(exp, why);
@@ -177,7 +184,10 @@ lease_round_cb(evutil_socket_t fd, short what, void *arg)
 	lease_schedule();
 }
 
-/* A held lease whose deadline passed without a renewal: let it go. */
+/*
+ * A held lease whose deadline passed without a renewal: stop serving the
+ * exporter (its claims are kept: exporter_lease_lapsed).
+ */
 static void
 lease_check_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -190,7 +200,7 @@ lease_check_cb(evutil_socket_t fd, short what, void *arg)
 	for (exp = TAILQ_FIRST(&gw->exporters); exp != NULL; exp = next) {
 		next = TAILQ_NEXT(exp, entry);
 		if (exp->leased && !exp->dead && now >= exp->lease_deadline_us)
-			exporter_lease_lost(exp, "lease not renewed before "
+			exporter_lease_lapsed(exp, "lease not renewed before "
 			    "its deadline");
 	}
 }
