@@ -15,7 +15,7 @@ lease_launch() {
 	rm -f "$T/$name.port"
 	[ -s "$T/$name.log" ] && cat "$T/$name.log" >>"$T/$name.log.old"
 	start_bg "$name" "$USBGWD" -f -c "$T/$name.conf" -d "$PG_URI" \
-	    -s "$T/$name.sock" -l 127.0.0.1:0 -P "$T/$name.port" \
+	    -N "$name" -s "$T/$name.sock" -l 127.0.0.1:0 -P "$T/$name.port" \
 	    -p "$T/$name.pid" -v debug "$@"
 }
 
@@ -25,8 +25,9 @@ lease_ready() {
 	    wait_for -t 10 -p "$1" test -S "$T/$1.sock"
 }
 
-# lease_name NAME: the instance's name in exporter_leases (host/pid).
-lease_name() { echo "$(hostname | cut -d. -f1 | cut -c1-40)/$(bg_pid "$1")"; }
+# lease_name NAME: the instance's name in exporter_leases (its
+# gateway-name, NAME here, and its pid).
+lease_name() { echo "$1/$(bg_pid "$1")"; }
 
 # lease_snap [NAMES...]: one `usbgw list --json` of each running instance
 # (of NAMES, default $LEASE_GWS) into $T/NAME.snap, for lease_where.
