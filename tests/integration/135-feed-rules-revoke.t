@@ -30,55 +30,67 @@ gw_start gwa -d "$PG_URI" -N gw-a || bail_out "gateway a did not start"
 gw_start gwb -d "$PG_URI" -N gw-b || bail_out "gateway b did not start"
 gw_start gwc -d "$PG_URI" -N gw-c || bail_out "gateway c did not start"
 gwctl gwb exporter add sim1 "$SIMA"
-gw_wait_state gwb sim1:1-2 pending 20
-is "$(gw_state gwb sim1:1-2)" pending "the device is pending at b"
+# the exporter's lease decides which gateway holds the device: "b" below
+# is that holder, "c" and "a" the two others (the feed told them of it)
+B=
+_held() {
+	local g
+	for g in a b c; do
+		[ "$(gw_state "gw$g" sim1:1-2)" = pending ] && { B=$g; return 0; }
+	done
+	return 1
+}
+wait_for -t 20 _held
+set -- $(printf '%s\n' a b c | grep -v "^$B\$")
+C=$1 A=$2
+is "$(gw_state "gw$B" sim1:1-2)" pending "the device is pending at its holder ($B; c is $C, a is $A)"
 
 # rules at c
-gwctl gwc policy add "allow id 1234:5678" --json
+gwctl "gw$C" policy add "allow id 1234:5678" --json
 is "$RC" 0 "a rule added at c"
 id=$(jq -r .id <<<"$OUT" 2>/dev/null)
-gw_wait_state gwb sim1:1-2 authorized 3
-is "$(gw_state gwb sim1:1-2)" authorized "b applies it: authorized by the rule"
-gwctl gwc policy remove "$id"
+gw_wait_state "gw$B" sim1:1-2 authorized 3
+is "$(gw_state "gw$B" sim1:1-2)" authorized "b applies it: authorized by the rule"
+gwctl "gw$C" policy remove "$id"
 is "$RC" 0 "the rule removed at c (id $id)"
-gw_wait_state gwb sim1:1-2 pending 3
-is "$(gw_state gwb sim1:1-2)" pending "b applies it: pending again"
+gw_wait_state "gw$B" sim1:1-2 pending 3
+is "$(gw_state "gw$B" sim1:1-2)" pending "b applies it: pending again"
 
 # approval and revocation at c
-gwctl gwc approve sim1:1-2 -m "at c"
+gwctl "gw$C" approve sim1:1-2 -m "at c"
 is "$RC" 0 "approved at c"
-gw_wait_state gwb sim1:1-2 authorized 3
-is "$(gw_state gwb sim1:1-2)" authorized "b: authorized by c's approval"
-gwctl gwc revoke sim1:1-2 -m "revoked at c"
+gw_wait_state "gw$B" sim1:1-2 authorized 3
+is "$(gw_state "gw$B" sim1:1-2)" authorized "b: authorized by c's approval"
+gwctl "gw$C" revoke sim1:1-2 -m "revoked at c"
 is "$RC" 0 "revoked at c: $OUT$ERR"
-gw_wait_state gwb sim1:1-2 pending 3
-is "$(gw_state gwb sim1:1-2)" pending "b: pending after c's revocation"
-gwctl gwb show sim1:1-2 --json
+gw_wait_state "gw$B" sim1:1-2 pending 3
+is "$(gw_state "gw$B" sim1:1-2)" pending "b: pending after c's revocation"
+gwctl "gw$B" show sim1:1-2 --json
 is "$(jq -r '[.decisions.active[]?] | length' <<<"$OUT" 2>/dev/null)" 0 \
     "b holds no active approval of the device any more"
-gwctl gwc deny sim1:1-2 -m "denied at c"
-gw_wait_state gwb sim1:1-2 blocked 3
-is "$(gw_state gwb sim1:1-2)" blocked "b: blocked by c's denial"
+gwctl "gw$C" deny sim1:1-2 -m "denied at c"
+gw_wait_state "gw$B" sim1:1-2 blocked 3
+is "$(gw_state "gw$B" sim1:1-2)" blocked "b: blocked by c's denial"
 
 # the listening connection cut: the catch-up read still brings changes
-n=$(pg_sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'usbgwd/gw-b/listen'")
+n=$(pg_sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'usbgwd/gw-$B/listen'")
 is "$n" 1 "b's LISTEN connection terminated"
-gwctl gwa approve sim1:1-2 -m "after the cut"
+gwctl "gw$A" approve sim1:1-2 -m "after the cut"
 t0=$(date +%s%N)
-gw_wait_state gwb sim1:1-2 authorized 5
+gw_wait_state "gw$B" sim1:1-2 authorized 5
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 diag "with the LISTEN connection cut: applied at b after $ms ms"
-is "$(gw_state gwb sim1:1-2)" authorized "b applies a's approval without its LISTEN connection"
-wait_for -t 5 grep -q "listening connection was lost" "$T/gwb.log"
-like "$(cat "$T/gwb.log")" "feed: the listening connection was lost" "b says its LISTEN connection was lost"
-wait_for -t 5 test "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'usbgwd/gw-b/listen'")" = 1
-is "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'usbgwd/gw-b/listen'")" 1 \
+is "$(gw_state "gw$B" sim1:1-2)" authorized "b applies a's approval without its LISTEN connection"
+wait_for -t 5 grep -q "listening connection was lost" "$T/gw$B.log"
+like "$(cat "$T/gw$B.log")" "feed: the listening connection was lost" "b says its LISTEN connection was lost"
+wait_for -t 5 test "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'usbgwd/gw-$B/listen'")" = 1
+is "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'usbgwd/gw-$B/listen'")" 1 \
     "b LISTENs again"
-gwctl gwa revoke sim1:1-2
+gwctl "gw$A" revoke sim1:1-2
 t0=$(date +%s%N)
-gw_wait_state gwb sim1:1-2 pending 5
+gw_wait_state "gw$B" sim1:1-2 pending 5
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 diag "after the new LISTEN: a's revocation applied at b after $ms ms"
-is "$(gw_state gwb sim1:1-2)" pending "a revocation at a reaches b again"
+is "$(gw_state "gw$B" sim1:1-2)" pending "a revocation at a reaches b again"
 asan_clean "no sanitizer report (ASan build: every program of the test)"
 done_testing
