@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,20 +164,76 @@ key_text(const unsigned char b[64], int64_t since, char *buf, size_t len)
 	return n > 0 && (size_t)n < len ? n : -1;
 }
 
+/*
+ * Fsync the directory of path (the link made in it survives a crash).
+ * Best effort: the key is in place either way.
+ */
+static void
+sync_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int fd;
+
+	if (slash == NULL)
+		usbgw_strlcpy(dir, ".", sizeof(dir));
+	else if (slash == path)
+		usbgw_strlcpy(dir, "/", sizeof(dir));
+	else if ((size_t)(slash - path) < sizeof(dir))
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	else
+		return;
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return;
+	(void)fsync(fd);
+	close(fd);
+}
+
+/*
+ * Put tmp in place at path unless path exists: link(2), or, where the
+ * file system has no hard links, renameat2(RENAME_NOREPLACE).  0, or -1
+ * with errno (EEXIST: someone else's file is there).
+ */
+static int
+link_noreplace(const char *tmp, const char *path)
+{
+	if (link(tmp, path) == 0)
+		return 0;
+	if (errno != EPERM && errno != EOPNOTSUPP && errno != EMLINK)
+		return -1;
+	return renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+}
+
+/*
+ * The key file appears whole or not at all: written to a temporary file
+ * (mkostemp: O_EXCL, 0600) in the same directory, fsynced, then linked
+ * into place without replacing anything.  Gateways started at the same
+ * instant on one key path (protocol.md 4.1) each write their own
+ * temporary file; the first link wins and every other one loads the
+ * winner's key, complete because it was linked in whole, with every
+ * check of audit_key_load (owner, mode 0600, no symbolic link, length).
+ */
 struct audit_key *
-audit_key_create(const char *path, int64_t since, char *err, size_t errlen)
+audit_key_create(const char *path, int64_t since, int *created, char *err,
+    size_t errlen)
 {
 	unsigned char b[64];
-	char buf[512];
+	char buf[512], tmp[PATH_MAX];
 	struct audit_key *k = NULL;
-	int fd, n;
+	int fd, n, missing, placed;
 
+	*created = 0;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >=
+	    (int)sizeof(tmp)) {
+		snprintf(err, errlen, "audit key %.200s...: path too long",
+		    path);
+		return NULL;
+	}
 	if (RAND_bytes(b, sizeof(b)) != 1) {
 		snprintf(err, errlen, "audit key %s: no random bytes", path);
 		return NULL;
 	}
-	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-	    O_CLOEXEC, 0600)) == -1) {
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1) {
 		snprintf(err, errlen, "audit key %s: cannot create it: %s",
 		    path, strerror(errno));
 		goto out;
@@ -187,10 +244,25 @@ audit_key_create(const char *path, int64_t since, char *err, size_t errlen)
 		snprintf(err, errlen, "audit key %s: cannot write it: %s",
 		    path, strerror(errno));
 		close(fd);
-		unlink(path);
+		unlink(tmp);
 		goto out;
 	}
 	close(fd);
+	placed = link_noreplace(tmp, path) == 0;
+	if (!placed && errno != EEXIST) {
+		snprintf(err, errlen, "audit key %s: cannot create it: %s",
+		    path, strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	unlink(tmp);		/* renamed: ENOENT, nothing to do */
+	if (!placed) {
+		/* another process's, linked first: that one is the key */
+		k = audit_key_load(path, 0, &missing, err, errlen);
+		goto out;
+	}
+	sync_dir(path);
+	*created = 1;
 	if ((k = key_from(b, b + 32, since)) == NULL)
 		snprintf(err, errlen, "audit key %s: cannot make the keys", path);
 out:

@@ -54,9 +54,15 @@ struct audit_anchor {
  */
 struct audit_key *audit_key_load(const char *path, int any_owner,
 		    int *missing, char *err, size_t errlen);
-/* Create it (O_EXCL, 0600 whatever the umask) with fresh random keys. */
+/*
+ * Create it with fresh random keys (0600 whatever the umask), never over
+ * an existing file: written whole to a temporary file beside it, then
+ * linked into place.  If another process put its key there first (two
+ * gateways started at once), that key is loaded, with every check of
+ * audit_key_load, and *created is 0; *created is 1 for the creator.
+ */
 struct audit_key *audit_key_create(const char *path, int64_t since,
-		    char *err, size_t errlen);
+		    int *created, char *err, size_t errlen);
 /* Fresh keys in memory only (an in-memory database, tests). */
 struct audit_key *audit_key_generate(int64_t since);
 /* A public key only (PEM file): verifies, cannot MAC or sign. */

@@ -793,9 +793,12 @@ drop_views(struct db *db)
 }
 
 /*
- * Several gateways may open one PostgreSQL database at once: the
- * migrations run under a session advisory lock (key: "usbg"), and the
- * version is read again under it.
+ * Several gateways may open one PostgreSQL database at once (a fresh one
+ * too): everything from the creation of schema_version to the views
+ * runs under a session advisory lock (key: "usbg"), and the version is
+ * read under it.  Two CREATE TABLE IF NOT EXISTS at the same instant
+ * both find no table and one fails on PostgreSQL's catalog (a duplicate
+ * pg_type row), so the lock comes first.
  */
 #define PG_MIGRATE_LOCK	"SELECT pg_advisory_lock(1970496103)"
 #define PG_MIGRATE_UNLOCK "SELECT pg_advisory_unlock(1970496103)"
@@ -881,12 +884,16 @@ migrate(struct db *db, int target, char *err, size_t errlen)
 
 	if (!db_is_pg(db))
 		return migrate_locked(db, target, err, errlen);
-	if (exec(db, "CREATE TABLE IF NOT EXISTS schema_version "
-	    "(version BIGINT NOT NULL)") == -1 || exec(db, PG_MIGRATE_LOCK) == -1) {
+	if (exec(db, PG_MIGRATE_LOCK) == -1) {
 		snprintf(err, errlen, "%s", db->err);
 		return -1;
 	}
-	rc = migrate_locked(db, target, err, errlen);
+	if (exec(db, "CREATE TABLE IF NOT EXISTS schema_version "
+	    "(version BIGINT NOT NULL)") == -1) {
+		snprintf(err, errlen, "%s", db->err);
+		rc = -1;
+	} else
+		rc = migrate_locked(db, target, err, errlen);
 	if (exec(db, PG_MIGRATE_UNLOCK) == -1 && rc == 0) {
 		snprintf(err, errlen, "%s", db->err);
 		rc = -1;

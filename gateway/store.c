@@ -378,7 +378,11 @@ pub_path(const char *keypath, char *out, size_t len)
 	snprintf(out, len, "%.*s.pub", (int)n, keypath);
 }
 
-/* Write the public key (not secret) beside the key, for auditors. */
+/*
+ * Write the public key (not secret) beside the key, for auditors.  The
+ * temporary file is this process's own (mkostemp): gateways sharing the
+ * key path write it at the same instant at start.
+ */
 static void
 write_pub(const char *keypath)
 {
@@ -386,18 +390,18 @@ write_pub(const char *keypath)
 	int fd, n;
 
 	pub_path(keypath, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
 	if (audit_key_public_pem(akey, pem, sizeof(pem)) == -1)
 		return;
 	n = (int)strlen(pem);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
-	    O_CLOEXEC, 0644)) == -1 || fchmod(fd, 0644) == -1 ||
-	    write(fd, pem, (size_t)n) != n || close(fd) == -1 ||
-	    rename(tmp, path) == -1) {
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1) {
 		log_warn("audit public key %s", path);
-		if (fd != -1)
-			unlink(tmp);
 		return;
+	}
+	if (fchmod(fd, 0644) == -1 || write(fd, pem, (size_t)n) != n ||
+	    close(fd) == -1 || rename(tmp, path) == -1) {
+		log_warn("audit public key %s", path);
+		unlink(tmp);
 	}
 }
 
@@ -488,14 +492,22 @@ key_open(const char *dbpath, const char *keypath, int *created)
 		    (long long)last);
 		return -1;
 	}
-	if (audit_head(db, &seq, hash) == -1 ||
-	    (akey = audit_key_create(path, seq + 1, err, sizeof(err))) == NULL) {
+	/*
+	 * Another gateway starting at the same instant may create it too:
+	 * the first to link its file wins, the others load that one.
+	 */
+	err[0] = '\0';
+	if (audit_head(db, &seq, hash) == -1 || (akey = audit_key_create(path,
+	    seq + 1, created, err, sizeof(err))) == NULL) {
 		log_warnx("%s", err[0] ? err : "audit key: cannot create it");
 		return -1;
 	}
-	*created = 1;
-	log_info("audit key %s created: rows from seq %lld on carry its MAC",
-	    path, (long long)(seq + 1));
+	if (*created)
+		log_info("audit key %s created: rows from seq %lld on carry its "
+		    "MAC", path, (long long)(seq + 1));
+	else
+		log_info("audit key %s: created at the same instant by another "
+		    "gateway: that one loaded", path);
 loaded:
 	write_pub(path);
 	log_info("audit key %s: public key %s, keyed chain from seq %lld", path,

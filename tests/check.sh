@@ -45,7 +45,7 @@ SLOW="127-deb-package 137-lease-race 138-lease-takeover 139-lease-old-holder 45-
     120-iface-view 83-probe-queue 95-agent-evil 97-agent-hello-hog 98-agent-hostile-gateway 110-agent-tls-dialout
     89-agent-hostile-listen 107-enroll-revoke 109-enroll-agent-prompt
     123-relay-iface 125-relay-iface-flood 134-feed-approve 135-feed-rules-revoke 136-feed-audit-chain
-    130-pg-unit-db 132-pg-daemon 133-pg-restart 140-pg-store-loss 141-pg-store-loss-keep 142-feed-exporters 143-feed-agent-revoke 144-pg-revoke-in-loss"
+    130-pg-unit-db 132-pg-daemon 133-pg-restart 140-pg-store-loss 141-pg-store-loss-keep 142-feed-exporters 143-feed-agent-revoke 144-pg-revoke-in-loss 146-pg-start-race"
 integ() {
 	local n f
 	for n in $SLOW; do

@@ -1,13 +1,16 @@
 /*
  * The audit key and the keyed chain (issue 12, item 7): the key file
- * (created 0600 whatever the umask, refused when others may read it,
+ * (created 0600 whatever the umask, whole or not at all, one winner when
+ * several processes create it at once, refused when others may read it,
  * errors naming the file and line), row MACs from the key's since on
  * (an upgraded log's older rows stay verifiable; a keyed row stripped
  * of its MAC, or given another key's, is found), prunes with and
  * without the key, signed checkpoints, and the anchor line parser.
  */
 #include <sys/stat.h>
+#include <sys/wait.h>
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,19 +83,35 @@ test_key_file(void)
 	struct audit_key *k, *k2;
 	struct stat st;
 	char err[512];
-	int missing;
+	int missing, created;
 	mode_t old;
 
 	ok(audit_key_load(path("none.key"), 0, &missing, err, sizeof(err)) ==
 	    NULL && missing, "a missing key file: missing");
 	old = umask(0);
-	k = audit_key_create(path("a.key"), 7, err, sizeof(err));
+	k = audit_key_create(path("a.key"), 7, &created, err, sizeof(err));
 	umask(old);
-	ok(k != NULL, "create a key file with umask 0 (%s)", k ? "" : err);
+	ok(k != NULL && created, "create a key file with umask 0 (%s)",
+	    k ? "" : err);
 	ok(stat(path("a.key"), &st) == 0 && (st.st_mode & 0777) == 0600,
 	    "... it is 0600 anyway");
-	ok(audit_key_create(path("a.key"), 7, err, sizeof(err)) == NULL,
-	    "never over an existing one");
+	k2 = audit_key_create(path("a.key"), 9, &created, err, sizeof(err));
+	ok(k2 != NULL && !created && audit_key_since(k2) == 7 &&
+	    strcmp(audit_key_fpr(k), audit_key_fpr(k2)) == 0,
+	    "never over an existing one: that one is loaded (since 7)");
+	audit_key_free(k2);
+	chmod(path("a.key"), 0644);
+	ok(audit_key_create(path("a.key"), 9, &created, err, sizeof(err)) ==
+	    NULL && strstr(err, "mode 0644: expected 0600") != NULL,
+	    "... with every check of a load (%s)", err);
+	chmod(path("a.key"), 0600);
+	ok(symlink(path("a.key"), path("f.key")) == 0 &&
+	    audit_key_create(path("f.key"), 9, &created, err, sizeof(err)) ==
+	    NULL && !created, "a symbolic link in its place: refused, not "
+	    "followed (%s)", err);
+	ok(audit_key_create("/nonexistent-dir/a.key", 1, &created, err,
+	    sizeof(err)) == NULL && strstr(err, "/nonexistent-dir/a.key: "
+	    "cannot create it: No such file") != NULL, "no directory: %s", err);
 	k2 = audit_key_load(path("a.key"), 0, &missing, err, sizeof(err));
 	ok(k2 != NULL && audit_key_has_secret(k2) &&
 	    audit_key_since(k2) == 7, "load it back: since 7");
@@ -133,6 +152,113 @@ test_key_file(void)
 	    audit_key_load(path("e.key"), 0, &missing, err, sizeof(err)) == NULL,
 	    "a symbolic link is not followed");
 	audit_key_free(k);
+}
+
+
+/*
+ * Gateways started at the same instant on one key path (protocol.md
+ * 4.1): RACERS processes released together by a pipe each create the
+ * key; every one must come back with a key, all the same one, exactly
+ * one of them its creator, and nothing but the key left in the
+ * directory.  ROUNDS rounds on fresh paths.
+ */
+#define RACERS	8
+#define ROUNDS	25
+
+static int
+race_round(const char *kp, char fprs[RACERS][AUDIT_FPR_HEX + 3])
+{
+	int go[2], out[2], i, n, status, bad = 0;
+	pid_t pids[RACERS];
+	char c;
+
+	if (pipe(go) == -1 || pipe(out) == -1)
+		return -1;
+	for (i = 0; i < RACERS; i++) {
+		if ((pids[i] = fork()) == -1)
+			return -1;
+		if (pids[i] == 0) {
+			struct audit_key *k;
+			char err[512], line[AUDIT_FPR_HEX + 3];
+			int created;
+
+			close(go[1]);
+			close(out[0]);
+			if (read(go[0], &c, 1) != 0)	/* EOF: go */
+				_exit(2);
+			k = audit_key_create(kp, 1, &created, err, sizeof(err));
+			snprintf(line, sizeof(line), "%c %s", k == NULL ? 'x' :
+			    created ? 'c' : 'l', k != NULL ? audit_key_fpr(k) : "");
+			if (k == NULL)
+				fprintf(stderr, "# racer: %s\n", err);
+			if (write(out[1], line, sizeof(line)) !=
+			    (ssize_t)sizeof(line))
+				_exit(3);
+			audit_key_free(k);
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	close(out[1]);
+	close(go[1]);				/* all of them at once */
+	for (n = 0; n < RACERS; n++)
+		if (read(out[0], fprs[n], sizeof(fprs[n])) !=
+		    (ssize_t)sizeof(fprs[n]))
+			break;
+	close(out[0]);
+	for (i = 0; i < RACERS; i++)
+		if (waitpid(pids[i], &status, 0) == -1 || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			bad++;
+	return bad == 0 ? n : -1;
+}
+
+static void
+test_key_race(void)
+{
+	char fprs[RACERS][AUDIT_FPR_HEX + 3], kp[128], sub[96];
+	int r, i, n, failed = 0, created, same, extra = 0;
+	struct dirent *de;
+	DIR *d;
+
+	for (r = 0; r < ROUNDS; r++) {
+		snprintf(sub, sizeof(sub), "%s/race%d", dir, r);
+		mkdir(sub, 0700);
+		snprintf(kp, sizeof(kp), "%s/site.key", sub);
+		if ((n = race_round(kp, fprs)) != RACERS) {
+			diag("round %d: %d of %d racers answered", r, n, RACERS);
+			failed++;
+			continue;
+		}
+		for (i = 0, created = 0, same = 1; i < RACERS; i++) {
+			if (fprs[i][0] == 'x' ||
+			    strcmp(fprs[i] + 2, fprs[0] + 2) != 0)
+				same = 0;
+			created += fprs[i][0] == 'c';
+		}
+		if (!same || created != 1) {
+			for (i = 0; i < RACERS; i++)
+				diag("round %d: racer %d: %s %s", r, i,
+				    fprs[i][0] == 'c' ? "created" : fprs[i][0] ==
+				    'l' ? "loaded" : "failed", fprs[i] + 2);
+			failed++;
+		}
+		if ((d = opendir(sub)) != NULL) {
+			while ((de = readdir(d)) != NULL)
+				if (strcmp(de->d_name, ".") != 0 &&
+				    strcmp(de->d_name, "..") != 0 &&
+				    strcmp(de->d_name, "site.key") != 0) {
+					diag("round %d: left: %s", r, de->d_name);
+					extra++;
+				}
+			closedir(d);
+		}
+	}
+	ok(failed == 0, "%d processes creating one key file at once, %d "
+	    "rounds: every one has the same key, one created it (%d rounds "
+	    "failed)", RACERS,
+	    ROUNDS, failed);
+	ok(extra == 0, "... and only the key file is left (%d others)", extra);
 }
 
 static struct db *
@@ -404,6 +530,7 @@ main(void)
 		return 1;
 	}
 	test_key_file();
+	test_key_race();
 	test_keyed_chain();
 	test_checkpoints();
 	test_anchor_parse();

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Gateways started at the same instant on a fresh store (protocol.md 4.1
+# "Start-up"): three usbgwd on one new PostgreSQL database, sharing one
+# audit-key path that does not exist yet, launched together, five
+# rounds (each on a dropped and created database and a fresh key path).
+# Each round: all three are running and answer `usbgw status`; the key
+# file is one key (every gateway logs the same public key), mode 0600,
+# and no temporary key file is left beside it; the schema is migrated
+# once; `usbgw audit verify --database URI --key FILE` passes on the
+# chain the three wrote.  Before the fix a loser of the key race exited
+# ("cannot create it: File exists", or "expected the lines ..." when it
+# read the winner's half-written file), and two gateways creating the
+# schema_version table at once made one fail in PostgreSQL's catalog.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/sim.sh"
+. "$(dirname "$0")/../lib/gw.sh"
+. "$(dirname "$0")/../lib/pg.sh"
+. "$(dirname "$0")/../lib/lease.sh"
+need_pg
+need_prog "$USBGWD" "$USBGW"
+ROUNDS=5
+plan $((ROUNDS * 6 + 1))
+LEASE_GWS="ga gb gc"
+
+pg_start "$T/pg" || bail_out "PostgreSQL did not start"
+
+fresh_db() {
+	_pg_as "$PG_BIN/dropdb" -h "$PG_DIR" -U "$PG_USER" --if-exists usbgw &&
+	    _pg_as "$PG_BIN/createdb" -h "$PG_DIR" -U "$PG_USER" usbgw
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+	fresh_db || bail_out "round $r: cannot make a fresh database"
+	mkdir -p "$T/keys$r"
+	KEY=$T/keys$r/site.key
+	for g in $LEASE_GWS; do
+		gw_conf "$g" "audit-key = $KEY" "lease-time = 3s"
+		rm -f "$T/$g.log" "$T/$g.log.old"
+	done
+	# the three launched back to back, nobody waited for
+	for g in $LEASE_GWS; do lease_launch "$g"; done
+	up=0 down=
+	for g in $LEASE_GWS; do
+		if lease_ready "$g" && bg_alive "$g" &&
+		    "$USBGW" -s "$T/$g.sock" status >/dev/null 2>&1; then
+			up=$((up + 1))
+		else
+			down="$down $g"
+		fi
+	done
+	is "$up" 3 "round $r: the three gateways run and answer usbgw status"
+	for g in $down; do
+		diag "round $r: $g:"
+		_diag_text "$(grep -E 'warn|error|fatal|audit key|database' "$T/$g.log" | tail -n 6)"
+	done
+	fprs=$(for g in $LEASE_GWS; do
+		sed -n 's/.*audit key .*: public key \([0-9a-f]*\),.*/\1/p' "$T/$g.log"
+	done | sort -u)
+	is "$(wc -w <<<"$fprs" | tr -d ' ')" 1 "round $r: one key, every gateway uses it (${fprs//$'\n'/ })"
+	is "$(stat -c %a "$KEY" 2>&1)" 600 "round $r: the key file is 0600"
+	is "$(cd "$T/keys$r" && ls -A | grep -v -e '^site\.key$' -e '^site\.pub$' | tr '\n' ' ')" "" \
+	    "round $r: no temporary file left beside the key"
+	is "$(pg_sql "SELECT count(*) FROM schema_version")/$(grep -l 'migrated to schema version' "$T"/g?.log | wc -l)" \
+	    "1/1" "round $r: one schema_version row, one gateway migrated"
+	for g in $LEASE_GWS; do stop_bg "$g" TERM; done
+	run "$USBGW" audit verify --database "$PG_URI" --key "$KEY"
+	is "$RC" 0 "round $r: audit verify passes on the chain of the three ($(head -n 1 <<<"$OUT$ERR"))"
+done
+asan_clean "no sanitizer report (ASan build: every program of the test)"
+done_testing
