@@ -497,6 +497,16 @@ CREATE TABLE exporter_leases (
 
 PRAGMA user_version = 13;
 
+-- @migration 14
+
+-- The change feed's exporters trigger fires on any column a gateway
+-- applies, not only name, host, port and removed_at (schema_pg.sql's
+-- migration 14, protocol.md 4.3).  The feed's triggers exist on
+-- PostgreSQL only: on SQLite (one gateway) this migration changes
+-- nothing but the version, which stays the same number on both.
+
+PRAGMA user_version = 14;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;

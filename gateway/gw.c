@@ -186,6 +186,26 @@ gw_restore(void)
 
 static unsigned store_gen;
 
+/*
+ * Who owns an exporter (the CLI's database or a file, and where) changes
+ * nothing of its connection: taken as the store has it, in place, as a
+ * restart would (its claims stay).
+ */
+static void
+from_store_owner(struct exporter *exp, const struct db_exporter *e)
+{
+	enum exp_source src = strcmp(e->source, "file") == 0 ? EXP_SRC_FILE :
+	    EXP_SRC_CLI;
+
+	if (exp->source == src && strcmp(exp->origin, e->origin) == 0)
+		return;
+	log_info("exporter %s: now %s%s%s at another gateway", exp->name,
+	    src == EXP_SRC_FILE ? "a file's" : "the database's",
+	    e->origin[0] != '\0' ? ", " : "", e->origin);
+	exp->source = src;
+	usbgw_strlcpy(exp->origin, e->origin, sizeof(exp->origin));
+}
+
 static int
 from_store_cb(void *arg, const struct db_exporter *e)
 {
@@ -211,8 +231,10 @@ from_store_cb(void *arg, const struct db_exporter *e)
 			log_info("exporter %s (%s:%d): added at another gateway",
 			    e->name, e->host, e->port);
 	}
-	if (exp != NULL)
+	if (exp != NULL) {
 		exp->store_gen = store_gen;
+		from_store_owner(exp, e);
+	}
 	return 0;
 }
 

@@ -9,7 +9,8 @@
 -- with the same numbers.  No PostgreSQL database older than version 10
 -- exists: the first section creates the whole schema of version 10 (a
 -- new database starts there).  A later migration goes into both files
--- with the same number (11: the views' time columns end in _utc).
+-- with the same number (11: the views' time columns end in _utc;
+-- 14: the exporters' feed trigger, empty in schema.sql).
 -- The version is the row of schema_version (db.c
 -- creates that table; each section ends by setting it), not PRAGMA
 -- user_version.
@@ -435,6 +436,29 @@ CREATE TABLE exporter_leases (
 );
 
 UPDATE schema_version SET version = 13;
+
+-- @migration 14
+
+-- The exporters' feed trigger covers every column a gateway applies
+-- (schema.sql's migration 14, protocol.md 4.3).  Migration 12's fired
+-- on UPDATE OF name, host, port and removed_at only: a change of kind or
+-- tls alone (or source and origin) never reached the other gateways
+-- until they restarted.  It now fires when any column but the status
+-- the exporter's lease holder writes at each poll (status, last_seen,
+-- last_error, last_error_at) changes value, so a column added later is
+-- in the feed unless it is named here; an UPDATE that changes nothing
+-- (an upsert of the same row) appends no row.  The other feed triggers
+-- (rules, approvals, settings, agents) fire on every INSERT, UPDATE and
+-- DELETE already.
+DROP TRIGGER exporters_feed_upd ON exporters;
+CREATE TRIGGER exporters_feed_upd AFTER UPDATE ON exporters
+    FOR EACH ROW WHEN ((to_jsonb(OLD) - ARRAY['status', 'last_seen',
+	'last_error', 'last_error_at']) IS DISTINCT FROM
+	(to_jsonb(NEW) - ARRAY['status', 'last_seen', 'last_error',
+	'last_error_at']))
+    EXECUTE FUNCTION usbgw_feed('exporter');
+
+UPDATE schema_version SET version = 14;
 
 -- @views
 

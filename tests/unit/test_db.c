@@ -215,7 +215,7 @@ test_fresh(void)
 	size_t		 i;
 	char		 sql[256], want[128];
 
-	is_int(db_schema_version(), 13, "schema.sql defines version 13");
+	is_int(db_schema_version(), 14, "schema.sql defines version 14");
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	if (!ok(db != NULL, "open a new database"))
 		diag("%s", err);
