@@ -190,18 +190,24 @@ sync_dir(const char *path)
 }
 
 /*
- * Put tmp in place at path unless path exists: link(2), or, where the
- * file system has no hard links, renameat2(RENAME_NOREPLACE).  0, or -1
- * with errno (EEXIST: someone else's file is there).
+ * Put tmp in place at path unless path exists: link(2), then tmp is
+ * removed, or, where the file system has no hard links,
+ * renameat2(RENAME_NOREPLACE).  0, or -1 with errno (EEXIST: someone
+ * else's file is there) and tmp removed.
  */
 static int
 link_noreplace(const char *tmp, const char *path)
 {
-	if (link(tmp, path) == 0)
-		return 0;
-	if (errno != EPERM && errno != EOPNOTSUPP && errno != EMLINK)
-		return -1;
-	return renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+	int rc, e;
+
+	if ((rc = link(tmp, path)) == -1 && (errno == EPERM ||
+	    errno == EOPNOTSUPP || errno == EMLINK) &&
+	    renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+		return 0;			/* renamed: no tmp left */
+	e = errno;
+	unlink(tmp);
+	errno = e;
+	return rc;
 }
 
 /*
@@ -252,10 +258,8 @@ audit_key_create(const char *path, int64_t since, int *created, char *err,
 	if (!placed && errno != EEXIST) {
 		snprintf(err, errlen, "audit key %s: cannot create it: %s",
 		    path, strerror(errno));
-		unlink(tmp);
 		goto out;
 	}
-	unlink(tmp);		/* renamed: ENOENT, nothing to do */
 	if (!placed) {
 		/* another process's, linked first: that one is the key */
 		k = audit_key_load(path, 0, &missing, err, errlen);
