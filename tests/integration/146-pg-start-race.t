@@ -7,8 +7,8 @@
 # Each round: all three are running and answer `usbgw status`; the key
 # file is one key (every gateway logs the same public key), mode 0600,
 # created by one of them (one audit-key row), and no temporary key file
-# is left beside it; the schema is migrated
-# once; `usbgw audit verify --database URI --key FILE` passes on the
+# is left beside it; the schema is migrated once; no statement failed
+# at the server (its log); `usbgw audit verify --database URI --key FILE` passes on the
 # chain the three wrote.  Before the fix a loser of the key race exited
 # ("cannot create it: File exists", or "expected the lines ..." when it
 # read the winner's half-written file); and schema_version was created
@@ -23,7 +23,7 @@
 need_pg
 need_prog "$USBGWD" "$USBGW"
 ROUNDS=5
-plan $((ROUNDS * 7 + 1))
+plan $((ROUNDS * 8 + 1))
 LEASE_GWS="ga gb gc"
 
 pg_start "$T/pg" || bail_out "PostgreSQL did not start"
@@ -47,6 +47,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		    "poll-interval = 300ms" "exporter sim1 $SIMA"
 		rm -f "$T/$g.log" "$T/$g.log.old"
 	done
+	log0=$(wc -l <"$PG_DIR/server.log")
 	# the three launched back to back, nobody waited for
 	for g in $LEASE_GWS; do lease_launch "$g"; done
 	up=0 down=
@@ -74,6 +75,8 @@ for r in $(seq 1 "$ROUNDS"); do
 	    "round $r: no temporary file left beside the key"
 	is "$(pg_sql "SELECT count(*) FROM schema_version")/$(grep -l 'migrated to schema version' "$T"/g?.log | wc -l)" \
 	    "1/1" "round $r: one schema_version row, one gateway migrated"
+	errs=$(tail -n +"$((log0 + 1))" "$PG_DIR/server.log" | grep -E 'ERROR|FATAL' | grep -v 'terminating connection' | head -n 3)
+	is "$errs" "" "round $r: no statement failed at the server (a deadlock, a catalog race)"
 	for g in $LEASE_GWS; do stop_bg "$g" TERM; done
 	run "$USBGW" audit verify --database "$PG_URI" --key "$KEY"
 	is "$RC" 0 "round $r: audit verify passes on the chain of the three ($(head -n 1 <<<"$OUT$ERR"))"
