@@ -28,6 +28,7 @@
 #include "desc.h"
 #include "identity.h"
 #include "log.h"
+#include "umem.h"
 #include "usbdev_int.h"
 #include "usbip.h"
 #include "util.h"
@@ -73,6 +74,7 @@ usbdev_setup(struct event_base *base, const struct usbdev_conf *conf,
 	worker_priority(ud.worker, 0);
 	if ((ud_close_ev = event_new(base, -1, 0, ud_close_cb, NULL)) == NULL)
 		fatalx("usbdev: event_new");
+	umem_setup(base, NULL);
 }
 
 struct event_base *
@@ -182,6 +184,18 @@ usbdev_ref(struct usbdev *d)
 }
 
 
+/* The handle goes: its umem closes it once its buffers are back. */
+static void
+ud_handle_close(struct usbdev *d)
+{
+	if (d->mem != NULL)
+		umem_close(d->mem);
+	else
+		libusb_close(d->h);
+	d->mem = NULL;
+	d->h = NULL;
+}
+
 static void
 ud_close_pending(void)
 {
@@ -190,7 +204,7 @@ ud_close_pending(void)
 	while ((d = ud_closing) != NULL) {
 		ud_closing = d->next;
 		if (d->h != NULL)
-			libusb_close(d->h);	/* it removes an fd */
+			ud_handle_close(d);	/* it removes an fd */
 		libusb_unref_device(d->ldev);
 		free(d->descs);
 		free(d);
@@ -841,6 +855,8 @@ ud_examine(struct usbdev *d)
 		ud_retry_later(d);
 		return;
 	}
+	if (d->mem == NULL)
+		d->mem = umem_new(d->h);
 	usbdev_job(d, UDJ_CLAIM, 0, 0, ud_claim_done, NULL);
 }
 
@@ -861,8 +877,7 @@ ud_claim_done(struct udjob *j)
 			usbdev_setstate(d, UD_LOCAL, UDL_BUSY,
 			    libusb_strerror(j->result));
 		/* Close: the next try opens afresh (and frees the fd). */
-		libusb_close(d->h);
-		d->h = NULL;
+		ud_handle_close(d);
 		ud_retry_later(d);
 		return;
 	}
@@ -1041,8 +1056,7 @@ ud_giveback_done(struct udjob *j)
 		    d->busid, libusb_strerror(j->result));
 	d->claimed = 0;
 	if (d->h != NULL)
-		libusb_close(d->h);
-	d->h = NULL;
+		ud_handle_close(d);
 	usbdev_setstate(d, UD_LOCAL, UDL_KEPT, "keep-list");
 	usbdev_audit("keep-local busid=%s id=%04x:%04x rule=%d reason=reload",
 	    d->busid, d->rec.idVendor, d->rec.idProduct, rule);
@@ -1231,12 +1245,13 @@ usbdev_teardown(void)
 		if (d->retry != NULL)
 			event_free(d->retry);
 		if (d->h != NULL)
-			libusb_close(d->h);
+			ud_handle_close(d);
 		libusb_unref_device(d->ldev);
 		free(d->descs);
 		free(d);
 	}
 	ud_close_pending();
+	umem_teardown();
 	if (ud_close_ev != NULL)
 		event_free(ud_close_ev);
 	ud_close_ev = NULL;
