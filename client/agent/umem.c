@@ -23,6 +23,7 @@ struct umem {
 	unsigned	 nout;
 	unsigned	 skip;		/* after a failed map */
 	bool		 closing;
+	bool		 orphan;	/* handle closed at exit, buffers out */
 	bool		 logged;
 	struct event	*ev;		/* the deferred close */
 	struct umem	*next, **prevp;	/* every umem open */
@@ -54,19 +55,47 @@ static struct {
 	size_t		 mapped;
 	unsigned long long hits;
 	struct umem	*all;
-} um = { NULL, { lib_alloc, lib_free, lib_close }, 0, 0, NULL };
+	bool		 enabled;
+} um = { NULL, { lib_alloc, lib_free, lib_close }, 0, 0, NULL, false };
+
+static void	finish(struct umem *);
 
 void
-umem_setup(struct event_base *base, const struct umem_ops *ops)
+umem_setup(struct event_base *base, const struct umem_ops *ops, bool enabled)
 {
 	um.base = base;
 	um.ops = ops != NULL ? *ops : lib_ops;
+	um.enabled = enabled;
 }
 
+/*
+ * Before libusb goes (libusb_exit): every handle still here is closed
+ * now.  A close that waited for the loop runs at once; one whose buffers
+ * are still lent (an output not yet freed at exit) closes its handle now
+ * and leaves the mappings to the process's end: a buffer put back later
+ * only counts.
+ */
 void
 umem_teardown(void)
 {
+	struct umem	*m, *next;
+
+	for (m = um.all; m != NULL; m = next) {
+		next = m->next;
+		if (!m->closing)
+			continue;	/* its device's (not reached) */
+		if (m->nout == 0) {
+			finish(m);
+			continue;
+		}
+		um.ops.close(m->h);
+		m->orphan = true;
+		if ((*m->prevp = m->next) != NULL)
+			m->next->prevp = m->prevp;
+		m->prevp = NULL;
+	}
 	um.base = NULL;
+	um.enabled = false;
 }
 
 struct umem *
@@ -153,7 +182,8 @@ umem_get(struct umem *m, size_t len, size_t *cap)
 	size_t		 want;
 	uint8_t		*p;
 
-	if (m == NULL || m->closing || len < UMEM_MIN || len > UMEM_MAX_BUF)
+	if (m == NULL || !um.enabled || m->closing || len < UMEM_MIN ||
+	    len > UMEM_MAX_BUF)
 		return NULL;
 	for (i = 0; i < m->n; i++)
 		if (!m->b[i].out && m->b[i].cap >= len &&
@@ -200,6 +230,11 @@ umem_put(struct umem *m, uint8_t *p)
 		fatalx("umem: a buffer put back that is not out");
 	m->b[i].out = false;
 	m->nout--;
+	if (m->orphan) {
+		if (m->nout == 0)
+			free(m);
+		return;
+	}
 	if (!m->closing)
 		return;
 	unmap(m, i);

@@ -42,7 +42,8 @@ struct umem_ops {
 	void	 (*close)(libusb_device_handle *);
 };
 
-void		 umem_setup(struct event_base *, const struct umem_ops *);
+void		 umem_setup(struct event_base *, const struct umem_ops *,
+		    bool enabled);
 void		 umem_teardown(void);
 
 struct umem	*umem_new(libusb_device_handle *);

@@ -30,8 +30,9 @@
 #include "util.h"
 
 #define URB_NQ		32			/* ep 0..15 x OUT/IN */
-/* 3/4 of usbfs_memory_mb, with umem's UMEM_MAX_TOTAL mapped */
-#define URB_USBFS_BUDGET ((12u << 20) - UMEM_MAX_TOTAL)
+/* 3/4 of usbfs_memory_mb, less what umem has mapped (charged by usbfs
+ * for as long as it is) */
+#define URB_USBFS_BUDGET ((12u << 20) - umem_mapped())
 #define URB_BUFCACHE_N	16			/* transfer buffers kept, */
 #define URB_BUFCACHE_MAX (1u << 20)		/* each at most: 16 MiB */
 #define URB_REF_MIN	4096			/* IN data lent, not copied */

@@ -9,6 +9,7 @@
  */
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +59,28 @@ static void	ud_keep_giveback(struct usbdev *, int, const char *);
 static bool	ud_done_err(int);
 static uint32_t	ud_intf_mask(const struct desc_config *);
 
+/*
+ * usbfs maps its zero-copy memory with the right page attributes from
+ * Linux 5.7 on (2bef9aed6f0e, "usb: usbfs: correct kernel->user page
+ * attribute mismatch"): before, on a host controller without coherent
+ * DMA (many ARM boards) the agent could read a transfer's data stale.
+ * So umem is used on 5.7 and later only.
+ */
+static bool
+ud_kernel_maps_right(void)
+{
+	struct utsname	 u;
+	unsigned	 major = 0, minor = 0;
+
+	if (uname(&u) == -1 || sscanf(u.release, "%u.%u", &major,
+	    &minor) != 2)
+		return false;
+	if (major > 5 || (major == 5 && minor >= 7))
+		return true;
+	log_info("usbfs zero-copy off: kernel %s (before 5.7)", u.release);
+	return false;
+}
+
 void
 usbdev_setup(struct event_base *base, const struct usbdev_conf *conf,
     const struct usbdev_hooks *hooks, void *arg)
@@ -74,7 +97,7 @@ usbdev_setup(struct event_base *base, const struct usbdev_conf *conf,
 	worker_priority(ud.worker, 0);
 	if ((ud_close_ev = event_new(base, -1, 0, ud_close_cb, NULL)) == NULL)
 		fatalx("usbdev: event_new");
-	umem_setup(base, NULL);
+	umem_setup(base, NULL, conf->zero_copy && ud_kernel_maps_right());
 }
 
 struct event_base *

@@ -185,6 +185,63 @@ test_close_deferred(struct event_base *base)
 	is_int(umem_mapped(), 0, "nothing mapped");
 }
 
+/* At exit, before libusb goes: every handle closes now. */
+static void
+test_teardown(struct event_base *base)
+{
+	struct umem	*a = umem_new(HA), *b = umem_new(HB);
+	uint8_t		*pa, *pb;
+	size_t		 cap;
+	int		 freed;
+
+	nclose = 0;
+	pa = umem_get(a, 65536, &cap);
+	pb = umem_get(b, 65536, &cap);
+	umem_close(a);		/* one lent buffer: waits */
+	umem_put(b, pb);
+	umem_close(b);		/* nothing out: closed at once */
+	is_int(nclose, 1, "before teardown: b closed, a waits for its buffer");
+	freed = nfree;
+	umem_teardown();
+	is_int(nclose, 2, "teardown closes the waiting handle now");
+	umem_put(a, pa);	/* the output freed after libusb went */
+	is_int(nclose, 2, "a buffer back after teardown closes nothing more");
+	is_int(nfree, freed, "and unmaps nothing through the closed handle");
+	free(pa);		/* what the process's end does */
+	live -= cap;
+	event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	is_int(nclose, 2, "no close left queued on the loop");
+
+	/* A close queued on the loop when teardown comes runs at teardown. */
+	umem_setup(base, &fake, true);
+	nclose = 0;
+	a = umem_new(HA);
+	pa = umem_get(a, 65536, &cap);
+	umem_close(a);
+	umem_put(a, pa);	/* queues the close */
+	is_int(nclose, 0, "(the close queued)");
+	umem_teardown();
+	is_int(nclose, 1, "teardown runs a queued close at once");
+	event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	is_int(nclose, 1, "and not again from the loop");
+}
+
+/* zero-copy off (the configuration, or a kernel before 5.7). */
+static void
+test_disabled(struct event_base *base)
+{
+	struct umem	*m;
+	size_t		 cap;
+
+	umem_setup(base, &fake, false);
+	nalloc = 0;
+	m = umem_new(HA);
+	ok(umem_get(m, 65536, &cap) == NULL, "zero-copy off: copied");
+	is_int(nalloc, 0, "nothing mapped");
+	umem_close(m);
+	umem_teardown();
+}
+
 int
 main(void)
 {
@@ -192,12 +249,13 @@ main(void)
 
 	if (base == NULL)
 		return 1;
-	umem_setup(base, &fake);
+	umem_setup(base, &fake, true);
 	test_reuse();
 	test_bounds();
 	test_fail();
 	test_close_deferred(base);
-	umem_teardown();
+	test_teardown(base);
+	test_disabled(base);
 	event_base_free(base);
 	done_testing();
 }
