@@ -785,6 +785,7 @@ urb_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	log_warnx("device %s: transfers not called back within %d ms",
 	    us->dev->busid, UD_RELEASE_WAIT_MS);
+	us->refs++;	/* the close below may release the import */
 	if (us->gone && !us->closed && us->conn != NULL) {
 		us->closed = true;
 		expsrv_conn_close(us->conn, "device gone");
@@ -793,6 +794,7 @@ urb_deadline_cb(evutil_socket_t fd, short what, void *arg)
 		us->restored = true;
 		usbdev_release_ready(us->dev);
 	}
+	us_unref(us);
 }
 
 static void
@@ -810,11 +812,14 @@ urb_arm_deadline(struct urbstate *us)
 static void
 urb_progress(struct urbstate *us)
 {
+	/* Closing the connection releases the import (urb_release), which
+	 * may drop the last reference but this one. */
+	us->refs++;
 	if (us->special != NULL && !us->special_started &&
 	    urb_quiet(us, us->special_wait))
 		special_start(us);
 	if (!urb_quiet(us, 0xffffffffu) || us->special != NULL)
-		return;
+		goto out;
 	if (us->deadline != NULL)
 		evtimer_del(us->deadline);
 	if (us->gone && !us->closed && us->conn != NULL) {
@@ -826,6 +831,8 @@ urb_progress(struct urbstate *us)
 		us->restored = true;
 		usbdev_release_ready(us->dev);
 	}
+out:
+	us_unref(us);
 }
 
 /* usbdev: the device left (unplugged, NO_DEVICE, re-enumerated). */
