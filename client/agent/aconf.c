@@ -33,7 +33,7 @@ struct parse {
 	int		 lineno;
 	/* where single keys were set */
 	int		 name_line, audit_line, state_line, maxconn_line;
-	int		 tls_line, tlsdir_line, rdays_line, rcheck_line;
+	int		 tls_line, tlsdir_line, rdays_line, rcheck_line, zc_line;
 	int		 listen_line, none_line;
 };
 
@@ -117,6 +117,7 @@ aconf_new(void)
 	usbgw_strlcpy(c->state_file, ACONF_DEFAULT_STATE, sizeof(c->state_file));
 	usbgw_strlcpy(c->tls_dir, ACONF_DEFAULT_TLS_DIR, sizeof(c->tls_dir));
 	c->max_connections = 64;
+	c->zero_copy = true;
 	c->renew_days = 30;
 	c->renew_check_ms = 12 * 3600 * 1000ULL;
 	return c;
@@ -573,11 +574,22 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 			return;
 		}
 		c->max_connections = (unsigned)n;
+	} else if (strcmp(key, "zero-copy") == 0) {
+		if ((v = one_value(p, key, &rest, "on or off")) == NULL ||
+		    once(p, key, v, &p->zc_line) == -1)
+			return;
+		if (strcmp(v, "on") == 0)
+			c->zero_copy = true;
+		else if (strcmp(v, "off") == 0)
+			c->zero_copy = false;
+		else
+			perr(p, v, "zero-copy: expected on or off, got '%s'",
+			    shown(v, sb, sizeof(sb)));
 	} else
 		perr(p, key, "unknown key '%s': expected name, listen, "
 		    "allow-from, keep-local, export, no-reset, audit-log, "
 		    "state-file, gateway, max-connections, tls, tls-dir, "
-		    "tls-renew-days or tls-renew-check",
+		    "tls-renew-days, tls-renew-check or zero-copy",
 		    shown(key, sb, sizeof(sb)));
 }
 

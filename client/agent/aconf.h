@@ -76,6 +76,9 @@ struct aconf {
 	unsigned	 renew_days;
 	uint64_t	 renew_check_ms;
 	unsigned	 max_connections;
+	/* usbfs zero-copy buffers (protocol.md 1.9.3): on unless "zero-copy
+	 * off" (and only on a kernel that maps them right, >= 5.7). */
+	bool		 zero_copy;
 
 	/* Internal: the first -l replaces the file's listen lines. */
 	bool		 listen_flagged;

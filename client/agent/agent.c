@@ -705,6 +705,7 @@ main(int argc, char *argv[])
 	memset(&uc, 0, sizeof(uc));
 	uc.state_file = agent.conf->state_file[0] != '\0' ?
 	    agent.conf->state_file : NULL;
+	uc.zero_copy = agent.conf->zero_copy;
 	if (usbdev_init(agent.base, &uc, &hooks, NULL, err, sizeof(err)) == -1)
 		log_warnx("USB devices unavailable (%s): serving an empty "
 		    "device list", err);

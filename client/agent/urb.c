@@ -23,13 +23,16 @@
 #include "expsrv.h"
 #include "log.h"
 #include "urb.h"
+#include "umem.h"
 #include "urbmap.h"
 #include "usbdev_int.h"
 #include "usbloop.h"
 #include "util.h"
 
 #define URB_NQ		32			/* ep 0..15 x OUT/IN */
-#define URB_USBFS_BUDGET (12u << 20)		/* 3/4 of usbfs_memory_mb */
+/* 3/4 of usbfs_memory_mb, less what umem has mapped (charged by usbfs
+ * for as long as it is) */
+#define URB_USBFS_BUDGET ((12u << 20) - umem_mapped())
 #define URB_BUFCACHE_N	16			/* transfer buffers kept, */
 #define URB_BUFCACHE_MAX (1u << 20)		/* each at most: 16 MiB */
 #define URB_REF_MIN	4096			/* IN data lent, not copied */
@@ -43,6 +46,7 @@ struct uxfer {
 	struct libusb_transfer *t;
 	uint8_t		*buf;
 	size_t		 bufcap;
+	struct umem	*mem;		/* buf is mapped by usbfs (umem) */
 	size_t		 cost;		/* usbfs bytes while submitted */
 	enum urbmap_cancel cancel;
 	enum urbmap_req	 req;
@@ -163,6 +167,32 @@ buf_lent_back(const void *data, size_t len, void *cap)
 {
 	(void)len;
 	buf_put((uint8_t *)(uintptr_t)data, (size_t)(uintptr_t)cap);
+}
+
+static void
+umem_lent_back(const void *data, size_t len, void *mem)
+{
+	(void)len;
+	umem_put(mem, (uint8_t *)(uintptr_t)data);
+}
+
+/*
+ * A transfer buffer of len bytes for x: usbfs-mapped (no copy and no
+ * allocation in the kernel per URB) when umem has one, else our own.
+ * Control transfers stay in our memory: small, and their setup packet
+ * is read by the kernel anyway.
+ */
+static uint8_t *
+x_buf(struct uxfer *x, size_t len)
+{
+	uint8_t		*b;
+
+	if (x->type != USB_XFER_CONTROL &&
+	    (b = umem_get(x->dev->mem, len, &x->bufcap)) != NULL) {
+		x->mem = x->dev->mem;
+		return b;
+	}
+	return buf_get(len, &x->bufcap);
 }
 
 static void	urb_pump(struct urbstate *);
@@ -290,7 +320,10 @@ x_free(struct uxfer *x)
 
 	if (x->t != NULL)
 		libusb_free_transfer(x->t);
-	buf_put(x->buf, x->bufcap);
+	if (x->mem != NULL && x->buf != NULL)
+		umem_put(x->mem, x->buf);
+	else
+		buf_put(x->buf, x->bufcap);
 	free(x);
 	us_unref(us);
 	usbdev_unref(d);
@@ -396,8 +429,12 @@ x_callback(struct libusb_transfer *t)
 			actual = u->length;
 		if (x->type != USB_XFER_CONTROL && actual >= URB_REF_MIN) {
 			/* Bulk data: the output takes the buffer, no copy. */
-			expsrv_urb_done_ref(u, status, x->buf, actual,
-			    buf_lent_back, (void *)(uintptr_t)x->bufcap);
+			if (x->mem != NULL)
+				expsrv_urb_done_ref(u, status, x->buf, actual,
+				    umem_lent_back, x->mem);
+			else
+				expsrv_urb_done_ref(u, status, x->buf, actual,
+				    buf_lent_back, (void *)(uintptr_t)x->bufcap);
 			x->buf = NULL;
 		} else
 			expsrv_urb_done_buf(u, status, x->type ==
@@ -447,7 +484,7 @@ x_start(struct uxfer *x)
 	case USB_XFER_BULK:
 	case USB_XFER_INT:
 		x->t = libusb_alloc_transfer(0);
-		x->buf = buf_get(u->length, &x->bufcap);
+		x->buf = x_buf(x, u->length);
 		if (u->dir == USBIP_DIR_OUT && u->length > 0)
 			evbuffer_copyout(u->data, x->buf, u->length);
 		if (x->type == USB_XFER_BULK)
@@ -467,7 +504,7 @@ x_start(struct uxfer *x)
 			goto malformed;
 		}
 		x->t = libusb_alloc_transfer((int)u->npackets);
-		x->buf = buf_get((size_t)total, &x->bufcap);
+		x->buf = x_buf(x, (size_t)total);
 		if (u->dir == USBIP_DIR_OUT &&
 		    urbmap_iso_gather(evbuffer_pullup(u->data, -1),
 		    evbuffer_get_length(u->data), u->iso, u->npackets, x->buf,
@@ -748,6 +785,7 @@ urb_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	log_warnx("device %s: transfers not called back within %d ms",
 	    us->dev->busid, UD_RELEASE_WAIT_MS);
+	us->refs++;	/* the close below may release the import */
 	if (us->gone && !us->closed && us->conn != NULL) {
 		us->closed = true;
 		expsrv_conn_close(us->conn, "device gone");
@@ -756,6 +794,7 @@ urb_deadline_cb(evutil_socket_t fd, short what, void *arg)
 		us->restored = true;
 		usbdev_release_ready(us->dev);
 	}
+	us_unref(us);
 }
 
 static void
@@ -773,11 +812,14 @@ urb_arm_deadline(struct urbstate *us)
 static void
 urb_progress(struct urbstate *us)
 {
+	/* Closing the connection releases the import (urb_release), which
+	 * may drop the last reference but this one. */
+	us->refs++;
 	if (us->special != NULL && !us->special_started &&
 	    urb_quiet(us, us->special_wait))
 		special_start(us);
 	if (!urb_quiet(us, 0xffffffffu) || us->special != NULL)
-		return;
+		goto out;
 	if (us->deadline != NULL)
 		evtimer_del(us->deadline);
 	if (us->gone && !us->closed && us->conn != NULL) {
@@ -789,6 +831,8 @@ urb_progress(struct urbstate *us)
 		us->restored = true;
 		usbdev_release_ready(us->dev);
 	}
+out:
+	us_unref(us);
 }
 
 /* usbdev: the device left (unplugged, NO_DEVICE, re-enumerated). */

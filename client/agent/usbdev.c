@@ -9,6 +9,7 @@
  */
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 #include "desc.h"
 #include "identity.h"
 #include "log.h"
+#include "umem.h"
 #include "usbdev_int.h"
 #include "usbip.h"
 #include "util.h"
@@ -57,6 +59,28 @@ static void	ud_keep_giveback(struct usbdev *, int, const char *);
 static bool	ud_done_err(int);
 static uint32_t	ud_intf_mask(const struct desc_config *);
 
+/*
+ * usbfs maps its zero-copy memory with the right page attributes from
+ * Linux 5.7 on (2bef9aed6f0e, "usb: usbfs: correct kernel->user page
+ * attribute mismatch"): before, on a host controller without coherent
+ * DMA (many ARM boards) the agent could read a transfer's data stale.
+ * So umem is used on 5.7 and later only.
+ */
+static bool
+ud_kernel_maps_right(void)
+{
+	struct utsname	 u;
+	unsigned	 major = 0, minor = 0;
+
+	if (uname(&u) == -1 || sscanf(u.release, "%u.%u", &major,
+	    &minor) != 2)
+		return false;
+	if (major > 5 || (major == 5 && minor >= 7))
+		return true;
+	log_info("usbfs zero-copy off: kernel %s (before 5.7)", u.release);
+	return false;
+}
+
 void
 usbdev_setup(struct event_base *base, const struct usbdev_conf *conf,
     const struct usbdev_hooks *hooks, void *arg)
@@ -73,6 +97,7 @@ usbdev_setup(struct event_base *base, const struct usbdev_conf *conf,
 	worker_priority(ud.worker, 0);
 	if ((ud_close_ev = event_new(base, -1, 0, ud_close_cb, NULL)) == NULL)
 		fatalx("usbdev: event_new");
+	umem_setup(base, NULL, conf->zero_copy && ud_kernel_maps_right());
 }
 
 struct event_base *
@@ -182,6 +207,18 @@ usbdev_ref(struct usbdev *d)
 }
 
 
+/* The handle goes: its umem closes it once its buffers are back. */
+static void
+ud_handle_close(struct usbdev *d)
+{
+	if (d->mem != NULL)
+		umem_close(d->mem);
+	else
+		libusb_close(d->h);
+	d->mem = NULL;
+	d->h = NULL;
+}
+
 static void
 ud_close_pending(void)
 {
@@ -190,7 +227,7 @@ ud_close_pending(void)
 	while ((d = ud_closing) != NULL) {
 		ud_closing = d->next;
 		if (d->h != NULL)
-			libusb_close(d->h);	/* it removes an fd */
+			ud_handle_close(d);	/* it removes an fd */
 		libusb_unref_device(d->ldev);
 		free(d->descs);
 		free(d);
@@ -841,6 +878,8 @@ ud_examine(struct usbdev *d)
 		ud_retry_later(d);
 		return;
 	}
+	if (d->mem == NULL)
+		d->mem = umem_new(d->h);
 	usbdev_job(d, UDJ_CLAIM, 0, 0, ud_claim_done, NULL);
 }
 
@@ -861,8 +900,7 @@ ud_claim_done(struct udjob *j)
 			usbdev_setstate(d, UD_LOCAL, UDL_BUSY,
 			    libusb_strerror(j->result));
 		/* Close: the next try opens afresh (and frees the fd). */
-		libusb_close(d->h);
-		d->h = NULL;
+		ud_handle_close(d);
 		ud_retry_later(d);
 		return;
 	}
@@ -1041,8 +1079,7 @@ ud_giveback_done(struct udjob *j)
 		    d->busid, libusb_strerror(j->result));
 	d->claimed = 0;
 	if (d->h != NULL)
-		libusb_close(d->h);
-	d->h = NULL;
+		ud_handle_close(d);
 	usbdev_setstate(d, UD_LOCAL, UDL_KEPT, "keep-list");
 	usbdev_audit("keep-local busid=%s id=%04x:%04x rule=%d reason=reload",
 	    d->busid, d->rec.idVendor, d->rec.idProduct, rule);
@@ -1231,12 +1268,13 @@ usbdev_teardown(void)
 		if (d->retry != NULL)
 			event_free(d->retry);
 		if (d->h != NULL)
-			libusb_close(d->h);
+			ud_handle_close(d);
 		libusb_unref_device(d->ldev);
 		free(d->descs);
 		free(d);
 	}
 	ud_close_pending();
+	umem_teardown();
 	if (ud_close_ev != NULL)
 		event_free(ud_close_ev);
 	ud_close_ev = NULL;

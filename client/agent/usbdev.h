@@ -51,6 +51,7 @@ struct usbdev_conf {
 	const char	*state_file;	/* held devices, for the guardian and
 					 * --reattach; NULL: none */
 	unsigned	 max_urbs_per_ep;	/* 0: default 64 (ISO 32) */
+	bool		 zero_copy;	/* usbfs-mapped buffers (umem) */
 };
 
 /* Starts libusb inside the loop and enumerates (arrivals come later,

@@ -47,6 +47,7 @@ struct udjob;
 struct usbdev {
 	libusb_device	*ldev;
 	libusb_device_handle *h;
+	struct umem	*mem;		/* h's zero-copy buffers; closes h */
 	char		 busid[USBIP_BUSID_SIZE];
 	enum ud_state	 state;
 	enum ud_local	 local;

@@ -208,6 +208,11 @@ build_run() {	# build_run DIR
 		cp "$s" "$d/usr/bin/strace"
 		progs+=("$s")
 	fi
+	# E2E_PERF=1: the host's perf, for 68's profiles.
+	if [ "${E2E_PERF:-0}" = 1 ] && s=$(command -v perf); then
+		cp "$s" "$d/usr/bin/perf"
+		progs+=("$s")
+	fi
 	[ ${#progs[@]} -eq 0 ] || copy_libs "$d" "${progs[@]}"
 	{
 		echo "E2E_KREL='$E2E_KREL'"

@@ -18,6 +18,8 @@
 #   CI            when set, a missing qemu is a failure, not a skip
 #   E2E_STRACE=1 copy the host's strace into the guest: 68-agent-bench then
 #                 counts the agent's and the gateway's system calls per URB
+#   E2E_PERF=1   copy the host's perf into the guest: 68-agent-bench then
+#                 profiles one disk read per path (# perf lines in the console)
 #   E2E_AUDIO=0   leave out QEMU's usb-audio on a qemu-xhci (on by default:
 #                 ISO through the agent, 72-agent-iso, and the count of the
 #                 non-silent frames of its wav file)

@@ -81,6 +81,7 @@ t_defaults(void)
 	is_str(c->state_file, ACONF_DEFAULT_STATE, "default state file");
 	is_str(c->audit_log, "", "no audit file by default");
 	is_int((int)c->max_connections, 64, "max-connections 64");
+	ok(c->zero_copy, "zero-copy on by default");
 	is_int((int)keep_list_len(c->keep), 3, "built-in keep-list: 3 rules");
 	is_int((int)keep_list_len(c->noreset), 2, "built-in no-reset: 2 rules");
 	aconf_free(c);
@@ -106,6 +107,7 @@ t_keys(void)
 	    "state-file none\n"
 	    "gateway gw1.example.org\n"
 	    "gateway 192.0.2.1:4000\n"
+	    "zero-copy off\n"
 	    "max-connections 8\r\n", &errs);
 	ok(c != NULL, "every key parses");
 	if (c == NULL) {
@@ -133,6 +135,7 @@ t_keys(void)
 	is_str(c->gateways[0].port, "3240", "... default port 3240");
 	is_str(c->gateways[1].port, "4000", "... explicit port");
 	is_int((int)c->max_connections, 8, "max-connections");
+	ok(!c->zero_copy, "zero-copy off");
 
 	/* -l replaces the file's listen lines, -a adds. */
 	ok(aconf_flag_listen(c, "127.0.0.1:5000", err, sizeof(err)) == 0, "-l");
@@ -164,8 +167,12 @@ t_errors(void)
 
 	bad("nmae x\n", "a.conf:1:1: unknown key 'nmae': expected name, "
 	    "listen, allow-from, keep-local, export, no-reset, audit-log, "
-	    "state-file, gateway, max-connections, tls, tls-dir, tls-renew-days "
-	    "or tls-renew-check\n");
+	    "state-file, gateway, max-connections, tls, tls-dir, tls-renew-days, "
+	    "tls-renew-check or zero-copy\n");
+	bad("zero-copy maybe\n", "a.conf:1:11: zero-copy: expected on or off, "
+	    "got 'maybe'\n");
+	bad("zero-copy on\nzero-copy off\n", "a.conf:2:11: zero-copy: already "
+	    "set at line 1\n");
 	bad("listen 1.2.3.4:99999\n", "a.conf:1:8: listen: expected a port "
 	    "number from 0 to 65535, got '1.2.3.4:99999'\n");
 	bad("listen host.example:1\n", "a.conf:1:8: listen: expected a "

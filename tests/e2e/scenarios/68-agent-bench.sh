@@ -95,6 +95,41 @@ bench_read_syscalls() {
 	done
 }
 
+# bench_perf NAME DISK: with perf in the guest (E2E_PERF=1), one more read
+# (untimed) under a system-wide profile: the CPU share of each command, the
+# symbols of the exporter (the agent, or usbip-host's stub_rx/stub_tx), and
+# the inclusive figures of the exporter and the gateway.  For people.
+bench_perf() {
+	local name=$1 d=$2 f="$E2E_STATE/perf.$1"
+	command -v perf >/dev/null || return 0
+	drop_caches
+	perf record -a -g -e cpu-clock -F 2000 -o "$f" -- \
+		dd if="/dev/$d" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1
+	perf report -i "$f" --stdio --no-children -g none --sort comm 2>/dev/null |
+		grep -v '^#' | grep -v '^$' | head -16 | sed "s/^/# perf $name comm: /"
+	perf report -i "$f" --stdio --no-children -g none \
+		--comm usbgw-agent,stub_rx,stub_tx --sort comm,sym 2>/dev/null |
+		grep -v '^#' | grep -v '^$' | head -40 | sed "s/^/# perf $name sym: /"
+	perf report -i "$f" --stdio --children -g none \
+		--comm usbgw-agent,stub_rx,stub_tx,usbgwd --sort comm,sym 2>/dev/null |
+		grep -v '^#' | grep -v '^$' | head -120 | sed "s/^/# perf $name incl: /"
+}
+
+# usbfs_node BUSID: the device's usbfs node, /dev/bus/usb/BBB/DDD.
+usbfs_node() {
+	printf '/dev/bus/usb/%03d/%03d\n' "$(cat "/sys/bus/usb/devices/$1/busnum")" \
+		"$(cat "/sys/bus/usb/devices/$1/devnum")"
+}
+# agent_maps NODE: the agent has memory of usbfs file NODE mapped (umem).
+agent_maps() { grep -q " $1\$" "/proc/$(cat "$E2E_STATE/agent.pid")/maps"; }
+# agent_has_fd NODE: the agent has NODE open (a descriptor or a mapping).
+agent_has_fd() {
+	local p
+	p=$(cat "$E2E_STATE/agent.pid")
+	agent_maps "$1" && return 0
+	ls -l "/proc/$p/fd" 2>/dev/null | grep -q " $1\$"
+}
+
 # cpu_ticks PID...: the user + system time of the PIDs (every thread), in
 # clock ticks (USER_HZ, 100 a second); cpu_uticks: the user time alone.
 cpu_ticks() {
@@ -181,6 +216,9 @@ bench_path() {
 		check "bench $name: three whole-disk reads timed ($(tr '\n' ' ' < "$E2E_STATE/bench.$name"))" \
 			[ "$(wc -l < "$E2E_STATE/bench.$name")" -eq 3 ]
 		bench_read_syscalls "$name" "$d"
+		[ "$name" = agent ] && check "bench agent: zero-copy: the agent has usbfs mappings of the disk ($(usbfs_node "$adisk")) after the reads" \
+			agent_maps "$(usbfs_node "$adisk")"
+		bench_perf "$name" "$d"
 	fi
 	vhci_detach_all
 	wait_gone 15 vhci_disk
@@ -241,6 +279,18 @@ check "agent default keep-list: the agent does not offer the keyboard $kbd" fail
 check "agent default keep-list: audit keep-local line for $kbd" \
 	grep -q "audit: keep-local busid=$kbd " "$AGENT_LOG"
 check "agent default keep-list: the keyboard never reaches the gateway" gw_none_live "$kbd"
+
+# The zero-copy buffers end with the device: unplugged (the gadget unbound),
+# the agent unmaps them and closes the usbfs file; plugged in again, it is
+# claimed and offered afresh.
+node=$(usbfs_node "$adisk")
+gadget_unbind adisk
+check "bench agent: unplugged, the agent lets go of the usbfs file $node (no mapping, no descriptor)" \
+	wait_gone 5 agent_has_fd "$node"
+gadget_bind adisk "dummy_udc.$ADISK_UDC"
+st=$(gw_wait_state 20 "$adisk" pending)
+check "bench agent: plugged in again, the agent offers it and the gateway has it pending ($st)" \
+	[ "$st" = pending ]
 
 # What copying costs in this guest, to read the CPU figures by (TCG runs
 # rep movsb, which the kernel's copy_to_user and glibc's large memcpy use,
