@@ -963,6 +963,7 @@ unplug_wait(int n)
 		printf("# IN #%d: status %d, %d bytes\n",
 		    (int)(uintptr_t)r->usercontext, r->status,
 		    r->actual_length);
+		urb_free(r);
 	}
 	result(got == n && errs == n && data == 0, "unplug: every pending "
 	    "IN came back with an error", "%d of %d reaped, %d errors, %d "
@@ -1080,6 +1081,8 @@ iso_play(long ms)
 	result(sent == ms && bad == 0, what, "%ld packets of %ld sent, %ld "
 	    "failed", sent, ms, bad);
 	printf("frames %ld\n", good * 48);
+	for (k = 0; k < UT_ISO_URBS; k++)
+		urb_free(u[k]);
 	return nfail != 0;
 }
 
@@ -1220,6 +1223,8 @@ iso_capture(long ms)
 	printf("packets %ld\nbytes %ld\nelapsed_ms %lld\n", got, bytes,
 	    (long long)(t1.tv_sec - t0.tv_sec) * 1000 +
 	    (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	for (k = 0; k < UT_ISO_URBS; k++)
+		urb_free(u[k]);
 	return nfail != 0;
 }
 
