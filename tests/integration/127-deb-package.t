@@ -99,6 +99,12 @@ is "$(conffiles "$DEB_usbgw_attach")" "" "usbgw-attach: no conffile"
 like "$(dpkg-deb -f "$DEB_usbgw" Depends)" '(^|, )adduser(,|$).*libsqlite3-0' \
     "usbgw depends on adduser and, by shlibs, libsqlite3"
 like "$(dpkg-deb -f "$DEB_usbgw_agent" Depends)" 'libusb-1\.0-0' "usbgw-agent: on libusb"
+# The units' ExecReload runs /bin/kill (procps: important, not essential).
+for p in usbgw usbgw_agent; do
+	v=DEB_$p
+	like "$(dpkg-deb -f "${!v}" Depends)" '(^|, )procps(,|$)' \
+	    "${p/_/-} depends on procps (ExecReload=/bin/kill)"
+done
 like "$(dpkg-deb -f "$DEB_usbgw_attach" Recommends)" '(^|, )usbip(,|$)' "usbgw-attach recommends usbip"
 
 # ---- where to install ---------------------------------------------------------
