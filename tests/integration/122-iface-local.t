@@ -21,7 +21,7 @@
 
 VK=$USBGW_BUILD/vhci-kernel
 need_prog "$SIM" "$USBGWD" "$USBGW" "$VK" "$TC" socat sqlite3
-plan 21
+plan 24
 
 cat >"$T/sim.conf" <<'EOF2'
 device 1-3 { type composite; keys ""; serial "S13"; }
