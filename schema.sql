@@ -507,6 +507,18 @@ PRAGMA user_version = 13;
 
 PRAGMA user_version = 14;
 
+-- @migration 15
+
+-- An attachment's URBs and control requests to denied interfaces that
+-- the relay answered itself with a stall (protocol.md 1.6, "Per-interface
+-- enforcement"), all of them: the audit log has the first 16 one by one
+-- and one summary row.  Written with the other counters when the
+-- attachment ends; 0 for a local attachment the kernel relays (direct),
+-- and for attachments before this version.
+ALTER TABLE attachments ADD COLUMN iface_refused INTEGER NOT NULL DEFAULT 0;
+
+PRAGMA user_version = 15;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices;
@@ -639,7 +651,7 @@ SELECT
 	IFNULL(t.ended_at, CAST(strftime('%s', 'now') AS INTEGER)) -
 	    t.started_at		AS seconds,
 	t.bytes_to_device, t.bytes_from_device,
-	t.urbs_to_device, t.urbs_from_device,
+	t.urbs_to_device, t.urbs_from_device, t.iface_refused,
 	t.end_reason, t.approval_id, t.rule_id, t.device_id
 FROM attachments t
 JOIN v_devices v ON v.device_id = t.device_id;

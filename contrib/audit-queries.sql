@@ -122,6 +122,17 @@ SELECT attachment_id, busid, product, host_name, started_at_utc,
 FROM v_attachment_traffic
 ORDER BY bytes_to_device + bytes_from_device DESC;
 
+-- name: iface-refusals
+-- Attachments with refused interface URBs, most first: URBs and control
+-- requests to interfaces an interface-policy denies, which the gateway
+-- answered itself with a stall and never forwarded (the audit log has
+-- the first 16 of each attachment, event iface-refused).
+SELECT attachment_id, busid, product, host_name, started_at_utc,
+       ended_at_utc, iface_refused, urbs_to_device, end_reason
+FROM v_attachment_traffic
+WHERE iface_refused > 0
+ORDER BY iface_refused DESC, attachment_id;
+
 -- name: traffic-per-host
 -- Traffic per vhci host, all attachments together.
 SELECT host_name, count(*) AS attachments,

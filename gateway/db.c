@@ -251,11 +251,12 @@ static const char *const stmt_sql[S_NSTMTS] = {
 	    "?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
 	[S_ATT_COUNTERS] =
 	    "UPDATE attachments SET bytes_to_device = ?2, bytes_from_device = ?3, "
-	    "urbs_to_device = ?4, urbs_from_device = ?5 WHERE id = ?1",
+	    "urbs_to_device = ?4, urbs_from_device = ?5, iface_refused = ?6 "
+	    "WHERE id = ?1",
 	[S_ATT_END] =
 	    "UPDATE attachments SET bytes_to_device = ?2, bytes_from_device = ?3, "
-	    "urbs_to_device = ?4, urbs_from_device = ?5, ended_at = ?6, "
-	    "end_reason = ?7 WHERE id = ?1 AND ended_at IS NULL",
+	    "urbs_to_device = ?4, urbs_from_device = ?5, iface_refused = ?6, "
+	    "ended_at = ?7, end_reason = ?8 WHERE id = ?1 AND ended_at IS NULL",
 	[S_ACC_INSERT] =
 	    "INSERT INTO access_requests (device_id, busid, host_name, host_addr, "
 	    "requested_at, outcome, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
@@ -1946,6 +1947,7 @@ bind_counters(struct sqldb_stmt *st, const struct db_counters *c)
 	bind_u64(st, 3, c->bytes_from_device);
 	bind_u64(st, 4, c->urbs_to_device);
 	bind_u64(st, 5, c->urbs_from_device);
+	bind_u64(st, 6, c->iface_refused);
 }
 
 int
@@ -1970,8 +1972,8 @@ db_attachment_end(struct db *db, int64_t id, const struct db_counters *c,
 		return -1;
 	sqldb_bind_int64(st, 1, id);
 	bind_counters(st, c);
-	sqldb_bind_int64(st, 6, now);
-	bind_text(st, 7, reason);
+	sqldb_bind_int64(st, 7, now);
+	bind_text(st, 8, reason);
 	return step_done(db, st, "attachment end") == -1 ? -1 : 0;
 }
 

@@ -273,6 +273,7 @@ struct db_counters {
 	uint64_t	bytes_from_device;
 	uint64_t	urbs_to_device;
 	uint64_t	urbs_from_device;
+	uint64_t	iface_refused;	/* URBs to denied interfaces, stalled */
 };
 
 /*

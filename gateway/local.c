@@ -495,6 +495,12 @@ local_attach(struct device *dev, const struct actor *who, char *err,
 		bufferevent_setfd(bev, -1);
 		close(fd);
 		upstream_set_state(up, UP_RELAYING, "attached by the kernel");
+		/*
+		 * No relay counts this one: its row must not end with the
+		 * counters of an earlier relayed attachment of the device.
+		 */
+		dev->bytes_down = dev->bytes_up = dev->urbs = 0;
+		dev->refused = 0;
 	} else if ((ds = local_session_new(dev, ctx.relay_fd,
 	    ctx.port)) == NULL) {
 		snprintf(err, errlen, "cannot start the relay");

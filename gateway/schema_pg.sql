@@ -10,7 +10,8 @@
 -- exists: the first section creates the whole schema of version 10 (a
 -- new database starts there).  A later migration goes into both files
 -- with the same number (11: the views' time columns end in _utc;
--- 14: the exporters' feed trigger, empty in schema.sql).
+-- 14: the exporters' feed trigger, empty in schema.sql; 15: the
+-- attachments' iface_refused).
 -- The version is the row of schema_version (db.c
 -- creates that table; each section ends by setting it), not PRAGMA
 -- user_version.
@@ -460,6 +461,13 @@ CREATE TRIGGER exporters_feed_upd AFTER UPDATE ON exporters
 
 UPDATE schema_version SET version = 14;
 
+-- @migration 15
+
+-- The refusals of an attachment (schema.sql's migration 15).
+ALTER TABLE attachments ADD COLUMN iface_refused BIGINT NOT NULL DEFAULT 0;
+
+UPDATE schema_version SET version = 15;
+
 -- @views
 
 DROP VIEW IF EXISTS v_devices CASCADE;
@@ -585,7 +593,7 @@ SELECT
 	COALESCE(t.ended_at, CAST(extract(epoch FROM now()) AS BIGINT)) -
 	    t.started_at		AS seconds,
 	t.bytes_to_device, t.bytes_from_device,
-	t.urbs_to_device, t.urbs_from_device,
+	t.urbs_to_device, t.urbs_from_device, t.iface_refused,
 	t.end_reason, t.approval_id, t.rule_id, t.device_id
 FROM attachments t
 JOIN v_devices v ON v.device_id = t.device_id;

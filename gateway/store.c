@@ -879,6 +879,7 @@ store_attachment_end(struct device *dev, const char *why)
 	c.bytes_from_device = dev->bytes_down;
 	c.urbs_from_device = dev->urbs;
 	c.urbs_to_device = dev->urbs;
+	c.iface_refused = dev->refused;
 	db_attachment_end(db, dev->attach_id, &c, why, now_s());
 	dev->attach_id = 0;
 }

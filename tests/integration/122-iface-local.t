@@ -9,13 +9,19 @@
 #  2. without vhci-per-interface the kernel would give every interface its
 #     driver: a device under an interface-policy is not attached (auto and
 #     `usbgw attach` say why); one without a policy is.
+#  3. the counters of a direct attachment: the device relayed first (a
+#     vhci host imports it over the gateway's listener; one URB to the
+#     denied storage interface refused, one request to the device
+#     forwarded), then attached directly: the direct attachment's row
+#     ends with 0 refused and 0 URBs (no relay counts it), not the
+#     relayed attachment's counters.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
 
 VK=$USBGW_BUILD/vhci-kernel
-need_prog "$SIM" "$USBGWD" "$USBGW" "$VK" socat sqlite3
-plan 17
+need_prog "$SIM" "$USBGWD" "$USBGW" "$VK" "$TC" socat sqlite3
+plan 24
 
 cat >"$T/sim.conf" <<'EOF2'
 device 1-3 { type composite; keys ""; serial "S13"; }
@@ -85,5 +91,37 @@ is "$(gw_state gw sim1:1-3)" authorized "... it stays authorized, not attached"
 gwctl gw attach sim1:1-3
 is "$RC" 1 "usbgw attach refuses it"
 like "$ERR" 'interface-policy: local mode keeps denied interfaces from their drivers only with vhci-per-interface = yes' "... saying why"
+gw_finish gw
+
+# ---- 3. the counters of a direct attachment -------------------------------------
+rm -f "$T/gw.db" "$T/gw.sock"
+gw_conf gw "mode = local" "vhci-root = $PLAT" "local-attach = direct" \
+    "vhci-lockdown = yes" "vhci-per-interface = yes" "local-auto-attach = no" \
+    "attach-pending-wait = 0" \
+    "poll-interval = 500ms" "pid-file = $T/gw.pid" "exporter sim1 $SIMA"
+gw_start gw || bail_out "usbgwd did not restart: $(tail -n 5 "$T/gw.log")"
+gwctl gw policy add 'allow id 1209:0003 interface-policy allow { block 08:*:* }'
+gw_wait_state gw sim1:1-3 authorized 15
+ENDED="SELECT count(*) FROM attachments WHERE ended_at IS NOT NULL"
+# CMD_SUBMIT seq 0x6101 bulk IN 0x82 (storage: refused), then seq 0x6102
+# GET_STATUS to the device (forwarded); tc raw puts the devid in DEVID.
+urbs=$(printf '00000001%08xDEVID%08x%08x00000000%08x000000000000000000000000%s' \
+    $((0x6101)) 1 2 512 0000000000000000 $((0x6102)) 1 0 2 8000000000000200)
+run "$TC" raw "$(gw_addr gw)" sim1:1-3 --hex "$urbs" --wait 1500
+like "$OUT" "data=$(printf '00000003%08x%024dffffffe0' $((0x6101)) 0)" \
+    "relayed over the listener: the storage URB stalled by the gateway"
+gw_wait_sql gw "$ENDED" 1
+is "$(gw_sql gw "SELECT mode || ' ' || iface_refused || ' ' || urbs_to_device
+    FROM attachments ORDER BY id DESC LIMIT 1")" "proxy 1 1" \
+    "the relayed attachment's row: 1 refused, 1 URB"
+gw_wait_state gw sim1:1-3 authorized 15
+gwctl gw attach sim1:1-3
+is "$RC" 0 "usbgw attach: attached directly"
+gw_wait_state gw sim1:1-3 attached
+gwctl gw detach sim1:1-3
+gw_wait_sql gw "$ENDED" 2
+is "$(gw_sql gw "SELECT mode || ' ' || iface_refused || ' ' || urbs_to_device
+    FROM attachments ORDER BY id DESC LIMIT 1")" "local 0 0" \
+    "the direct attachment's row: nothing counted (not the relayed one's counters)"
 gw_finish gw
 done_testing

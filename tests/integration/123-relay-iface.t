@@ -11,6 +11,9 @@
 # audited (`iface-refused`), the first 16 of an attachment one by one,
 # then one summary row.  What belongs to the allowed interface, and
 # requests to the device, pass.  The reverse rule on a second device.
+# Each attachment's row counts its refusals (attachments.iface_refused,
+# migration 15): as many as the test caused, past the 16 audited ones
+# too, and 0 for an attachment without refusals or without a policy.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
@@ -20,6 +23,7 @@ need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" socat sqlite3
 cat >"$T/sim.conf" <<'CONF'
 device 1-1 { type composite; serial "IF-A"; interval 50 }
 device 1-2 { type composite; serial "IF-B"; interval 50 }
+device 1-3 { type composite; serial "IF-N"; interval 50 }
 CONF
 sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
 gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
@@ -30,9 +34,11 @@ gwctl gw policy add 'allow serial "IF-A" interface-policy allow { block 08:*:* }
 if [ "$RC" != 0 ]; then
 	skip_all "no interface-policy in the rule language yet: $OUT"
 fi
-plan 53
+plan 72
 gwctl gw policy add 'allow serial "IF-B" interface-policy block { allow 08:*:* }'
 is "$RC" 0 "the reverse rule for IF-B"
+gwctl gw policy add 'allow serial "IF-N"'
+is "$RC" 0 "IF-N: allowed whole, no interface-policy"
 gw_wait_state gw sim1:1-1 authorized 15
 gw_wait_state gw sim1:1-2 authorized 15
 is "$(gw_state gw sim1:1-1)/$(gw_state gw sim1:1-2)" authorized/authorized \
@@ -50,12 +56,25 @@ epipe() {
 	printf '00000003%08x000000000000000000000000ffffffe0000000000000000000000000000000000000000000000000' "$1"
 }
 
+# The attachments that have ended.
+ENDED="SELECT count(*) FROM attachments WHERE ended_at IS NOT NULL"
+# ended_refused NAME BUSID A0 N: once more than A0 attachments have
+# ended, the row of BUSID's last one counts N refusals.
+ended_refused() {
+	gw_wait_sql gw "$ENDED" $(($3 + 1)) 10
+	is "$(gw_sql gw "SELECT a.iface_refused FROM attachments a JOIN
+	    devices d ON d.id = a.device_id WHERE d.busid = '$2' AND
+	    a.ended_at IS NOT NULL ORDER BY a.id DESC LIMIT 1")" "$4" \
+	    "$1: its attachments row counts $4 refused"
+}
+
 # stalled NAME BUSID SEQ HEX: the gateway answers -EPIPE, keeps the
-# session, forwards nothing, audits it.
+# session, forwards nothing, audits it, counts it in the attachment's row.
 stalled() {
-	local n0 seq=$(($3))
+	local n0 a0 seq=$(($3))
 	gw_wait_state gw "$2" authorized 15
 	n0=$(gw_audit_count gw iface-refused)
+	a0=$(gw_sql gw "$ENDED")
 	run "$TC" raw "$GWA" "$2" --hex "$4" --wait 500 --expect-open
 	is "$RC" 0 "$1: the session stays open"
 	like "$OUT" "data=$(epipe "$3")" "$1: answered RET_SUBMIT -EPIPE by the gateway"
@@ -66,16 +85,20 @@ stalled() {
 	    "^$2 .*interface $5 .*denies" "$1: audited, naming interface $5"
 	! grep -q "seqnum=$seq .*busid=${2#sim1:}\$" "$(sim_pdulog sim)"
 	check $? "$1: nothing reached the exporter"
+	ended_refused "$1" "$2" "$a0" 1
 }
-# passes NAME BUSID SEQ HEX: forwarded to the exporter and answered.
+# passes NAME BUSID SEQ HEX: forwarded to the exporter and answered; the
+# attachment's row counts no refusal (after one that counted some).
 passes() {
-	local seq=$(($3))
+	local a0 seq=$(($3))
 	gw_wait_state gw "$2" authorized 15
+	a0=$(gw_sql gw "$ENDED")
 	run "$TC" raw "$GWA" "$2" --hex "$4" --wait 1500 --expect-open
 	is "$RC" 0 "$1: the session stays open"
 	unlike "$OUT" "ffffffe0" "$1: not stalled"
 	grep -q "seqnum=$seq .*busid=${2#sim1:}\$" "$(sim_pdulog sim)"
 	check $? "$1: the exporter received it"
+	ended_refused "$1" "$2" "$a0" 0
 }
 
 # ---- IF-A: storage (interface 1) denied, HID allowed -------------------
@@ -99,6 +122,7 @@ passes "GET_STATUS to the device" sim1:1-1 0x5202 \
 # a flood of refusals: 16 rows, then one summary when the session ends
 gw_wait_state gw sim1:1-1 authorized 15
 n0=$(gw_audit_count gw iface-refused)
+a0=$(gw_sql gw "$ENDED")
 hex=
 for i in $(seq 1 40); do
 	hex="$hex$(submit $((0x5300 + i)) 1 2 512 "$NOSETUP")"
@@ -112,6 +136,10 @@ is "$(gw_audit_count gw iface-refused)" $((n0 + 17)) \
 like "$(gw_sql gw "SELECT detail FROM audit_log WHERE event = 'iface-refused'
     ORDER BY seq DESC LIMIT 1")" '^40 URBs and control requests to denied' \
     "the summary counts all 40"
+ended_refused "40 refused URBs" sim1:1-1 "$a0" 40
+is "$(gw_sql gw "SELECT busid || ' ' || iface_refused || ' ' || urbs_to_device
+    FROM v_attachment_traffic ORDER BY attachment_id DESC LIMIT 1")" \
+    "sim1:1-1 40 0" "v_attachment_traffic: 40 refused, none forwarded"
 ! grep -Eq "seqnum=$((0x5301)) .*busid=1-1\$" "$(sim_pdulog sim)"
 check $? "none of them reached the exporter"
 
@@ -124,4 +152,8 @@ passes "IF-B: bulk OUT 0x02 of the storage interface" sim1:1-2 0x5403 \
     "$(submit 0x5403 0 2 4 "$NOSETUP" deadbeef)"
 passes "IF-B: Get Max LUN" sim1:1-2 0x5404 \
     "$(submit 0x5404 1 0 1 a1fe000001000100)"
+
+# ---- IF-N: no interface-policy: nothing refused, nothing counted --------
+passes "IF-N: bulk IN 0x82 of the storage interface" sim1:1-3 0x5501 \
+    "$(submit 0x5501 1 2 512 "$NOSETUP")"
 gw_finish gw

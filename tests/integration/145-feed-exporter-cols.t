@@ -146,7 +146,7 @@ is "$(pg_sql "SELECT count(*) FROM pg_trigger WHERE tgfoid = 'usbgw_feed'::regpr
     "no feed trigger (rules, approvals, settings, agents, exporters) is limited to a column list"
 is "$(pg_sql "SELECT string_agg(DISTINCT c.relname, ' ' ORDER BY c.relname) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgfoid = 'usbgw_feed'::regproc AND (t.tgtype & 16) != 0")" \
     "agents approvals exporters rules settings" "every fed table has an UPDATE trigger"
-is "$(pg_sql "SELECT max(version) FROM schema_version")" 14 "schema version 14"
+num_cmp "$(pg_sql "SELECT max(version) FROM schema_version")" -ge 14 "schema version 14 or later"
 
 # b's own writes are still in the feed for a: an exporter added at b
 gwctl gwb exporter add sim3 "$SIMA"

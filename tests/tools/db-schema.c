@@ -197,7 +197,7 @@ fill(struct db *db)
 {
 	struct usbgw_identity	 id;
 	struct db_approval	 a;
-	struct db_counters	 c = { 4096, 1024, 10, 5 };
+	struct db_counters	 c = { 4096, 1024, 10, 5, 3 };
 	struct rule_error	 re;
 	struct rule		*r;
 	const int64_t		 t = 1700000000;

@@ -216,6 +216,7 @@ scenario(void)
 	c.bytes_from_device = 1048576;
 	c.urbs_to_device = 2560;
 	c.urbs_from_device = 2560;
+	c.iface_refused = 0;
 	db_attachment_end(db, t1, &c, "detached", T0 + 100);
 	state(T0 + 100, A, "tc17-1-1", DEV_ATTACHED, DEV_AUTHORIZED, 0, NULL,
 	    "vdi01", "detached");
@@ -239,6 +240,7 @@ scenario(void)
 	c.bytes_from_device = 600;
 	c.urbs_to_device = 5;
 	c.urbs_from_device = 6;
+	c.iface_refused = 7;	/* URBs to denied interfaces, stalled */
 	db_attachment_end(db, t2, &c, "revoked", T0 + 200);
 	db_approvals_end_device(db, D, "revoked", "alice", T0 + 200);
 	state(T0 + 200, D, "tc18-2-2", DEV_ATTACHED, DEV_BLOCKED, 0, &alice,
@@ -306,6 +308,7 @@ scenario(void)
 	c.bytes_from_device = 8192;
 	c.urbs_to_device = 2;
 	c.urbs_from_device = 4;
+	c.iface_refused = 2;
 	db_attachment_counters(db, t3, &c);
 
 	if (audit_flush(au) == -1)
@@ -603,6 +606,11 @@ main(void)
 			E("2|tc18-2-2|tc18|vdi03|%s|tcp|-|tcp|-", dt(T0 + 170)),
 			E("1|tc17-1-1|tc17|vdi01|%s|tcp|-|tcp|-", dt(T0 + 40)),
 			NULL } },
+		{ "iface-refusals", {
+			E("2|tc18-2-2|DataTraveler|vdi03|%s|%s|7|5|revoked",
+			    dt(T0 + 170), dt(T0 + 200)),
+			E("3|tc17-1-1|Cruzer Blade|vdi02|%s|NULL|2|2|NULL",
+			    dt(now - 3600)), NULL } },
 		{ "traffic-per-host", {
 			"vdi01|1|10485760|1048576|60",
 			"vdi02|1|4096|8192|*",

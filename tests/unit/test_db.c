@@ -215,7 +215,7 @@ test_fresh(void)
 	size_t		 i;
 	char		 sql[256], want[128];
 
-	is_int(db_schema_version(), 14, "schema.sql defines version 14");
+	is_int(db_schema_version(), 15, "schema.sql defines version 15");
 	db = db_open(path("fresh.db"), err, sizeof(err));
 	if (!ok(db != NULL, "open a new database"))
 		diag("%s", err);
@@ -510,8 +510,9 @@ test_migrate_fixture(void)
 	is_str(qs(db, "SELECT decided_by || ' ' || scope || ' ' || reason || ' ' "
 	    "|| status FROM v_approvals"), "alice for backup expired",
 	    "v_approvals on migrated data");
-	is_str(qs(db, "SELECT bytes_to_device || ' ' || seconds FROM "
-	    "v_attachment_traffic"), "1048576 60", "v_attachment_traffic");
+	is_str(qs(db, "SELECT bytes_to_device || ' ' || seconds || ' ' || "
+	    "iface_refused FROM v_attachment_traffic"), "1048576 60 0",
+	    "v_attachment_traffic (migration 15: an older row refused 0)");
 	is_str(qs(db, "SELECT group_concat(event || ':' || actor, ',') FROM "
 	    "v_device_history WHERE busid = 'tc17-1-1'"),
 	    "state:system,approve:operator", "v_device_history");
@@ -936,13 +937,19 @@ test_helpers(int pg)
 	c.bytes_from_device = 2000;
 	c.urbs_to_device = 10;
 	c.urbs_from_device = 20;
+	c.iface_refused = 3;
 	ok(db_attachment_counters(db, t, &c) == 0, "counters");
+	is_str(qs(db, "SELECT urbs_to_device || ' ' || iface_refused FROM "
+	    "attachments WHERE ended_at IS NULL"), "10 3",
+	    "counters while it runs, its refusals too");
 	c.bytes_from_device = UINT64_MAX;
+	c.iface_refused = 41;
 	ok(db_attachment_end(db, t, &c, "revoked", 2060) == 0, "end");
 	is_str(qs(db, "SELECT bytes_to_device || ' ' || bytes_from_device || ' ' "
-	    "|| urbs_from_device || ' ' || seconds || ' ' || end_reason FROM "
-	    "v_attachment_traffic"), "1000 9223372036854775807 20 60 revoked",
-	    "traffic (counters saturate at INT64_MAX)");
+	    "|| urbs_from_device || ' ' || iface_refused || ' ' || seconds || "
+	    "' ' || end_reason FROM v_attachment_traffic"),
+	    "1000 9223372036854775807 20 41 60 revoked",
+	    "traffic and refusals (counters saturate at INT64_MAX)");
 	ok(db_attachment_begin(db, d2, p1, 0, 0, "carrier-pigeon", NULL, NULL,
 	    LEGS("tcp", NULL), 2100) == -1, "bad mode refused");
 	ok(db_attachment_begin(db, d2, p1, 0, 0, "proxy", NULL, NULL,
