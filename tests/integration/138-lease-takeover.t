@@ -17,17 +17,8 @@ need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$EJSON"
 plan 24
 LEASE_S=4
 
-pg_start "$T/pg" || bail_out "PostgreSQL did not start"
-cat >"$T/sim.conf" <<'CONF'
-device 1-1 { type storage; }
-device 1-2 { type keyboard; }
-CONF
-sim_start sim1 -c "$T/sim.conf" || bail_out "simulator did not start"
-LEASE_GWS="g1 g2 g3"
-for g in $LEASE_GWS; do
-	gw_conf "$g" "poll-interval = 300ms" "lease-time = ${LEASE_S}s" \
-	    "audit-key = $T/site.key" "exporter sim1 127.0.0.1:$(sim_port sim1)"
-done
+lease_world "$LEASE_S" 'device 1-1 { type storage; }
+device 1-2 { type keyboard; }' g1 g2 g3
 
 # the device claimed by gateway $1 alone (its list, the lease, the sim)
 _claimed_by() {

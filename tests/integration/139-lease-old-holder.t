@@ -18,16 +18,7 @@ need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON"
 plan 17
 LEASE_S=3
 
-pg_start "$T/pg" || bail_out "PostgreSQL did not start"
-cat >"$T/sim.conf" <<'CONF'
-device 1-1 { type storage; }
-CONF
-sim_start sim1 -c "$T/sim.conf" || bail_out "simulator did not start"
-LEASE_GWS="g1 g2"
-for g in $LEASE_GWS; do
-	gw_conf "$g" "poll-interval = 300ms" "lease-time = ${LEASE_S}s" \
-	    "audit-key = $T/site.key" "exporter sim1 127.0.0.1:$(sim_port sim1)"
-done
+lease_world "$LEASE_S" 'device 1-1 { type storage; }' g1 g2
 _claimed_by() {
 	lease_snap
 	[ "$(lease_where sim1:1-1)" = "$1" ] &&

@@ -14,18 +14,7 @@ need_prog "$SIM" "$USBGWD" "$USBGW" jq
 plan 10
 LEASE_S=3
 
-pg_start "$T/pg" || bail_out "PostgreSQL did not start"
-cat >"$T/sim.conf" <<'CONF'
-device 1-2 { type storage; }
-CONF
-sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
-SIMA=127.0.0.1:$(sim_port sim)
-for g in a b; do
-	gw_conf "gw$g" "poll-interval = 300ms" "lease-time = ${LEASE_S}s" \
-	    "audit-key = $T/site.key"
-done
-gw_start gwa -d "$PG_URI" -N gw-a || bail_out "gateway a did not start"
-gw_start gwb -d "$PG_URI" -N gw-b || bail_out "gateway b did not start"
+pg_gw_pair "$LEASE_S"
 
 knows() { "$USBGW" -s "$(gw_sock "$1")" exporter list --json 2>/dev/null |
     jq -e '.[] | select(.name == "sim1")' >/dev/null; }

@@ -7,6 +7,24 @@
 #	lease_snap; lease_where sim1:1-1	# the gateways listing it: "g2"
 #	lease_holder sim1			# the unexpired lease's gateway: "g2"
 
+# lease_world LEASE_S DEVICES GW...: a PostgreSQL server, simulator sim1
+# with DEVICES (its config lines), and $T/GW.conf for each GW declaring
+# sim1, polled every 300 ms, with a LEASE_S-second lease and one site
+# key; LEASE_GWS set to the GWs.  The gateways are not started.
+lease_world() {
+	local secs=$1 devs=$2 g
+	shift 2
+	pg_start "$T/pg" || bail_out "PostgreSQL did not start"
+	printf '%s\n' "$devs" >"$T/sim.conf"
+	sim_start sim1 -c "$T/sim.conf" || bail_out "simulator did not start"
+	LEASE_GWS="$*"
+	for g in "$@"; do
+		gw_conf "$g" "poll-interval = 300ms" "lease-time = ${secs}s" \
+		    "audit-key = $T/site.key" \
+		    "exporter sim1 127.0.0.1:$(sim_port sim1)"
+	done
+}
+
 # lease_launch NAME [ARGS...]: usbgwd -f on PostgreSQL with $T/NAME.conf,
 # not waiting (three of them start at once).
 lease_launch() {

@@ -20,6 +20,24 @@
 # started is stopped when the script exits.  need_pg skips the test
 # when no PostgreSQL is installed (tests/deps.sh installs it).
 
+# pg_gw_pair LEASE_S: a server, simulator sim with one storage device
+# (SIMA its address, declared by no gateway) and gateways gwa and gwb
+# (gateway-names gw-a, gw-b) started on it, polling every 300 ms, with a
+# LEASE_S-second lease and one site key.  Needs sim.sh and gw.sh.
+pg_gw_pair() {
+	local g
+	pg_start "$T/pg" || bail_out "PostgreSQL did not start"
+	echo 'device 1-2 { type storage; }' >"$T/sim.conf"
+	sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
+	SIMA=127.0.0.1:$(sim_port sim)
+	for g in a b; do
+		gw_conf "gw$g" "poll-interval = 300ms" "lease-time = ${1}s" \
+		    "audit-key = $T/site.key"
+	done
+	gw_start gwa -d "$PG_URI" -N gw-a || bail_out "gateway a did not start"
+	gw_start gwb -d "$PG_URI" -N gw-b || bail_out "gateway b did not start"
+}
+
 PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 _pg_dirs=()
 
