@@ -25,11 +25,7 @@ device 1-1 { type composite; serial "IF-A"; interval 50 }
 device 1-2 { type composite; serial "IF-B"; interval 50 }
 device 1-3 { type composite; serial "IF-N"; interval 50 }
 CONF
-sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
-gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
-    "attach-pending-wait = 0"
-gw_start gw || bail_out "usbgwd did not start"
-GWA=$(gw_addr gw)
+gw_sim_world
 gwctl gw policy add 'allow serial "IF-A" interface-policy allow { block 08:*:* }'
 if [ "$RC" != 0 ]; then
 	skip_all "no interface-policy in the rule language yet: $OUT"

@@ -16,10 +16,7 @@ FLOOD=$TOP/tests/tools/iface-flood.py
 cat >"$T/sim.conf" <<'CONF'
 device 1-1 { type composite; serial "FL-C" }
 CONF
-sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
-gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
-    "attach-pending-wait = 0"
-gw_start gw || bail_out "usbgwd did not start"
+gw_sim_world
 gwctl gw policy add 'allow serial "FL-C" interface-policy allow { block 08:*:* }'
 [ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
 plan 14

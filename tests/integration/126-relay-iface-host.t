@@ -15,11 +15,7 @@ need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" socat sqlite3
 cat >"$T/sim.conf" <<'CONF'
 device 1-1 { type composite; serial "H-C"; interval 50 }
 CONF
-sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
-gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
-    "attach-pending-wait = 0"
-gw_start gw || bail_out "usbgwd did not start"
-GWA=$(gw_addr gw)
+gw_sim_world
 gwctl gw policy add 'allow serial "H-C" to-host 127.0.0.1 interface-policy allow { block 08:*:* }'
 [ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
 plan 10

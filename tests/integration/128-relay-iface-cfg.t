@@ -19,11 +19,7 @@ device 1-1 { type composite; serial "CF-A"; interval 50 }
 device 1-2 { type composite; serial "CF-B"; interval 50 }
 device 1-3 { type audio; serial "CF-C" }
 CONF
-sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
-gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" "poll-interval = 200ms" \
-    "attach-pending-wait = 0"
-gw_start gw || bail_out "usbgwd did not start"
-GWA=$(gw_addr gw)
+gw_sim_world
 gwctl gw policy add 'allow serial "CF-A" interface-policy allow { block 08:*:* }'
 [ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
 plan 19

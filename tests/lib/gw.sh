@@ -60,6 +60,17 @@ gw_start() {
 	wait_for -t 10 -p "$name" test -S "$T/$name.sock"
 }
 
+# gw_sim_world: simulator "sim" with $T/sim.conf and gateway "gw" polling
+# it as exporter sim1 every 200 ms, devices attached without waiting
+# (attach-pending-wait = 0); GWA its USB/IP address.
+gw_sim_world() {
+	sim_start sim -c "$T/sim.conf" || bail_out "simulator did not start"
+	gw_conf gw "exporter sim1 127.0.0.1:$(sim_port sim)" \
+	    "poll-interval = 200ms" "attach-pending-wait = 0"
+	gw_start gw || bail_out "usbgwd did not start"
+	GWA=$(gw_addr gw)
+}
+
 gw_port() { cat "$T/$1.port"; }
 gw_addr() { echo "127.0.0.1:$(cat "$T/$1.port")"; }
 gw_sock() { echo "$T/$1.sock"; }
