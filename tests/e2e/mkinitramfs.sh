@@ -218,6 +218,7 @@ build_run() {	# build_run DIR
 		echo "E2E_KREL='$E2E_KREL'"
 		echo "E2E_DISK_MB='$disk_mb'"
 		echo "E2E_BREAK='${E2E_BREAK:-}'"
+		echo "E2E_TRACE='${E2E_TRACE:-0}'"
 		echo "E2E_SCENARIO_TIMEOUT='${E2E_SCENARIO_TIMEOUT:-300}'"
 	} > "$d/e2e/env"
 }

@@ -115,6 +115,45 @@ bench_perf() {
 		grep -v '^#' | grep -v '^$' | head -120 | sed "s/^/# perf $name incl: /"
 }
 
+# bench_trace NAME BUSID: with E2E_TRACE=1, an ftrace of 10 control round
+# trips (scheduler switches and wake-ups, system calls) of the gateway and the
+# exporter (the agent, or usbip-host's stub_rx/stub_tx), printed for people.
+bench_trace() {
+	local name=$1 b=$2 t=/sys/kernel/tracing e pids d=${3:-}
+	[ "${E2E_TRACE:-0}" = 1 ] || return 0
+	[ -d $t/events ] || mount -t tracefs nodev $t 2>/dev/null
+	[ -w $t/trace ] || return 0
+	pids="$(cat "$E2E_STATE/usbgwd.pid")"
+	if [ "$name" = agent ]; then
+		pids="$pids $(cat "$E2E_STATE/agent.pid")"
+	else
+		pids="$pids $(kthread_pids stub_rx stub_tx)"
+	fi
+	echo 0 > $t/tracing_on
+	echo > $t/trace
+	echo 4096 > $t/buffer_size_kb
+	echo "$pids" > $t/set_event_pid
+	for e in sched/sched_switch sched/sched_wakeup raw_syscalls/sys_enter raw_syscalls/sys_exit; do
+		echo 1 > $t/events/$e/enable
+	done
+	if [ -n "$d" ]; then
+		drop_caches
+		echo 1 > $t/tracing_on
+		dd if="/dev/$d" of=/dev/null bs=1M count=2 iflag=direct 2>/dev/null
+	else
+		gw_wait_state 15 "$adisk" authorized >/dev/null
+		echo 1 > $t/tracing_on
+		usbip-tc latency "127.0.0.1:$GW_PORT" "$b" --kind control --iterations 10 \
+			--warmup 0 -t 10000 >/dev/null 2>&1
+	fi
+	echo 0 > $t/tracing_on
+	for e in sched/sched_switch sched/sched_wakeup raw_syscalls/sys_enter raw_syscalls/sys_exit; do
+		echo 0 > $t/events/$e/enable
+	done
+	echo > $t/set_event_pid
+	grep -v '^#' $t/trace | tail -4000 | sed "s/^/# trace $name${d:+.read}: /"
+}
+
 # usbfs_node BUSID: the device's usbfs node, /dev/bus/usb/BBB/DDD.
 usbfs_node() {
 	printf '/dev/bus/usb/%03d/%03d\n' "$(cat "/sys/bus/usb/devices/$1/busnum")" \
@@ -182,6 +221,7 @@ bench_path() {
 	done
 	check "bench $name: control URB round trips through the gateway timed ($out)" [ -n "$out" ]
 	bench_syscalls "$name" "$b"
+	bench_trace "$name" "$b"
 	gw_wait_state 15 "$adisk" authorized >/dev/null
 	usbip_attach "$GW_PORT" "$b"
 	if check "bench $name: the disk attaches through the gateway" wait_for 30 vhci_disk_ready; then
@@ -216,6 +256,7 @@ bench_path() {
 		check "bench $name: three whole-disk reads timed ($(tr '\n' ' ' < "$E2E_STATE/bench.$name"))" \
 			[ "$(wc -l < "$E2E_STATE/bench.$name")" -eq 3 ]
 		bench_read_syscalls "$name" "$d"
+		bench_trace "$name" "$b" "$d"
 		[ "$name" = agent ] && check "bench agent: zero-copy: the agent has usbfs mappings of the disk ($(usbfs_node "$adisk")) after the reads" \
 			agent_maps "$(usbfs_node "$adisk")"
 		bench_perf "$name" "$d"
@@ -224,6 +265,21 @@ bench_path() {
 	wait_gone 15 vhci_disk
 	wait_gone 10 vhci_any_used
 }
+
+# gw_poll_interval DURATION: the gateway polls exporters every DURATION from
+# its next poll on (poll-interval in /e2e/usbgwd.conf, SIGHUP).
+gw_poll_interval() {
+	sed -i "s/^poll-interval = .*/poll-interval = $1/" /e2e/usbgwd.conf
+	kill -HUP "$(cat "$E2E_STATE/usbgwd.pid")"
+	usleep 300000
+}
+
+# Each half runs as its path is deployed: only its own exporter, the
+# gateway's default poll interval (3 s; the other scenarios poll every 500 ms
+# for quick hot-plug checks: each poll costs usbipd a fork and a sysfs scan,
+# ~8 % of the guest's CPU at 500 ms).  The agent pushes its changes and is
+# polled only as a backstop (60 s); usbipd is stopped during its half.
+gw_poll_interval 3s
 
 # 1. usbipd + usbip-host (the gateway's exporter e2e).  The disk's id must
 # wait for an operator, not meet 40's storage block (61 adds the same rule).
@@ -247,6 +303,7 @@ check "bench: the disk is a local disk again (usb-storage)" \
 # 2. the agent, with the built-in keep-list (no export line for the keyboard).
 why=$(agent_missing)
 if [ -n "$why" ]; then
+	gw_poll_interval 500ms
 	skip_all "$why" "bench: the disk through the agent and the gateway" \
 		"agent default keep-list: the keyboard stays local"
 	return 0
@@ -259,7 +316,12 @@ check "agent default keep-list: the keyboard has usbhid before the agent starts"
 	wait_for 15 iface_driver_is "$kbd" usbhid
 agent_conf default
 check "agent default keep-list: usbgw-agent starts again" agent_start default
+# Without the other exporter (see above); usbipd comes back after the half.
+kill "$(cat "$E2E_STATE/usbipd.pid")" 2>/dev/null
+wait_gone 10 sh -c "netstat -ltn | grep -q ':$USBIPD_PORT '"
 bench_path agent "$AGENT_EXPORTER"
+check "bench: usbipd runs again after the agent's half" start_usbipd
+gw_poll_interval 500ms
 
 # The ratio of the means, agent over usbipd.
 if [ -s "$E2E_STATE/bench.usbipd" ] && [ -s "$E2E_STATE/bench.agent" ]; then
