@@ -189,7 +189,7 @@ usb_dev_is() {
 }
 
 start_usbipd() {
-	[ -f "$E2E_STATE/usbipd.pid" ] && kill -0 "$(cat "$E2E_STATE/usbipd.pid")" 2>/dev/null &&
+	[ -f "$E2E_STATE/usbipd.pid" ] && proc_alive "$(cat "$E2E_STATE/usbipd.pid")" &&
 		return 0
 	usbipd -4 --tcp-port "$USBIPD_PORT" >> "$LOGS/usbipd.log" 2>&1 &
 	echo $! > "$E2E_STATE/usbipd.pid"
