@@ -130,38 +130,51 @@ bench_perf() {
 # writev count is twice the URBs the read took) and "... on COMM [CPU]
 # COUNT" (where each ran).  Costs the reads some speed: for people.
 read_trace_on() {
-	local t=/sys/kernel/tracing pids e
+	trace_arm "$1" 8192 sched/sched_switch sched/sched_wakeup \
+		raw_syscalls/sys_enter && echo 1 > /sys/kernel/tracing/tracing_on
+}
+read_trace_off() {
+	trace_disarm || return 0
+	grep -v '^#' /sys/kernel/tracing/trace | awk -v n="$1" -v i="$2" '
+		/sys_enter/ { c = $1; sub(/-[0-9]+$/, "", c); s[c " NR" $7]++ }
+		/sched_switch/ { c = $1; sub(/-[0-9]+$/, "", c); sw[c " " $2]++ }
+		END { for (k in s) printf "# rtrace %s read%d sys %s %d\n", n, i, k, s[k]
+		      for (k in sw) printf "# rtrace %s read%d on %s %d\n", n, i, k, sw[k] }'
+	trace_reset
+}
+
+# trace_arm NAME KB EVENT...: ftrace ready (not yet on) for EVENTs of the
+# gateway and NAME's exporter (the agent, or usbip-host's stub_rx/stub_tx),
+# KB of buffer per CPU; false without tracefs.  trace_disarm: tracing off,
+# the events of the last trace_arm off; false without tracefs.
+trace_arm() {
+	local t=/sys/kernel/tracing name=$1 kb=$2 e pids
+	shift 2
 	[ -d $t/events ] || mount -t tracefs nodev $t 2>/dev/null
-	[ -w $t/trace ] || return 0
+	[ -w $t/trace ] || return 1
 	pids="$(cat "$E2E_STATE/usbgwd.pid")"
-	if [ "$1" = agent ]; then
+	if [ "$name" = agent ]; then
 		pids="$pids $(cat "$E2E_STATE/agent.pid")"
 	else
 		pids="$pids $(kthread_pids stub_rx stub_tx)"
 	fi
 	echo 0 > $t/tracing_on
 	echo > $t/trace
-	echo 8192 > $t/buffer_size_kb
+	echo "$kb" > $t/buffer_size_kb
 	echo "$pids" > $t/set_event_pid
-	for e in sched/sched_switch sched/sched_wakeup raw_syscalls/sys_enter; do
+	for e in "$@"; do
 		echo 1 > $t/events/$e/enable
 	done
-	echo 1 > $t/tracing_on
+	TRACE_EVENTS="$*"
 }
-read_trace_off() {
+trace_disarm() {
 	local t=/sys/kernel/tracing e
-	[ -w $t/trace ] || return 0
+	[ -w $t/trace ] || return 1
 	echo 0 > $t/tracing_on
-	for e in sched/sched_switch sched/sched_wakeup raw_syscalls/sys_enter; do
+	for e in $TRACE_EVENTS; do
 		echo 0 > $t/events/$e/enable
 	done
 	echo > $t/set_event_pid
-	grep -v '^#' $t/trace | awk -v n="$1" -v i="$2" '
-		/sys_enter/ { c = $1; sub(/-[0-9]+$/, "", c); s[c " NR" $7]++ }
-		/sched_switch/ { c = $1; sub(/-[0-9]+$/, "", c); sw[c " " $2]++ }
-		END { for (k in s) printf "# rtrace %s read%d sys %s %d\n", n, i, k, s[k]
-		      for (k in sw) printf "# rtrace %s read%d on %s %d\n", n, i, k, sw[k] }'
-	trace_reset
 }
 
 # trace_reset: ftrace as the kernel starts it (no events, empty buffer).
@@ -176,23 +189,10 @@ trace_reset() {
 # trips (scheduler switches and wake-ups, system calls) of the gateway and the
 # exporter (the agent, or usbip-host's stub_rx/stub_tx), printed for people.
 bench_trace() {
-	local name=$1 b=$2 t=/sys/kernel/tracing e pids d=${3:-}
+	local name=$1 b=$2 t=/sys/kernel/tracing d=${3:-}
 	[ "${E2E_TRACE:-0}" = 1 ] || return 0
-	[ -d $t/events ] || mount -t tracefs nodev $t 2>/dev/null
-	[ -w $t/trace ] || return 0
-	pids="$(cat "$E2E_STATE/usbgwd.pid")"
-	if [ "$name" = agent ]; then
-		pids="$pids $(cat "$E2E_STATE/agent.pid")"
-	else
-		pids="$pids $(kthread_pids stub_rx stub_tx)"
-	fi
-	echo 0 > $t/tracing_on
-	echo > $t/trace
-	echo 4096 > $t/buffer_size_kb
-	echo "$pids" > $t/set_event_pid
-	for e in sched/sched_switch sched/sched_wakeup raw_syscalls/sys_enter raw_syscalls/sys_exit; do
-		echo 1 > $t/events/$e/enable
-	done
+	trace_arm "$name" 4096 sched/sched_switch sched/sched_wakeup \
+		raw_syscalls/sys_enter raw_syscalls/sys_exit || return 0
 	if [ -n "$d" ]; then
 		drop_caches
 		echo 1 > $t/tracing_on
@@ -203,11 +203,7 @@ bench_trace() {
 		usbip-tc latency "127.0.0.1:$GW_PORT" "$b" --kind control --iterations 10 \
 			--warmup 0 -t 10000 >/dev/null 2>&1
 	fi
-	echo 0 > $t/tracing_on
-	for e in sched/sched_switch sched/sched_wakeup raw_syscalls/sys_enter raw_syscalls/sys_exit; do
-		echo 0 > $t/events/$e/enable
-	done
-	echo > $t/set_event_pid
+	trace_disarm
 	grep -v '^#' $t/trace | tail -4000 | sed "s/^/# trace $name${d:+.read}: /"
 	trace_reset
 }
