@@ -188,6 +188,23 @@ usb_dev_is() {
 	[ "$(cat "/sys/bus/usb/devices/$1/idProduct" 2>/dev/null)" = "$3" ]
 }
 
+# bench_leftovers: what a 68 cut short by its time limit can leave behind,
+# undone: usbipd held (SIGSTOP) or stopped, the gateway and the gadgets'
+# file-storage threads pinned to one vCPU.
+bench_leftovers() {
+	local all p
+	all=$(( (1 << $(grep -c '^processor' /proc/cpuinfo)) - 1 ))
+	[ -f "$E2E_STATE/usbipd.pid" ] &&
+		kill -CONT "$(cat "$E2E_STATE/usbipd.pid")" 2>/dev/null
+	[ -f "$E2E_STATE/usbgwd.pid" ] &&
+		taskset -a -p "$all" "$(cat "$E2E_STATE/usbgwd.pid")" >/dev/null 2>&1
+	for p in /proc/[0-9]*; do
+		[ "$(cat "$p/comm" 2>/dev/null)" = file-storage ] &&
+			taskset -p "$all" "${p#/proc/}" >/dev/null 2>&1
+	done
+	start_usbipd
+}
+
 start_usbipd() {
 	[ -f "$E2E_STATE/usbipd.pid" ] && proc_alive "$(cat "$E2E_STATE/usbipd.pid")" &&
 		return 0

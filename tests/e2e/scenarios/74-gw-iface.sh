@@ -16,9 +16,10 @@
 GW_EXPORTER=e2e
 IFC_VID=1209 IFC_PID=0009 IFC_SERIAL=E2E-IFC-0001 IFC_IMG=/tmp/ifc.img
 IFC_PRODUCT="E2E Storage+Serial"
-# 68 stops usbipd for the agent's half and starts it again; a 68 cut short
-# by its time limit must not fail this one.
-start_usbipd >/dev/null 2>&1
+# 68 stops usbipd for the agent's half and starts it again, holds it
+# (SIGSTOP) during its own half's timing, and pins threads to one vCPU; a 68
+# cut short by its time limit must not fail this one.
+bench_leftovers >/dev/null 2>&1
 why=$(gw_missing)
 if [ -n "$why" ]; then
 	skip_all "$why" "iface: composite gadget (mass storage + ACM) bound" \
