@@ -301,8 +301,10 @@ usbipd_hold() {
 }
 
 # bench_reads NAME DISK: BENCH_READS timed whole-disk reads in each
-# placement, alternating (free, split, free, ...) so that the host's drift
-# weighs on both alike, into $E2E_STATE/bench.NAME and bench.NAME_split;
+# placement, free first: a thread pinned once stays where it was put until
+# the scheduler moves it, so free reads after split ones would not be free
+# (alternating read by read gave "free" the split's figures), into
+# $E2E_STATE/bench.NAME and bench.NAME_split;
 # metrics NAME[_split]_readI_mbps and the CPU time per MiB read of the
 # exporter and the gateway, NAME[_split]_{exporter,gw}_cpu_ms_per_mib (and
 # the agent's user share).
@@ -317,10 +319,10 @@ bench_reads() {
 	fi
 	gp=$(cat "$E2E_STATE/usbgwd.pid")
 	usbipd_hold "$name" stop
-	for i in $(seq 1 $BENCH_READS); do
-		for pl in free split; do
-			sfx=; [ $pl = split ] && sfx=_split
-			bench_pin "$name" $pl
+	for pl in free split; do
+		sfx=; [ $pl = split ] && sfx=_split
+		bench_pin "$name" $pl
+		for i in $(seq 1 $BENCH_READS); do
 			x0=$(cpu_ticks $xp)
 			xu0=$(cpu_uticks $xp)
 			g0=$(cpu_ticks "$gp")
@@ -359,7 +361,10 @@ bench_reads() {
 bench_path() {
 	local name=$1 b st out d
 	GW_EXPORTER=$2
-	st=$(gw_wait_state 30 "$adisk" pending)
+	# Up to 75 s: the agent has been down since 67, through usbipd's
+	# whole half, and the gateway retries a down exporter with back-off
+	# up to 60 s (it came back 64 s after the kill, 34 s into this wait).
+	st=$(gw_wait_state 75 "$adisk" pending)
 	check "bench $name: the gateway claims $GW_EXPORTER:$adisk, pending (last seen: $st)" \
 		[ "$st" = pending ] || return 1
 	b=$(gw_field "$adisk" busid)
