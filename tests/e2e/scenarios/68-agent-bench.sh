@@ -269,9 +269,10 @@ BENCH_READS=5
 # with the vhci host (the gateway, vhci_rx, vhci_tx, usb-storage, and this
 # shell, so dd) on vCPU 0.  Left free, the scheduler wakes usbip-host's
 # threads on the gateway's vCPU (no address-space switch: kernel threads),
-# and puts the agent, a process, now with the gateway, where each hand-off
-# switches address spaces and TCG flushes its software TLB, now on the
-# other vCPU (protocol.md 1.9.3, "Where the two vCPUs run what").
+# and puts the agent, a process, sometimes with the gateway, where each
+# hand-off switches address spaces and TCG flushes its software TLB, and
+# sometimes on the other vCPU (protocol.md 1.9.3, "Where the two vCPUs run
+# what").
 bench_pin() {
 	local g=3 x=3 p
 	[ "$2" = split ] && g=1 x=2
