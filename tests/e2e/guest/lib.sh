@@ -198,11 +198,20 @@ bench_leftovers() {
 		kill -CONT "$(cat "$E2E_STATE/usbipd.pid")" 2>/dev/null
 	[ -f "$E2E_STATE/usbgwd.pid" ] &&
 		taskset -a -p "$all" "$(cat "$E2E_STATE/usbgwd.pid")" >/dev/null 2>&1
-	for p in /proc/[0-9]*; do
-		[ "$(cat "$p/comm" 2>/dev/null)" = file-storage ] &&
-			taskset -p "$all" "${p#/proc/}" >/dev/null 2>&1
+	for p in $(kthread_pids file-storage); do
+		taskset -p "$all" "$p" >/dev/null 2>&1
 	done
 	start_usbipd
+}
+
+# kthread_pids NAME...: the pids of the processes (kernel threads) with those
+# names.
+kthread_pids() {
+	local p c n
+	for p in /proc/[0-9]*; do
+		c=$(cat "$p/comm" 2>/dev/null) || continue
+		for n in "$@"; do [ "$c" = "$n" ] && echo "${p#/proc/}"; done
+	done
 }
 
 start_usbipd() {

@@ -154,12 +154,7 @@ trace_arm() {
 	shift 2
 	[ -d $t/events ] || mount -t tracefs nodev $t 2>/dev/null
 	[ -w $t/trace ] || return 1
-	pids="$(cat "$E2E_STATE/usbgwd.pid")"
-	if [ "$name" = agent ]; then
-		pids="$pids $(cat "$E2E_STATE/agent.pid")"
-	else
-		pids="$pids $(kthread_pids stub_rx stub_tx)"
-	fi
+	pids="$(cat "$E2E_STATE/usbgwd.pid") $(exporter_pids "$name")"
 	echo 0 > $t/tracing_on
 	echo > $t/trace
 	echo "$kb" > $t/buffer_size_kb
@@ -248,13 +243,13 @@ cpu_uticks() {
 	echo "$t"
 }
 
-# kthread_pids NAME...: the pids of the kernel threads with those names.
-kthread_pids() {
-	local p c n
-	for p in /proc/[0-9]*; do
-		c=$(cat "$p/comm" 2>/dev/null) || continue
-		for n in "$@"; do [ "$c" = "$n" ] && echo "${p#/proc/}"; done
-	done
+# exporter_pids NAME: the agent's pid, or usbip-host's stub_rx/stub_tx.
+exporter_pids() {
+	if [ "$1" = agent ]; then
+		cat "$E2E_STATE/agent.pid"
+	else
+		kthread_pids stub_rx stub_tx
+	fi
 }
 
 # Whole-disk reads per half and placement: single reads through TCG swing by
@@ -281,8 +276,7 @@ bench_pin() {
 		taskset -a -p "$g" "$p" >/dev/null 2>&1 ||
 			e2e_diag "bench $1: taskset $g for pid $p failed"
 	done
-	for p in $(if [ "$1" = agent ]; then cat "$E2E_STATE/agent.pid"
-	    else kthread_pids stub_rx stub_tx; fi) $(kthread_pids file-storage); do
+	for p in $(exporter_pids "$1") $(kthread_pids file-storage); do
 		taskset -a -p "$x" "$p" >/dev/null 2>&1 ||
 			e2e_diag "bench $1: taskset $x for pid $p failed"
 	done
@@ -313,11 +307,7 @@ bench_reads() {
 	local name=$1 d=$2 i pl sfx mbps xp gp x0 xu0 g0 mib n
 	local xt_free=0 xt_split=0 xu_free=0 xu_split=0 gt_free=0 gt_split=0
 	# Whose CPU time: usbip-host's kernel threads, or the agent.
-	if [ "$name" = agent ]; then
-		xp=$(cat "$E2E_STATE/agent.pid")
-	else
-		xp=$(kthread_pids stub_rx stub_tx)
-	fi
+	xp=$(exporter_pids "$name")
 	gp=$(cat "$E2E_STATE/usbgwd.pid")
 	usbipd_hold "$name" stop
 	for pl in free split; do
