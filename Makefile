@@ -81,7 +81,7 @@ BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 FUZZERS   := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 PRELOADS  := $(PRELOAD_SRCS:tests/preload/%.c=$(B)/preload/%.so)
 
-.PHONY: all check test unit integration asan fuzz fuzz-smoke bench e2e install install-agent clean deps demo ci deb
+.PHONY: all check test unit integration asan fuzz fuzz-smoke bench bench-agent e2e install install-agent clean deps demo ci deb
 .DEFAULT_GOAL := all
 
 all: $(PROGS) $(UNITS) $(BENCHES) $(PRELOADS)
@@ -251,6 +251,11 @@ fuzz-build: $(FUZZERS)
 
 bench: all
 	USBGW_BUILD=$(abspath $(B)) tests/bench/run.sh
+
+# issue 14's item 9 over several qemu runs (BENCH_AGENT_RUNS, default 10;
+# about 2 minutes each): the agent's read ratio to usbip-host as medians.
+bench-agent: all
+	USBGW_BUILD=$(abspath $(B)) tests/bench/agent-qemu.sh
 
 e2e: all
 	USBGW_BUILD=$(abspath $(B)) $(PROVE) $(PROVEFLAGS) tests/e2e/run.t
