@@ -346,19 +346,12 @@ gw_socket_tune(evutil_socket_t fd)
 
 /*
  * An idle claim carries no traffic, so only keep-alive finds an exporter
- * host that vanished (power, cable): after 10 s idle, 3 probes 5 s apart.
+ * host that vanished (power, cable): fd_keepalive (util.c).
  */
 void
 gw_socket_keepalive(evutil_socket_t fd)
 {
-	int one = 1, idle = 10, intvl = 5, cnt = 3;
-
-	if (fd < 0)
-		return;
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	fd_keepalive(fd);
 }
 
 /*

@@ -1,4 +1,8 @@
+#include <sys/socket.h>
 #include <sys/stat.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -159,6 +163,25 @@ fd_nonblock_cloexec(int fd)
 	    fcntl(fd, F_SETFD, fl | FD_CLOEXEC) == -1)
 		return -1;
 	return 0;
+}
+
+/*
+ * TCP keep-alive for a connection that may carry nothing for long (an
+ * idle claim or import): the only way to find a peer host that vanished
+ * (power, cable).  After 10 s idle, 3 probes 5 s apart: gone in ~25 s.
+ */
+void
+fd_keepalive(int fd)
+{
+	int one = 1, idle = 10, intvl = 5, cnt = 3;
+
+	if (fd < 0)
+		return;
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl,
+	    sizeof(intvl));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
 /*

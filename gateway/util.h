@@ -43,6 +43,7 @@ unsigned usbgw_jitter(unsigned ms, unsigned pct);
 
 /* Set O_NONBLOCK and FD_CLOEXEC. */
 int	 fd_nonblock_cloexec(int fd);
+void	 fd_keepalive(int fd);
 /*
  * Read a whole regular file of at most max bytes into *buf (NUL-terminated,
  * length *len; the caller frees).  0 on success; 1 if it does not exist and

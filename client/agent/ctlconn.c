@@ -629,6 +629,8 @@ ctl_open_import(struct ctl *x, const struct agp_msg *m)
 	d->deadline = now_ms() + CTLCONN_CONNECT_S * 1000ull;
 	d->fd = socket(d->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0);
+	/* an idle import carries nothing: keepalives find a gateway gone */
+	fd_keepalive(d->fd);
 	if (d->fd == -1 || (connect(d->fd, (struct sockaddr *)&d->peer,
 	    d->peerlen) == -1 && errno != EINPROGRESS)) {
 		log_warnx("dial-back for %s: %s", d->busid, strerror(errno));

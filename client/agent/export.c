@@ -263,6 +263,14 @@ w_list(void *arg, struct expsrv_conn *c)
 		expsrv_list_refuse(c, ST_NA);
 		return;
 	}
+	/* accepted under an allow-from that a reload has narrowed since */
+	if (!conn_allowed(c)) {
+		usbgw_hostport_addr(expsrv_conn_peer(c), peer, sizeof(peer));
+		export_audit_peer(peer, EXPORT_AK_REFUSED, "refused peer=%s "
+		    "reason=\"device list: no longer in allow-from\"", peer);
+		expsrv_conn_close(c, "peer no longer in allow-from");
+		return;
+	}
 	if (ex.backend != NULL)
 		ex.backend->list(NULL, c);
 }
@@ -376,9 +384,26 @@ static bool
 w_extension(void *arg, struct expsrv_conn *c, uint16_t code, int fd,
     struct evbuffer *in)
 {
+	char peer[PEER_MAX];
+	bool dialback;
+
 	(void)arg;
-	return ex.extension != NULL && ex.extension(code, fd,
-	    expsrv_conn_peer(c), in);
+	if (ex.extension == NULL)
+		return false;
+	/*
+	 * Taken and closed, unanswered: a dial-back exists for its one
+	 * import, and a peer that a reload took out of allow-from after the
+	 * accept gets nothing more (not a control connection either).
+	 */
+	if ((dialback = adopted(c, false)) || !conn_allowed(c)) {
+		usbgw_hostport_addr(expsrv_conn_peer(c), peer, sizeof(peer));
+		export_audit_peer(peer, EXPORT_AK_REFUSED, "refused peer=%s "
+		    "reason=\"%s\"", peer, dialback ? "extension op on a "
+		    "dial-back" : "no longer in allow-from");
+		close(fd);
+		return true;
+	}
+	return ex.extension(code, fd, expsrv_conn_peer(c), in);
 }
 
 void
@@ -454,6 +479,16 @@ tls_accept_ready(int fd, const struct tlsid_peer *peer,
 {
 	struct tls_accept *ta = arg;
 
+	(void)pairing;
+	/* a reload during the handshake may have taken the peer out */
+	if (!aconf_allowed(ex.conf, (struct sockaddr *)&ta->ss)) {
+		close(fd);
+		export_audit_peer(ta->host, EXPORT_AK_REFUSED, "refused "
+		    "peer=%s listen=%s reason=\"no longer in allow-from "
+		    "(after the TLS handshake)\"", ta->host, ta->listen);
+		tls_accept_free(ta);
+		return;
+	}
 	log_info("connection from %s on %s: TLS, gateway certificate CN=%s "
 	    "fingerprint %.16s...", ta->host, ta->listen, peer->name,
 	    peer->fpr);
@@ -528,6 +563,13 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 		return;
 	}
 	log_debug("connection from %s:%s on %s", host, port, l->name);
+	/*
+	 * An idle import (a disk nobody reads, an interrupt IN waiting)
+	 * carries nothing: only keepalives find a gateway host that is gone
+	 * (power, cable), which ends its imports (1.9.2): 10 s idle, 3
+	 * probes 5 s apart, as the gateway's own claims (1.6).
+	 */
+	fd_keepalive(fd);
 	if (ex.conf->tls_required) {
 		accept_tls(fd, sa, (socklen_t)salen, host, l);
 		return;
