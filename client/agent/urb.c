@@ -505,10 +505,12 @@ x_start(struct uxfer *x)
 		}
 		x->t = libusb_alloc_transfer((int)u->npackets);
 		x->buf = x_buf(x, (size_t)total);
+		/* No data stage (every packet empty): u->data is NULL. */
 		if (u->dir == USBIP_DIR_OUT &&
-		    urbmap_iso_gather(evbuffer_pullup(u->data, -1),
-		    evbuffer_get_length(u->data), u->iso, u->npackets, x->buf,
-		    (size_t)total, &why) < 0)
+		    urbmap_iso_gather(u->data != NULL ?
+		    evbuffer_pullup(u->data, -1) : NULL, u->data != NULL ?
+		    evbuffer_get_length(u->data) : 0, u->iso, u->npackets,
+		    x->buf, (size_t)total, &why) < 0)
 			goto malformed;
 		libusb_fill_iso_transfer(x->t, d->h, addr, x->buf, (int)total,
 		    (int)u->npackets, x_callback, x, 0);
@@ -909,6 +911,29 @@ import_reset_done(struct udjob *j)
 		    libusb_strerror(j->result));
 	else
 		usbdev_was_reset(d);
+	if (usbdev_kept_now(d)) {
+		/*
+		 * A reload put it in the keep-list during the reset: the
+		 * reload's end of held imports (export_end_import) had no
+		 * import to end yet.  Refused, and released as an import's
+		 * end is: the restore checks the keep-list again and gives
+		 * the device back (ud_restore_done).
+		 */
+		log_info("device %s: keep-local since a reload during the "
+		    "import's reset: import refused", d->busid);
+		expsrv_import_done(us->conn, ST_NA, NULL, NULL);
+		d->us = NULL;
+		d->conn = NULL;
+		d->on_gone = NULL;
+		us->released = true;
+		us->restored = true;	/* released here, not by progress */
+		usbdev_setstate(d, UD_RELEASING, UDL_NONE, "keep-list reload");
+		usbdev_release_ready(d);
+		us->refs--;		/* the job's (the import's is left) */
+		us_unref(us);		/* the import's */
+		usbdev_unref(d);
+		return;
+	}
 	expsrv_import_done(us->conn, ST_OK, &d->rec, d);
 	us_unref(us);
 }

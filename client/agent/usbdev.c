@@ -294,6 +294,7 @@ ud_vanish(struct usbdev *d, const char *why)
 		evtimer_del(d->retry);
 	d->listed = false;
 	d->claimed = 0;
+	d->taken = false;
 	usbdev_write_state();
 	if (d->on_gone != NULL)
 		d->on_gone(d);
@@ -358,6 +359,42 @@ ud_setconf(libusb_device_handle *h, int value, uint32_t old, uint32_t mask,
 	return r != 0 ? r : r2;
 }
 
+static bool	ud_done_err(int);
+
+/*
+ * Give the device back to the thin client's kernel drivers, on the worker
+ * or at shutdown: release every interface this handle holds (libusb's own
+ * record, right even when a job's result never reached the loop), reset
+ * unless no_reset, the configuration it had at claim back if it is not
+ * the current one (that binds drivers by itself; the host may have
+ * unconfigured the device, SET_CONFIGURATION 0), then a driver connected
+ * to each interface of that configuration (EBUSY: one is bound already).
+ */
+static int
+ud_giveback_sync(libusb_device_handle *h, uint8_t config_first,
+    uint32_t mask_first, bool no_reset)
+{
+	int		 c = -1, i, r = 0, r2;
+
+	ud_release_all(h, ~0u);
+	if (!no_reset)
+		r = libusb_reset_device(h);
+	if (config_first != 0 && (libusb_get_configuration(h, &c) != 0 ||
+	    c != config_first)) {
+		r2 = libusb_set_configuration(h, config_first);
+		if (ud_done_err(r) && !ud_done_err(r2))
+			r = r2;
+	}
+	for (i = 0; i < 32; i++) {
+		if (!(mask_first & (1u << i)))
+			continue;
+		r2 = libusb_attach_kernel_driver(h, i);
+		if (ud_done_err(r) && !ud_done_err(r2))
+			r = r2;
+	}
+	return ud_done_err(r) ? 0 : r;
+}
+
 struct udjob_in {
 	uint32_t	 mask;		/* interfaces to claim */
 	uint32_t	 old;		/* interfaces claimed now */
@@ -413,29 +450,9 @@ udjob_run(void *arg)
 		j->result = libusb_clear_halt(h, (unsigned char)j->a);
 		break;
 	case UDJ_GIVEBACK:
-		/* as usbdev_giveback(), off the loop */
-		ud_release_all(h, f->in.old);
-		r = 0;
-		if (!f->in.no_reset)
-			r = libusb_reset_device(h);
-		if (f->in.config != f->in.config_first) {
-			int r2 = libusb_set_configuration(h,
-			    f->in.config_first);
-			if (r == 0)
-				r = r2;
-		} else {
-			for (int i = 0; i < 32; i++) {
-				int r2;
-
-				if (!(f->in.old & (1u << i)))
-					continue;
-				r2 = libusb_attach_kernel_driver(h, i);
-				if (r == 0 && !ud_done_err(r2))
-					r = r2;
-			}
-		}
+		j->result = ud_giveback_sync(h, f->in.config_first,
+		    f->in.mask_first, f->in.no_reset);
 		j->claimed = 0;
-		j->result = ud_done_err(r) ? 0 : r;
 		break;
 	case UDJ_RESTORE:
 		r = 0;
@@ -503,7 +520,8 @@ udjob_next(struct usbdev *d)
 	f->in.mask = d->have_cfg ? ud_intf_mask(&d->cfg) : 0;
 	if (f->j.op == UDJ_SETCONF)
 		f->in.mask = (uint32_t)f->j.b;
-	if (f->j.op == UDJ_RESTORE && d->config != d->config_first)
+	if ((f->j.op == UDJ_RESTORE && d->config != d->config_first) ||
+	    f->j.op == UDJ_GIVEBACK)
 		f->in.mask_first = usbdev_config_mask(d, d->config_first);
 	worker_submit(ud.worker, udjob_run, udjob_done, free, f);
 }
@@ -906,6 +924,7 @@ ud_claim_done(struct udjob *j)
 	}
 	d->claimed = j->claimed;
 	d->detached = j->detached;
+	d->taken = true;
 	if (j->config != d->config)
 		usbdev_load_config(d, j->config);
 	d->config_first = d->config;
@@ -1066,6 +1085,14 @@ ud_kept_now(struct usbdev *d, int *rule)
 	return ud.hooks.keep != NULL && ud.hooks.keep(ud.arg, &d->ident, rule);
 }
 
+bool
+usbdev_kept_now(struct usbdev *d)
+{
+	int		 rule;
+
+	return ud_kept_now(d, &rule);
+}
+
 static void
 ud_giveback_done(struct udjob *j)
 {
@@ -1078,6 +1105,7 @@ ud_giveback_done(struct udjob *j)
 		log_warnx("device %s: giving it back to its kernel drivers: %s",
 		    d->busid, libusb_strerror(j->result));
 	d->claimed = 0;
+	d->taken = false;
 	if (d->h != NULL)
 		ud_handle_close(d);
 	usbdev_setstate(d, UD_LOCAL, UDL_KEPT, "keep-list");
@@ -1181,12 +1209,14 @@ usbdev_write_state(void)
 		return;
 	}
 	fprintf(f, "# usbgw-agent held devices: busid busnum devnum "
-	    "config interfaces [no-reset]\n");
+	    "config interfaces (- for none) [no-reset]\n");
 	for (d = usbdev_list; d != NULL; d = d->next) {
-		if (!d->listed || d->claimed == 0)
+		if (!d->listed || !d->taken)
 			continue;
 		fprintf(f, "%s %u %u %u ", d->busid, d->rec.busnum,
 		    d->rec.devnum, d->config_first);
+		if (d->claimed == 0)
+			fputc('-', f);	/* unconfigured by the host */
 		for (i = 0; i < 32; i++)
 			if (d->claimed & (1u << i))
 				fprintf(f, "%s%d", (d->claimed &
@@ -1222,33 +1252,20 @@ ud_done_err(int r)
 void
 usbdev_giveback(struct usbdev *d)
 {
-	libusb_device_handle *h = d->h;
-	int		 i, r;
+	int		 r;
 
-	if (h == NULL || d->claimed == 0)
+	if (d->h == NULL || !d->taken)
 		return;
-	ud_release_all(h, d->claimed);
-	if (!d->no_reset && (r = libusb_reset_device(h)) != 0 &&
-	    !ud_done_err(r))
-		log_warnx("device %s: reset: %s", d->busid, libusb_strerror(r));
-	if (d->config != d->config_first) {
-		r = libusb_set_configuration(h, d->config_first);
-		if (!ud_done_err(r))
-			log_warnx("device %s: configuration %u back: %s",
-			    d->busid, d->config_first, libusb_strerror(r));
-	} else {
-		for (i = 0; i < 32; i++) {
-			if (!(d->claimed & (1u << i)))
-				continue;
-			r = libusb_attach_kernel_driver(h, i);
-			if (!ud_done_err(r))
-				log_warnx("device %s: interface %d driver "
-				    "back: %s", d->busid, i,
-				    libusb_strerror(r));
-		}
-	}
-	log_info("device %s: given back to its kernel drivers", d->busid);
+	r = ud_giveback_sync(d->h, d->config_first,
+	    usbdev_config_mask(d, d->config_first), d->no_reset);
+	if (r != 0)
+		log_warnx("device %s: giving it back to its kernel drivers: "
+		    "%s", d->busid, libusb_strerror(r));
+	else
+		log_info("device %s: given back to its kernel drivers",
+		    d->busid);
 	d->claimed = 0;
+	d->taken = false;
 }
 
 void
@@ -1330,6 +1347,7 @@ ra_connect(const char *busid, unsigned busnum, unsigned devnum,
 		    strerror(errno));
 		return -1;
 	}
+	/* Empty (not a number) while the device is unconfigured. */
 	if (sysfs_num(busid, "bConfigurationValue", 10, 255, &cv) == -1)
 		cv = 0;
 	for (i = 0; i < 32; i++) {
@@ -1365,7 +1383,7 @@ ra_connect(const char *busid, unsigned busnum, unsigned devnum,
 	}
 	if (reset && ioctl(fd, USBDEVFS_RESET, NULL) == -1)
 		log_warn("reattach: %s: reset", busid);
-	if (config != 0 && cv != 0 && (unsigned)cv != config) {
+	if (config != 0 && (unsigned)cv != config) {
 		ifno = config;
 		if (ioctl(fd, USBDEVFS_SETCONFIGURATION, &ifno) == 0) {
 			close(fd);
@@ -1422,7 +1440,10 @@ usbdev_reattach_state(const char *state_file, char *err, size_t errsz)
 			continue;
 		}
 		ifaces = 0;
-		for (p = list; *p != '\0'; p = e + (*e == ',')) {
+		p = list;
+		if (strcmp(list, "-") == 0)	/* none: unconfigured */
+			p = list + 1;
+		for (; *p != '\0'; p = e + (*e == ',')) {
 			errno = 0;
 			v = strtol(p, &e, 10);
 			if (e == p || errno != 0 || v < 0 || v > 31 ||

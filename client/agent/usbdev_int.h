@@ -69,6 +69,9 @@ struct usbdev {
 	uint8_t		 alt[DESC_MAX_INTF];	/* current alt per interface */
 	uint32_t	 claimed;	/* interface numbers claimed (mask) */
 	uint32_t	 detached;	/* those that had a kernel driver */
+	bool		 taken;		/* claimed from the thin client, not
+					 * given back yet (even with no
+					 * interface claimed: unconfigured) */
 	bool		 dirty;		/* touched since the last reset */
 	bool		 no_reset;
 
@@ -140,6 +143,8 @@ void		 usbdev_gone(struct usbdev *);
 /* The import ended: releasing; restore and back to exportable when
  * nothing is in flight any more (urb.c calls usbdev_release_ready()). */
 void		 usbdev_release_ready(struct usbdev *);
+/* Does the keep-list (as reloaded last) name the device now? */
+bool		 usbdev_kept_now(struct usbdev *);
 void		 usbdev_audit(const char *fmt, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 usbdev_write_state(void);

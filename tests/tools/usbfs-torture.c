@@ -1031,6 +1031,29 @@ iso_play(long ms)
 		u[k] = xcalloc(1, ulen);
 		u[k]->buffer = xcalloc(UT_ISO_PKTS, UT_ISO_PKT);
 	}
+	/*
+	 * First a URB of one empty packet: no data stage at all in its
+	 * CMD_SUBMIT (transfer_buffer_length 0, one ISO descriptor of 0
+	 * bytes), which Linux's usb_submit_urb accepts.  It must come back,
+	 * whatever its status, and the stream below must still play (an
+	 * exporter that fell over on it would fail both).
+	 */
+	if (iso_submit(u[0], ifs[as].iso_out[1], 1, 0) == -1)
+		result(0, "ISO OUT: a URB of one empty packet is answered",
+		    "submit: %s", strerror(errno));
+	else if ((r = reap(timeout_ms)) == NULL)
+		result(0, "ISO OUT: a URB of one empty packet is answered",
+		    "no answer in %u ms: %s", timeout_ms, strerror(errno));
+	else {
+		/* by the device: an exporter that fell over makes vhci
+		 * give it back with -ESHUTDOWN */
+		result(r == u[0] && r->status == 0, "ISO OUT: a URB of one "
+		    "empty packet is answered", "%s, status %d",
+		    r == u[0] ? "this URB" : "another URB", r->status);
+		printf("# iso: the empty packet's URB: status %d, packet "
+		    "status %d\n", r->status, r->iso_frame_desc[0].status);
+		r->usercontext = NULL;
+	}
 	snprintf(what, sizeof(what), "ISO OUT: %ld ms of 48 kHz stereo on "
 	    "endpoint 0x%02x (interface %d alt 1)", ms, ifs[as].iso_out[1], as);
 	for (;;) {

@@ -188,6 +188,15 @@ test_gather(void)
 	ok(n == -1, "destination too small: refused");
 	n = urbmap_iso_gather(src, 0, iso, 0, dst, 0, &why);
 	is_int(n, 0, "no packets: 0 bytes");
+	/* A CMD_SUBMIT with no data stage: urb.c passes no source at all. */
+	memset(iso, 0, sizeof(iso));
+	n = urbmap_iso_gather(NULL, 0, iso, 2, dst, sizeof(dst), &why);
+	is_int(n, 0, "two empty packets, no data stage (NULL source): 0 bytes");
+	iso[1].length = 1;
+	n = urbmap_iso_gather(NULL, 0, iso, 2, dst, sizeof(dst), &why);
+	ok(n == -1 && strstr(why, "outside") != NULL,
+	    "a packet of 1 byte with no data stage: %s",
+	    n == -1 ? why : "accepted");
 }
 
 static void

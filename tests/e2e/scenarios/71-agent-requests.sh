@@ -4,7 +4,7 @@
 # mid-transfer, and --reattach after kill -9.  The agent runs as root with its
 # own config (it exports only this scenario's gadget) on 127.0.0.1:3266;
 # Debian's usbip attaches straight from it (no gateway).
-# Alone: E2E_ONLY="00 66".
+# Alone: E2E_ONLY="00 71".
 
 T66_VID=1209 T66_PID=0066
 # The e2e agent of 61-69 may still run: serial "KEEP" keeps the gadget local
@@ -253,6 +253,65 @@ if wait_for 20 agent66_lists; then
 else
 	not_ok "agent keep reload: $busid exportable before the reload (usbip list at the agent)"
 fi
+
+# 3b. A reload that keeps the device while an import of it is between its
+# request and its answer (the import's reset, on the worker; a device claimed
+# anew is reset before its first import): whichever side of the reset the
+# reload lands on, the import is refused or ends and the device goes back to
+# its drivers.  Five rounds, the reload 0.05 to 0.4 s after usbip attach
+# starts; how many landed in the reset is reported (the agent logs it).
+t66_held_again() { wait_for 10 agent66_lists && wait_gone 10 storage_bound; }
+hits=0
+for delay in 50000 100000 150000 250000 400000; do
+	t66_mark
+	usbip_attach "$T66_PORT" "$busid" >/dev/null 2>&1 &
+	ap=$!
+	usleep $delay
+	t66_hup keep
+	wait $ap
+	t66_logged "during the import's reset" && hits=$((hits + 1))
+	check "agent keep race ($delay us): no import of $busid is left" \
+		wait_gone 15 vhci_usbdev "$T66_VID" "$T66_PID"
+	check "agent keep race ($delay us): usb-storage is bound again" \
+		wait_for 10 storage_bound
+	vhci_detach_all
+	wait_gone 10 vhci_any_used
+	t66_hup export
+	check "agent keep race ($delay us): exportable again, storage interface held" \
+		t66_held_again
+done
+e2e_diag "agent keep race: $hits of 5 reloads landed in the import's reset"
+
+# 3c. The vhci host unconfigures the device (SET_CONFIGURATION 0, which the
+# agent carries out): no interface is claimed then, but the device is still the
+# agent's, named in the state file, and comes back to its drivers, configured,
+# when the agent dies (the guardian) or stops (SIGTERM).
+t66_unconfigure() {
+	local v
+	v=$(vhci_usbdev "$T66_VID" "$T66_PID") || return 1
+	echo 0 > "$v/bConfigurationValue" || return 1
+	wait_for 10 sh -c '[ -z "$(cat "/sys/bus/usb/devices/$1/bConfigurationValue")" ]' _ "$busid"
+}
+for how in KILL TERM; do
+	if check "agent unconfigured ($how): usbip attach from the agent" t66_attach &&
+	    check "agent unconfigured ($how): SET_CONFIGURATION 0 from the vhci host unconfigures $busid" \
+		t66_unconfigure; then
+		check "agent unconfigured ($how): the state file still lists $busid" \
+			grep -Eq "^$busid [0-9]+ [0-9]+ [0-9]+ -( |\$)" "$T66_DIR/held"
+		p=$(cat "$T66_DIR/pid")
+		kill -$how "$p"
+		check "agent unconfigured ($how): the agent is gone" wait_gone 10 kill -0 "$p"
+		check "agent unconfigured ($how): configured again, usb-storage bound" \
+			wait_for 5 storage_bound
+		vhci_detach_all
+		wait_gone 10 vhci_any_used
+	else
+		agent66_stop
+	fi
+	check "agent unconfigured ($how): a new agent takes the device again" agent66_start
+	check "agent unconfigured ($how): the storage interface is held again" \
+		wait_gone 10 storage_bound
+done
 
 # 3. kill -9: the guardian gives the interfaces back to their drivers within
 # 2 s; with the guardian killed too, --reattach does.

@@ -70,6 +70,7 @@ if check "agent ISO: the agent exports QEMU's usb-audio ($busid)" wait_for 20 t6
 fi
 vhci_detach_all
 wait_gone 10 vhci_any_used
+check "agent ISO: the agent is still running after the stream" kill -0 $apid
 kill -TERM $apid
 check "agent ISO: the agent exits on SIGTERM" wait_gone 10 kill -0 $apid
 cat "$T67_LOG"
