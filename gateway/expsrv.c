@@ -562,7 +562,8 @@ expsrv_list_refuse(struct expsrv_conn *conn, uint32_t st)
 		conn->list_st = st > ST_MAX ? ST_ERROR : st;
 }
 
-static void
+/* Returns -1 if the list hook closed the connection (no reply), else 0. */
+static int
 op_devlist(struct expsrv_conn *conn)
 {
 	uint8_t hdr[USBIP_OP_HDR_LEN + 4];
@@ -573,6 +574,13 @@ op_devlist(struct expsrv_conn *conn)
 	conn->nlisted = 0;
 	conn->list_st = ST_OK;
 	conn->ops->list(conn->arg, conn);
+	if (conn->state == CONN_DEAD || conn->why[0] != '\0') {
+		/* closed by the hook (expsrv_conn_close): nothing to send,
+		 * and the connection is the teardown's now */
+		evbuffer_free(conn->list);
+		conn->list = NULL;
+		return -1;
+	}
 	n = conn->nlisted < USBIP_MAX_NDEV ? conn->nlisted : USBIP_MAX_NDEV;
 	if (conn->list_st != ST_OK) {
 		/* refused: the status and no device (list_add()s dropped) */
@@ -589,6 +597,7 @@ op_devlist(struct expsrv_conn *conn)
 	log_debug("conn %u %s: device list, %u devices", conn->id, conn->peer,
 	    n);
 	conn_set_state(conn, CONN_FLUSH);
+	return 0;
 }
 
 /* The end of an import, at once or from expsrv_import_done(). */
@@ -730,8 +739,8 @@ op_step(struct expsrv_conn *conn)
 		conn->ops->pdu(conn->arg, conn, &op, NULL, NULL);
 	if (op.hdr.code == OP_REQ_IMPORT)
 		op_import(conn, op.busid);
-	else
-		op_devlist(conn);
+	else if (op_devlist(conn) == -1)
+		return -1;
 	return 1;
 }
 

@@ -237,7 +237,17 @@ export_addr_allowed(const char *addr)
 	struct sockaddr_storage ss;
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	char a[INET6_ADDRSTRLEN];
+	const char *pct;
 
+	/* a link-local peer's name carries its zone (fe80::1%eth0) */
+	if ((pct = strchr(addr, '%')) != NULL) {
+		if ((size_t)(pct - addr) >= sizeof(a))
+			return false;
+		memcpy(a, addr, (size_t)(pct - addr));
+		a[pct - addr] = '\0';
+		addr = a;
+	}
 	memset(&ss, 0, sizeof(ss));
 	if (inet_pton(AF_INET, addr, &sin->sin_addr) == 1)
 		sin->sin_family = AF_INET;

@@ -243,12 +243,12 @@ free_port(void)
 int
 main(void)
 {
-	struct aconf *open_conf, *narrow, *narrow2;
+	struct aconf *open_conf, *narrow, *narrow2, *ll;
 	struct config_addr la;
 	struct sockaddr_in gwsa;
 	char err[256];
 	uint16_t port;
-	int held, early, sp[2];
+	int held, early, early2, early3, sp[2];
 	long st;
 
 	log_init("test_agent_export", 1, LOG_LVL_WARN);
@@ -256,6 +256,7 @@ main(void)
 	open_conf = conf("allow-from 127.0.0.1\n");
 	narrow = conf("allow-from 10.0.0.0/8\n");
 	narrow2 = conf("allow-from 10.0.0.0/8\nmax-connections 8\n");
+	ll = conf("allow-from 127.0.0.1\nallow-from fe80::/10\n");
 	ok(export_init(base, open_conf, &fake_ops, err, sizeof(err)) == 0,
 	    "export_init");
 	port = free_port();
@@ -270,6 +271,10 @@ main(void)
 	/* a connection accepted while allowed, its import asked later */
 	early = client(port);
 	ok(early >= 0, "a second connection, accepted, in its op phase");
+	/* two more, for device lists asked after the reload */
+	early2 = client(port);
+	early3 = client(port);
+	ok(early2 >= 0 && early3 >= 0, "two more, in their op phase");
 	/* a dial-back: the agent's own connection to its gateway */
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == -1)
 		return 1;
@@ -314,6 +319,15 @@ main(void)
 	ok(st != ST_OK, "an import asked after the reload on a connection "
 	    "accepted before it is refused (%ld)", st);
 	is_int(n_import, 2, "the back end is not even asked");
+	{
+		uint32_t nd = 99;
+
+		/* closed by the list hook, inside the engine's op step */
+		is_int(devlist(early2, &nd), -1, "a device list asked after "
+		    "the reload on a connection accepted before it: closed, "
+		    "no reply");
+		is_int(devlist(early3, &nd), -1, "and on another one");
+	}
 	ok(!closed_within(sp[1], 300), "the dial-back import stays");
 
 	/* another reload: the dial-back is still no allow-from peer */
@@ -324,8 +338,31 @@ main(void)
 	close(sp[1]);
 	pump(100);
 	is_int(n_release, 2, "the dial-back's release when it closes");
+
+	/* allowed again: the engine is whole after those closes (its count
+	 * of connections, its lists), and a zoned link-local name is an
+	 * address like any other */
+	ok(export_set_conf(ll, err, sizeof(err)) == 0,
+	    "reload: 127.0.0.1 and fe80::/10 allowed");
+	{
+		uint32_t nd = 99;
+		int c1 = client(port), c2 = client(port);
+
+		is_int(devlist(c1, &nd), ST_OK, "a new connection's device "
+		    "list: ST_OK");
+		is_int(nd, 1, "with its device");
+		is_int(devlist(c2, &nd), ST_OK, "and another's");
+		close(c1);
+		close(c2);
+	}
+	ok(export_addr_allowed("fe80::1%lo"), "fe80::1%%lo: allowed "
+	    "(its zone is not part of the address)");
+	ok(!export_addr_allowed("2001:db8::1%lo"), "2001:db8::1%%lo: not");
+
 	close(held);
 	close(early);
+	close(early2);
+	close(early3);
 	export_stop_listening();
 	export_closeall();
 	export_shutdown();
@@ -334,5 +371,6 @@ main(void)
 	aconf_free(open_conf);
 	aconf_free(narrow);
 	aconf_free(narrow2);
+	aconf_free(ll);
 	return done_testing();
 }
