@@ -911,13 +911,13 @@ import_reset_done(struct udjob *j)
 		    libusb_strerror(j->result));
 	else
 		usbdev_was_reset(d);
-	if (usbdev_kept_now(d)) {
+	if (d->listed && usbdev_kept_now(d)) {
 		/*
 		 * A reload put it in the keep-list during the reset: the
 		 * reload's end of held imports (export_end_import) had no
-		 * import to end yet.  Refused, and released as an import's
-		 * end is: the restore checks the keep-list again and gives
-		 * the device back (ud_restore_done).
+		 * import to end yet.  Refused; nothing was submitted, so
+		 * nothing to restore: given back at once, as the reload
+		 * gives back an exportable device.
 		 */
 		log_info("device %s: keep-local since a reload during the "
 		    "import's reset: import refused", d->busid);
@@ -926,9 +926,8 @@ import_reset_done(struct udjob *j)
 		d->conn = NULL;
 		d->on_gone = NULL;
 		us->released = true;
-		us->restored = true;	/* released here, not by progress */
-		usbdev_setstate(d, UD_RELEASING, UDL_NONE, "keep-list reload");
-		usbdev_release_ready(d);
+		us->restored = true;
+		usbdev_keep_giveback(d);
 		us->refs--;		/* the job's (the import's is left) */
 		us_unref(us);		/* the import's */
 		usbdev_unref(d);

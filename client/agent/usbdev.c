@@ -359,8 +359,6 @@ ud_setconf(libusb_device_handle *h, int value, uint32_t old, uint32_t mask,
 	return r != 0 ? r : r2;
 }
 
-static bool	ud_done_err(int);
-
 /*
  * Give the device back to the thin client's kernel drivers, on the worker
  * or at shutdown: release every interface this handle holds (libusb's own
@@ -868,6 +866,11 @@ ud_examine(struct usbdev *d)
 	int		 r, rule;
 
 	if (ud_kept_now(d, &rule)) {	/* kept since a reload: no claim */
+		if (d->taken && d->h != NULL) {
+			/* still ours (a restore that failed): give it back */
+			ud_keep_giveback(d, rule, "reload");
+			return;
+		}
 		usbdev_setstate(d, UD_LOCAL, UDL_KEPT, "keep-list");
 		usbdev_audit("keep-local busid=%s id=%04x:%04x rule=%d",
 		    d->busid, d->rec.idVendor, d->rec.idProduct, rule);
@@ -1091,6 +1094,15 @@ usbdev_kept_now(struct usbdev *d)
 	int		 rule;
 
 	return ud_kept_now(d, &rule);
+}
+
+void
+usbdev_keep_giveback(struct usbdev *d)
+{
+	int		 rule;
+
+	if (d->listed && ud_kept_now(d, &rule))
+		ud_keep_giveback(d, rule, "reload");
 }
 
 static void

@@ -145,6 +145,9 @@ void		 usbdev_gone(struct usbdev *);
 void		 usbdev_release_ready(struct usbdev *);
 /* Does the keep-list (as reloaded last) name the device now? */
 bool		 usbdev_kept_now(struct usbdev *);
+/* Kept now and listed: give it back to its kernel drivers (a worker
+ * job), then local(kept). */
+void		 usbdev_keep_giveback(struct usbdev *);
 void		 usbdev_audit(const char *fmt, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 usbdev_write_state(void);

@@ -1034,9 +1034,9 @@ iso_play(long ms)
 	/*
 	 * First a URB of one empty packet: no data stage at all in its
 	 * CMD_SUBMIT (transfer_buffer_length 0, one ISO descriptor of 0
-	 * bytes), which Linux's usb_submit_urb accepts.  It must come back,
-	 * whatever its status, and the stream below must still play (an
-	 * exporter that fell over on it would fail both).
+	 * bytes), which Linux's usb_submit_urb accepts.  It must come back
+	 * from the device (status 0), and the stream below must still play
+	 * (an exporter that fell over on it would fail both).
 	 */
 	if (iso_submit(u[0], ifs[as].iso_out[1], 1, 0) == -1)
 		result(0, "ISO OUT: a URB of one empty packet is answered",

@@ -259,7 +259,7 @@ fi
 # anew is reset before its first import): whichever side of the reset the
 # reload lands on, the import is refused or ends and the device goes back to
 # its drivers.  Five rounds, the reload 0.05 to 0.4 s after usbip attach
-# starts; how many landed in the reset is reported (the agent logs it).
+# starts; at least one must land in the reset (the agent logs it).
 t66_held_again() { wait_for 10 agent66_lists && wait_gone 10 storage_bound; }
 hits=0
 for delay in 50000 100000 150000 250000 400000; do
@@ -280,7 +280,7 @@ for delay in 50000 100000 150000 250000 400000; do
 	check "agent keep race ($delay us): exportable again, storage interface held" \
 		t66_held_again
 done
-e2e_diag "agent keep race: $hits of 5 reloads landed in the import's reset"
+check "agent keep race: a reload landed in the import's reset ($hits of 5)" [ "$hits" -ge 1 ]
 
 # 3c. The vhci host unconfigures the device (SET_CONFIGURATION 0, which the
 # agent carries out): no interface is claimed then, but the device is still the
@@ -290,7 +290,7 @@ t66_unconfigure() {
 	local v
 	v=$(vhci_usbdev "$T66_VID" "$T66_PID") || return 1
 	echo 0 > "$v/bConfigurationValue" || return 1
-	wait_for 10 sh -c '[ -z "$(cat "/sys/bus/usb/devices/$1/bConfigurationValue")" ]' _ "$busid"
+	wait_for 10 sh -c 'f=/sys/bus/usb/devices/$1/bConfigurationValue; [ -e "$f" ] && [ -z "$(cat "$f")" ]' _ "$busid"
 }
 for how in KILL TERM; do
 	if check "agent unconfigured ($how): usbip attach from the agent" t66_attach &&
