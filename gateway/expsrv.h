@@ -96,7 +96,9 @@ struct expsrv_urb {
 struct expsrv_ops {
 	/*
 	 * OP_REQ_DEVLIST: call expsrv_list_add() once per device offered
-	 * to this connection (none: an empty list).
+	 * to this connection (none: an empty list), expsrv_list_refuse()
+	 * for a status and no device, or expsrv_conn_close() for no reply
+	 * at all (the engine then stops there).
 	 */
 	void	 (*list)(void *arg, struct expsrv_conn *);
 	/*
