@@ -206,6 +206,32 @@ devlist(int fd, uint32_t *ndev)
 	return (long)get_be32(rep + 4);
 }
 
+/* The extension hook (the agent's control connections): counts, closes. */
+static int n_ext;
+
+static bool
+fake_ext(uint16_t code, int fd, const char *peer, struct evbuffer *in)
+{
+	(void)code;
+	(void)peer;
+	(void)in;
+	n_ext++;
+	close(fd);
+	return true;
+}
+
+/* An extension op (OP_REQ_USBGW's header): closed within 1 s? */
+static bool
+ext_op(int fd)
+{
+	uint8_t req[USBIP_OP_HDR_LEN];
+
+	usbip_op_hdr_encode(req, 0x8067, 0);
+	if (send(fd, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
+		return true;
+	return closed_within(fd, 1000);
+}
+
 static int
 client(uint16_t port)
 {
@@ -248,7 +274,7 @@ main(void)
 	struct sockaddr_in gwsa;
 	char err[256];
 	uint16_t port;
-	int held, early, early2, early3, sp[2];
+	int held, early, early2, early3, early4, sp[2];
 	long st;
 
 	log_init("test_agent_export", 1, LOG_LVL_WARN);
@@ -259,6 +285,7 @@ main(void)
 	ll = conf("allow-from 127.0.0.1\nallow-from fe80::/10\n");
 	ok(export_init(base, open_conf, &fake_ops, err, sizeof(err)) == 0,
 	    "export_init");
+	export_set_extension(fake_ext);
 	port = free_port();
 	memset(&la, 0, sizeof(la));
 	usbgw_strlcpy(la.host, "127.0.0.1", sizeof(la.host));
@@ -274,7 +301,31 @@ main(void)
 	/* two more, for device lists asked after the reload */
 	early2 = client(port);
 	early3 = client(port);
-	ok(early2 >= 0 && early3 >= 0, "two more, in their op phase");
+	early4 = client(port);
+	ok(early2 >= 0 && early3 >= 0 && early4 >= 0,
+	    "three more, in their op phase");
+	{
+		int e = client(port), q[2];
+		struct sockaddr_in gwsa0;
+		bool c;
+
+		c = ext_op(e);
+		ok(c && n_ext == 1, "an extension op of an allowed peer goes "
+		    "to the hook (%d call)", n_ext);
+		close(e);
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, q) == -1)
+			return 1;
+		memset(&gwsa0, 0, sizeof(gwsa0));
+		gwsa0.sin_family = AF_INET;
+		gwsa0.sin_port = htons(3240);
+		gwsa0.sin_addr.s_addr = htonl(0xc0000201);	/* 192.0.2.1 */
+		export_adopt(q[0], (struct sockaddr *)&gwsa0, sizeof(gwsa0),
+		    "1-1");
+		c = ext_op(q[1]);
+		ok(c && n_ext == 1, "one on a dial-back: closed, the hook "
+		    "not called (%d call in all)", n_ext);
+		close(q[1]);
+	}
 	/* a dial-back: the agent's own connection to its gateway */
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == -1)
 		return 1;
@@ -321,12 +372,16 @@ main(void)
 	is_int(n_import, 2, "the back end is not even asked");
 	{
 		uint32_t nd = 99;
+		bool c;
 
 		/* closed by the list hook, inside the engine's op step */
 		is_int(devlist(early2, &nd), -1, "a device list asked after "
 		    "the reload on a connection accepted before it: closed, "
 		    "no reply");
 		is_int(devlist(early3, &nd), -1, "and on another one");
+		c = ext_op(early4);
+		ok(c && n_ext == 1, "an extension op there: closed, the hook "
+		    "not called (%d call in all)", n_ext);
 	}
 	ok(!closed_within(sp[1], 300), "the dial-back import stays");
 
@@ -363,6 +418,7 @@ main(void)
 	close(early);
 	close(early2);
 	close(early3);
+	close(early4);
 	export_stop_listening();
 	export_closeall();
 	export_shutdown();
