@@ -880,6 +880,28 @@ usbdev_foreach_exportable(void (*fn)(void *, const struct usbip_dev *,
 			fn(arg, &d->rec, d->intf, d->rec.bNumInterfaces);
 }
 
+/*
+ * The import's reset ended in a refusal (st): nothing was submitted.  The
+ * device lets the import go, then(device) says what becomes of it, and
+ * the job's and the import's references end.
+ */
+static void
+import_refuse(struct urbstate *us, uint32_t st, void (*then)(struct usbdev *))
+{
+	struct usbdev	*d = us->dev;
+
+	expsrv_import_done(us->conn, st, NULL, NULL);
+	d->us = NULL;
+	d->conn = NULL;
+	d->on_gone = NULL;
+	us->released = true;
+	us->restored = true;
+	then(d);
+	us->refs--;		/* the job's (the import's is left) */
+	us_unref(us);		/* the import's */
+	usbdev_unref(d);
+}
+
 static void
 import_reset_done(struct udjob *j)
 {
@@ -895,15 +917,7 @@ import_reset_done(struct udjob *j)
 	if (j->result == LIBUSB_ERROR_NOT_FOUND ||
 	    j->result == LIBUSB_ERROR_NO_DEVICE) {
 		/* Re-enumerated: a new arrival follows; this import ends. */
-		expsrv_import_done(us->conn, ST_DEV_ERR, NULL, NULL);
-		d->us = NULL;
-		d->conn = NULL;
-		d->on_gone = NULL;
-		us->released = true;
-		us->refs--;		/* the job's (the import's is left) */
-		us_unref(us);		/* the import's */
-		usbdev_gone(d);
-		usbdev_unref(d);
+		import_refuse(us, ST_DEV_ERR, usbdev_gone);
 		return;
 	}
 	if (j->result != 0)
@@ -921,16 +935,7 @@ import_reset_done(struct udjob *j)
 		 */
 		log_info("device %s: keep-local since a reload during the "
 		    "import's reset: import refused", d->busid);
-		expsrv_import_done(us->conn, ST_NA, NULL, NULL);
-		d->us = NULL;
-		d->conn = NULL;
-		d->on_gone = NULL;
-		us->released = true;
-		us->restored = true;
-		usbdev_keep_giveback(d);
-		us->refs--;		/* the job's (the import's is left) */
-		us_unref(us);		/* the import's */
-		usbdev_unref(d);
+		import_refuse(us, ST_NA, usbdev_keep_giveback);
 		return;
 	}
 	expsrv_import_done(us->conn, ST_OK, &d->rec, d);

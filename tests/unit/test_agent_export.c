@@ -298,6 +298,11 @@ main(void)
 	/* a connection accepted while allowed, its import asked later */
 	early = client(port);
 	ok(early >= 0, "a second connection, accepted, in its op phase");
+	/* a dial-back's peer: the agent's own connection to its gateway */
+	memset(&gwsa, 0, sizeof(gwsa));
+	gwsa.sin_family = AF_INET;
+	gwsa.sin_port = htons(3240);
+	gwsa.sin_addr.s_addr = htonl(0xc0000201);	/* 192.0.2.1 */
 	/* two more, for device lists asked after the reload */
 	early2 = client(port);
 	early3 = client(port);
@@ -306,7 +311,6 @@ main(void)
 	    "three more, in their op phase");
 	{
 		int e = client(port), q[2];
-		struct sockaddr_in gwsa0;
 		bool c;
 
 		c = ext_op(e);
@@ -315,11 +319,7 @@ main(void)
 		close(e);
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, q) == -1)
 			return 1;
-		memset(&gwsa0, 0, sizeof(gwsa0));
-		gwsa0.sin_family = AF_INET;
-		gwsa0.sin_port = htons(3240);
-		gwsa0.sin_addr.s_addr = htonl(0xc0000201);	/* 192.0.2.1 */
-		export_adopt(q[0], (struct sockaddr *)&gwsa0, sizeof(gwsa0),
+		export_adopt(q[0], (struct sockaddr *)&gwsa, sizeof(gwsa),
 		    "1-1");
 		c = ext_op(q[1]);
 		ok(c && n_ext == 1, "one on a dial-back: closed, the hook "
@@ -329,10 +329,6 @@ main(void)
 	/* a dial-back: the agent's own connection to its gateway */
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == -1)
 		return 1;
-	memset(&gwsa, 0, sizeof(gwsa));
-	gwsa.sin_family = AF_INET;
-	gwsa.sin_port = htons(3240);
-	gwsa.sin_addr.s_addr = htonl(0xc0000201);	/* 192.0.2.1 */
 	/* tied to its busid: no other, and no device list */
 	{
 		int o[2], l[2];
