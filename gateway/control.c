@@ -32,6 +32,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,12 @@ struct ctl_conn {
 	int			 watch_all;
 	struct event		*lookup_ev;	/* lookup timeout */
 	struct event		*more_ev;	/* frames left after a burst */
+	/* a request whose handler said "not yet" (CTL_E_AGAIN): run again
+	 * every CTL_AGAIN_STEP_MS until again_until; the frames after it
+	 * wait, so that replies keep the requests' order */
+	json_t			*parked;
+	struct event		*again_ev;
+	uint64_t		 again_until;	/* now_usec() */
 };
 
 /* A user lookup, from the loop to the lookup thread and back. */
@@ -138,6 +145,8 @@ static const char *const refusal_kinds[RF_NKINDS] = {
 };
 
 static void	conn_close(struct ctl_conn *, const char *);
+static void	conn_read_cb(struct bufferevent *, void *);
+static void	again_cb(evutil_socket_t, short, void *);
 static void	conn_update_timeouts(struct ctl_conn *);
 static void	lookup_start(struct ctl_conn *);
 
@@ -355,6 +364,9 @@ conn_free(struct ctl_conn *c)
 		event_free(c->lookup_ev);
 	if (c->more_ev != NULL)
 		event_free(c->more_ev);
+	if (c->again_ev != NULL)
+		event_free(c->again_ev);
+	json_decref(c->parked);
 	free(c);
 }
 
@@ -392,6 +404,8 @@ conn_close(struct ctl_conn *c, const char *why)
 		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	if (c->lookup_ev != NULL)
 		event_del(c->lookup_ev);
+	if (c->again_ev != NULL)
+		event_del(c->again_ev);
 	event_active(C.reap_ev, EV_TIMEOUT, 0);
 }
 
@@ -545,8 +559,33 @@ builtin_watch(struct ctl_conn *c, json_t *args, json_t **result, char *err,
 	return CTL_OK;
 }
 
+/*
+ * Park msg, whose handler said "not yet": it runs again from again_cb.
+ * The first time sets the deadline; false once it has passed.
+ */
+static bool
+conn_park(struct ctl_conn *c, json_t *msg, bool again)
+{
+	struct timeval tv = ms_timeval(CTL_AGAIN_STEP_MS);
+	uint64_t now = now_usec();
+
+	if (!again)
+		c->again_until = now + (uint64_t)CTL_AGAIN_MAX_MS * 1000;
+	else if (now >= c->again_until)
+		return false;
+	if (c->again_ev == NULL &&
+	    (c->again_ev = evtimer_new(C.base, again_cb, c)) == NULL)
+		return false;
+	c->parked = json_incref(msg);
+	evtimer_add(c->again_ev, &tv);
+	/* the peer waits for this answer: no read timeout meanwhile */
+	tv = ms_timeval(C.cfg->control_timeout_ms);
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
+	return true;
+}
+
 static void
-conn_request(struct ctl_conn *c, json_t *msg)
+conn_request(struct ctl_conn *c, json_t *msg, bool again)
 {
 	struct ctl_request req;
 	const struct ctl_cmd *cmd;
@@ -556,7 +595,8 @@ conn_request(struct ctl_conn *c, json_t *msg)
 	enum ctl_err rc;
 	char err[512], why[600];
 
-	cnt.control_requests++;
+	if (!again)
+		cnt.control_requests++;
 	err[0] = '\0';
 	rc = ctl_request_parse(msg, &req, err, sizeof(err));
 	if (rc != CTL_OK) {
@@ -616,6 +656,13 @@ conn_request(struct ctl_conn *c, json_t *msg)
 			return;
 	} else {
 		rc = cmd->fn(req.args, &c->who, &result, err, sizeof(err));
+		if (rc == CTL_E_AGAIN) {
+			json_decref(result);
+			result = NULL;
+			if (conn_park(c, msg, again))
+				return;
+			rc = CTL_E_REFUSED;	/* waited long enough */
+		}
 		/* what a decision wrote is durable before "ok" is sent */
 		if (cmd->priv > PRIV_READ && C.commit != NULL)
 			C.commit();
@@ -651,7 +698,7 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	char err[256];
 	unsigned burst = 0;
 
-	while (c->state == CONN_OPEN) {
+	while (c->state == CONN_OPEN && c->parked == NULL) {
 		/*
 		 * The control plane runs before the devices (priority 0),
 		 * but one client's backlog must not hold them up: after a
@@ -680,7 +727,7 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 		    &msg, &used, err, sizeof(err))) {
 		case CTL_DEC_OK:
 			evbuffer_drain(in, used);
-			conn_request(c, msg);
+			conn_request(c, msg, false);
 			json_decref(msg);
 			break;
 		case CTL_DEC_BADJSON:
@@ -696,6 +743,24 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	}
 	if (c->state == CONN_OPEN)
 		conn_update_timeouts(c);
+}
+
+/* A parked request's next try; once answered, the frames after it. */
+static void
+again_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+	json_t *msg = c->parked;
+
+	c->parked = NULL;
+	if (c->state != CONN_OPEN || msg == NULL) {
+		json_decref(msg);
+		return;
+	}
+	conn_request(c, msg, true);
+	json_decref(msg);
+	if (c->state == CONN_OPEN && c->parked == NULL && c->bev != NULL)
+		conn_read_cb(c->bev, c);
 }
 
 static void

@@ -49,6 +49,7 @@ ctl_err_name(enum ctl_err e)
 	case CTL_E_VERSION:	return "version";
 	case CTL_E_PROTOCOL:	return "protocol";
 	case CTL_E_LIMIT:	return "limit";
+	case CTL_E_AGAIN:	return "again";
 	case CTL_E_NERR:	break;
 	}
 	return "invalid";

@@ -77,6 +77,15 @@ enum ctl_err {
 	CTL_E_VERSION,		/* request's protocol version not supported */
 	CTL_E_PROTOCOL,		/* malformed frame, JSON or request */
 	CTL_E_LIMIT,		/* a connection cap or size limit refused it */
+	/*
+	 * Never on the wire: a handler's "not yet" (the state it needs is on
+	 * its way, e.g. a device's claim being taken again).  control.c parks
+	 * the request and runs the handler again every CTL_AGAIN_STEP_MS for
+	 * up to CTL_AGAIN_MAX_MS; past that the peer gets `refused` with the
+	 * handler's last message.  A handler returns it only before it has
+	 * changed anything.
+	 */
+	CTL_E_AGAIN,
 	CTL_E_NERR
 };
 const char	*ctl_err_name(enum ctl_err);
@@ -93,6 +102,9 @@ const char	*ctl_err_name(enum ctl_err);
  * error.details.  Busid arguments may be unambiguous prefixes.
  * Handlers never block the event loop.
  */
+#define CTL_AGAIN_STEP_MS	50
+#define CTL_AGAIN_MAX_MS	10000
+
 typedef enum ctl_err (*ctl_fn)(json_t *args, const struct actor *who,
     json_t **result, char *err, size_t errlen);
 

@@ -1270,9 +1270,13 @@ local_ctl_attach(json_t *args, const struct actor *who, json_t **res,
 	if (!local_host_allowed(dev))
 		ERR(CTL_E_REFUSED, "%s is not authorized for this host (%s)",
 		    dev->busid, L.hostname);
+	if (dev->ds != NULL)
+		ERR(CTL_E_REFUSED, "%s is in use by %s", dev->busid,
+		    dev->ds->peer);
+	/* its claim is being taken again: control.c asks again shortly */
 	if (!local_ready(dev))
-		ERR(CTL_E_REFUSED, "%s is not ready (being claimed again); "
-		    "try again in a moment", dev->busid);
+		ERR(CTL_E_AGAIN, "%s is not ready: its claim was not taken "
+		    "again in time", dev->busid);
 	if (!L.per_interface && local_has_ipol(dev))
 		ERR(CTL_E_REFUSED, "%s: its rule has an interface-policy: local "
 		    "mode keeps denied interfaces from their drivers only with "

@@ -14,14 +14,16 @@
 #     denied storage interface refused, one request to the device
 #     forwarded), then attached directly: the direct attachment's row
 #     ends with 0 refused and 0 URBs (no relay counts it), not the
-#     relayed attachment's counters.
+#     relayed attachment's counters.  The attach is asked for as soon as
+#     the relayed attachment's row has ended, while the gateway takes the
+#     claim again: it waits for the claim instead of failing.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
 
 VK=$USBGW_BUILD/vhci-kernel
 need_prog "$SIM" "$USBGWD" "$USBGW" "$VK" "$TC" socat sqlite3
-plan 24
+plan 25
 
 cat >"$T/sim.conf" <<'EOF2'
 device 1-3 { type composite; keys ""; serial "S13"; }
@@ -108,15 +110,25 @@ ENDED="SELECT count(*) FROM attachments WHERE ended_at IS NOT NULL"
 urbs=$(printf '00000001%08xDEVID%08x%08x00000000%08x000000000000000000000000%s' \
     $((0x6101)) 1 2 512 0000000000000000 $((0x6102)) 1 0 2 8000000000000200)
 run "$TC" raw "$(gw_addr gw)" sim1:1-3 --hex "$urbs" --wait 1500
+# the exporter holds still while the gateway takes its claim again (its
+# first try is 100 ms after the relay ends): the claim cannot finish
+kill -STOP "$(bg_pid sim)"
 like "$OUT" "data=$(printf '00000003%08x%024dffffffe0' $((0x6101)) 0)" \
     "relayed over the listener: the storage URB stalled by the gateway"
 gw_wait_sql gw "$ENDED" 1
 is "$(gw_sql gw "SELECT mode || ' ' || iface_refused || ' ' || urbs_to_device
     FROM attachments ORDER BY id DESC LIMIT 1")" "proxy 1 1" \
     "the relayed attachment's row: 1 refused, 1 URB"
-gw_wait_state gw sim1:1-3 authorized 15
+# at once, while the claim the relay used is being taken again (the
+# exporter goes on in a second): the attach waits for the claim (issue
+# 29: it failed "not ready (being claimed again)" before)
+is "$(gw_state gw sim1:1-3)" authorized "authorized again while its claim is being taken"
+( sleep 1; kill -CONT "$(bg_pid sim)" ) &
+cont=$!
 gwctl gw attach sim1:1-3
-is "$RC" 0 "usbgw attach: attached directly"
+is "$RC" 0 "usbgw attach while the claim is being taken again: it waits, attached directly"
+kill -CONT "$(bg_pid sim)"
+wait "$cont"
 gw_wait_state gw sim1:1-3 attached
 gwctl gw detach sim1:1-3
 gw_wait_sql gw "$ENDED" 2

@@ -155,8 +155,25 @@ f_big(json_t *args, const struct actor *who, json_t **result, char *err,
 	return CTL_OK;
 }
 
+/* "not yet" (CTL_E_AGAIN) until later_ready calls; -1: never ready */
+static int later_calls, later_ready;
+
+static enum ctl_err
+f_later(json_t *args, const struct actor *who, json_t **result, char *err,
+    size_t errlen)
+{
+	later_calls++;
+	if (later_ready < 0 || later_calls < later_ready) {
+		snprintf(err, errlen, "not ready after %d tries", later_calls);
+		return CTL_E_AGAIN;
+	}
+	*result = json_pack("{s:i}", "tries", later_calls);
+	return CTL_OK;
+}
+
 static const struct ctl_cmd fake_cmds[] = {
 	{ "big",	PRIV_READ,	f_big },
+	{ "later",	PRIV_READ,	f_later },
 	{ "list",	PRIV_READ,	f_list },
 	{ "show",	PRIV_READ,	f_show },
 	{ "approve",	PRIV_APPROVE,	f_approve },
@@ -671,6 +688,72 @@ test_timeouts(void)
 	is_int(control_nwatchers(), 0, "watcher gone");
 }
 
+/*
+ * A handler's "not yet": the request is run again until it answers, the
+ * peer's idle timeout does not cut it meanwhile, the requests after it
+ * are answered after it, a wait has a bound, and a peer that leaves
+ * while its request is parked is cleaned up.
+ */
+static void
+test_again(void)
+{
+	json_t *m;
+	int fd, eof;
+	uint64_t t0;
+
+	fd = client_connect();
+	later_calls = 0;
+	later_ready = 12;	/* ~550 ms: over the 300 ms idle timeout */
+	send_text(fd, "{\"v\":1,\"id\":1,\"cmd\":\"later\"}"
+	    "");
+	send_text(fd, "{\"v\":1,\"id\":2,\"cmd\":\"hello\"}");
+	m = recv_msg(fd, 5000, &eof);
+	is_int(json_integer_value(json_object_get(m, "id")), 1,
+	    "not yet: the parked request is answered first");
+	ok(json_is_true(json_object_get(m, "ok")), "... ok once ready");
+	is_int(json_integer_value(json_object_get(json_object_get(m,
+	    "result"), "tries")), 12, "... after 12 tries");
+	json_decref(m);
+	m = recv_msg(fd, 2000, &eof);
+	is_int(json_integer_value(json_object_get(m, "id")), 2,
+	    "... the request behind it answered after it");
+	ok(!eof, "... the idle timeout did not cut the waiting peer");
+	json_decref(m);
+	client_close(fd);
+
+	/* never ready: refused after the bound, with the handler's words */
+	fd = client_connect();
+	later_calls = 0;
+	later_ready = -1;
+	t0 = now_usec();
+	send_text(fd, "{\"v\":1,\"id\":3,\"cmd\":\"later\"}");
+	m = recv_msg(fd, CTL_AGAIN_MAX_MS + 5000, &eof);
+	is_str(err_code(m), "refused", "never ready: refused");
+	ok(err_message(m) != NULL &&
+	    strncmp(err_message(m), "not ready after ", 16) == 0 &&
+	    atoi(err_message(m) + 16) >= CTL_AGAIN_MAX_MS / CTL_AGAIN_STEP_MS / 2,
+	    "... with the handler's last message (%s)", err_message(m) ?
+	    err_message(m) : "none");
+	ok(now_usec() - t0 >= (uint64_t)CTL_AGAIN_MAX_MS * 1000,
+	    "... after the bound (%llu ms)",
+	    (unsigned long long)(now_usec() - t0) / 1000);
+	json_decref(m);
+	client_close(fd);
+
+	/* the peer leaves while parked: no further try, nothing leaks */
+	fd = client_connect();
+	later_calls = 0;
+	later_ready = -1;
+	send_text(fd, "{\"v\":1,\"id\":4,\"cmd\":\"later\"}");
+	pump(120);
+	client_close(fd);
+	pump(200);
+	t0 = (uint64_t)later_calls;
+	pump(300);
+	is_int(later_calls, (int)t0, "a peer gone while parked: no more tries");
+	is_int((int)control_nconns(), 0, "... and its connection is freed");
+}
+
 static void
 test_events(void)
 {
@@ -1179,6 +1262,7 @@ main(void)
 	test_big_reply();
 	test_text_reply();
 	test_timeouts();
+	test_again();
 	test_events();
 	test_slow_watcher();
 	test_caps();
