@@ -219,6 +219,7 @@ build_run() {	# build_run DIR
 		echo "E2E_DISK_MB='$disk_mb'"
 		echo "E2E_BREAK='${E2E_BREAK:-}'"
 		echo "E2E_TRACE='${E2E_TRACE:-0}'"
+		echo "E2E_BENCH_READS='${E2E_BENCH_READS:-5}'"
 		echo "E2E_SCENARIO_TIMEOUT='${E2E_SCENARIO_TIMEOUT:-300}'"
 	} > "$d/e2e/env"
 }

@@ -20,6 +20,8 @@
 #                 counts the agent's and the gateway's system calls per URB
 #   E2E_PERF=1   copy the host's perf into the guest: 68-agent-bench then
 #                 profiles one disk read per path (# perf lines in the console)
+#   E2E_BENCH_READS  timed whole-disk reads per half and placement in
+#                 68-agent-bench (default 5; make check takes 1)
 #   E2E_AUDIO=0   leave out QEMU's usb-audio on a qemu-xhci (on by default:
 #                 ISO through the agent, 72-agent-iso, and the count of the
 #                 non-silent frames of its wav file)

@@ -14,6 +14,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
+timing_sensitive
 
 PEER=$TOP/tests/tools/follow-peer.py
 ATTACH=$USBGW_BUILD/usbgw-attach

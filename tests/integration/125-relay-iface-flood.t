@@ -9,6 +9,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
+timing_sensitive
 
 need_prog "$SIM" "$USBGWD" "$USBGW" python3 sqlite3
 FLOOD=$TOP/tests/tools/iface-flood.py
@@ -18,7 +19,7 @@ device 1-1 { type composite; serial "FL-C" }
 CONF
 gw_sim_world
 gwctl gw policy add 'allow serial "FL-C" interface-policy allow { block 08:*:* }'
-[ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
+[ "$RC" = 0 ] || fail_all "the interface-policy rule is accepted (exit $RC): $OUT $ERR"
 plan 14
 gw_wait_state gw sim1:1-1 authorized 15
 is "$(gw_state gw sim1:1-1)" authorized "the device is authorized"

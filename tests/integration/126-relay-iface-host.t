@@ -17,7 +17,7 @@ device 1-1 { type composite; serial "H-C"; interval 50 }
 CONF
 gw_sim_world
 gwctl gw policy add 'allow serial "H-C" to-host 127.0.0.1 interface-policy allow { block 08:*:* }'
-[ "$RC" = 0 ] || skip_all "no interface-policy in the rule language: $OUT"
+[ "$RC" = 0 ] || fail_all "the interface-policy rule is accepted (exit $RC): $OUT $ERR"
 plan 10
 gwctl gw policy add 'allow serial "H-C"'
 is "$RC" 0 "a second rule allows the device whole, for any host"

@@ -4,6 +4,7 @@
 # --help, usage errors, strict durations and times, sanitized device
 # strings, watch (human and JSON Lines, and its latency).
 . "$(dirname "$0")/../lib/common.sh"
+timing_sensitive
 
 FAKE=$USBGW_BUILD/ctl-fake
 EJ=$USBGW_BUILD/e2e-json

@@ -6,6 +6,7 @@
 # shapes its links to the rate asked and leaves no namespace behind.  No figure is
 # compared with a speed target here: that is the benchmark's job.
 . "$(dirname "$0")/../lib/common.sh"
+timing_sensitive
 
 BARE=$USBGW_BUILD/relay-bare
 need_prog "$SIM" "$TC" "$USBGWD" "$USBGW" "$BARE" socat

@@ -11,6 +11,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
+timing_sensitive
 
 PEER=$TOP/tests/tools/slow-peer.py
 need_prog "$SIM" "$USBGWD" "$USBGW" python3 sqlite3

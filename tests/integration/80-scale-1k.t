@@ -12,6 +12,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
+timing_sensitive
 
 SCALECTL=$(cd "$(dirname "$0")/../tools" && pwd)/scale-ctl.py
 need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON" socat python3 usbip

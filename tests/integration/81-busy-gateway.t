@@ -13,6 +13,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
+timing_sensitive
 
 need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON" socat sqlite3
 plan 21

@@ -12,6 +12,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
+timing_sensitive
 
 need_prog "$SIM" "$USBGWD" "$USBGW" "$EJSON" socat sqlite3 ss python3
 plan 18

@@ -11,6 +11,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sim.sh"
 . "$(dirname "$0")/../lib/gw.sh"
+timing_sensitive
 
 need_prog "$SIM" "$USBGWD" "$USBGW" sqlite3 python3
 plan 9

@@ -95,6 +95,15 @@ skip_all() {
 	exit 0
 }
 
+# fail_all REASON: the whole file fails at once (a built feature that does
+# not work is a failure, never a skip: skip is for a missing tool only).
+fail_all() {
+	echo "1..1"
+	echo "not ok 1 - $*"
+	_tap_planned=0
+	exit 1
+}
+
 # A test run while TODO="reason" is set is a known failure: reported
 # with "# TODO reason" and not counted as failed (Test::More semantics).
 TODO=
@@ -447,6 +456,14 @@ trap 'exit 254' INT TERM HUP
 # $USBGW_TEST_LOCKS (default /tmp/.usbgw-test-locks, mode 1777).
 USBGW_TEST_LOCKS=${USBGW_TEST_LOCKS:-/tmp/.usbgw-test-locks}
 declare -A _lock_fd=()
+
+# timing_sensitive: the test's bounds are on time (SIGSTOP choreography,
+# stall and deadline bounds, load): it holds the machine-wide lock
+# "timing" for its whole run, so that no two such tests share the CPUs
+# (make check runs the others 4 at a time beside it).
+timing_sensitive() {
+	global_lock timing 1200 || bail_out "cannot take the timing lock"
+}
 
 # _lockfile NAME: the path of lock NAME, created readable by all users.
 _lockfile() {
