@@ -1,8 +1,10 @@
 # usbgw — GNU make build.  See README.md.
 #
 # Conventions (the build reads the tree; adding a file needs no edit here):
-#   gateway/*.c            library modules (libusbgw.a), except the daemon's main
-#   gateway/usbgwd.c       usbgwd's main()
+#   gateway/*/*.c          library modules (libusbgw.a), one folder per layer
+#                          (gateway/README.md, gateway/LAYERS), except the
+#                          daemon's main
+#   gateway/daemon/usbgwd.c  usbgwd's main()
 #   client/*.c             the usbgw CLI (one command per cmd-*.c file)
 #   client/attach/*.c      usbgw-attach (the vhci host's side: socketpair relay,
 #                          follow mode; attach.c has its main)
@@ -51,14 +53,14 @@ CFLAGS    += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -pthread -fPIE -fstack-protec
 LDFLAGS   += $(SANFLAGS) -pthread -pie -Wl,-z,relro,-z,now
 LDLIBS    += $(PKG_LIBS) -lm
 
-LIB_SRCS  := $(filter-out gateway/usbgwd.c,$(wildcard gateway/*.c))
+LIB_SRCS  := $(filter-out gateway/daemon/usbgwd.c,$(wildcard gateway/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB       := $(B)/libusbgw.a
-# schema.sql and gateway/schema_pg.sql are compiled into the library
-# (gateway/db.c: usbgw_schema_sql, usbgw_schema_pg_sql).
+# schema.sql and gateway/db/schema_pg.sql are compiled into the library
+# (gateway/db/db.c: usbgw_schema_sql, usbgw_schema_pg_sql).
 LIB_OBJS  += $(B)/gen/schema_sql.o $(B)/gen/schema_pg_sql.o
 
-GWD_SRCS  := gateway/usbgwd.c
+GWD_SRCS  := gateway/daemon/usbgwd.c
 CLI_SRCS  := $(wildcard client/*.c)
 AGENT_SRCS := $(wildcard client/agent/*.c)
 AGENT_LIB_SRCS := $(filter-out client/agent/agent.c,$(AGENT_SRCS))
@@ -123,14 +125,14 @@ endef
 %/gen/schema_sql.c: schema.sql
 	$(call embed,schema.sql,usbgw_schema_sql)
 
-%/gen/schema_pg_sql.c: gateway/schema_pg.sql
-	$(call embed,gateway/schema_pg.sql,usbgw_schema_pg_sql)
+%/gen/schema_pg_sql.c: gateway/db/schema_pg.sql
+	$(call embed,gateway/db/schema_pg.sql,usbgw_schema_pg_sql)
 
 $(B)/gen/%.o: $(B)/gen/%.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(B)/usbgwd: $(B)/gateway/usbgwd.o $(LIB)
+$(B)/usbgwd: $(B)/gateway/daemon/usbgwd.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/usbgw: $(CLI_SRCS:%.c=$(B)/%.o) $(LIB)

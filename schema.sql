@@ -197,7 +197,7 @@ CREATE INDEX access_requests_time ON access_requests(requested_at);
 CREATE INDEX access_requests_device ON access_requests(device_id);
 
 -- The audit log: append-only, each row chained to the previous one by
--- hash = SHA-256(prev_hash, the row's fields) (gateway/audit.c documents
+-- hash = SHA-256(prev_hash, the row's fields) (gateway/db/audit.c documents
 -- the encoding; `usbgw audit verify` recomputes it).  device_id has no
 -- foreign key on purpose: the log refers, it never constrains.
 CREATE TABLE audit_log (
@@ -237,7 +237,7 @@ CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
 BEGIN
 	SELECT RAISE(ABORT, 'audit_log is append-only');
 END;
--- The prune command (gateway/audit.c) inserts a guard row, deletes the
+-- The prune command (gateway/db/audit.c) inserts a guard row, deletes the
 -- old rows and removes the guard in one transaction after appending an
 -- audited checkpoint row; any other DELETE is refused.  (The triggers
 -- stop mistakes; the hash chain is what detects tampering.)
@@ -460,7 +460,7 @@ PRAGMA user_version = 11;
 -- transaction; other gateways read it past the last seq they applied.  On
 -- SQLite (one gateway) both stay empty but for this gateway's row.
 -- audit_log.gateway: the gateway that wrote the row (NULL: one gateway;
--- a row with it is hashed as version 2, gateway/audit.c).
+-- a row with it is hashed as version 2, gateway/db/audit.c).
 CREATE TABLE gateways (
 	name		TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63),
 	started_at	INTEGER NOT NULL,

@@ -13,11 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctlproto.h"
-#include "jsontext.h"
+#include "proto/ctlproto.h"
+#include "base/jsontext.h"
 #include "usbgw.h"
-#include "usbip.h"
-#include "util.h"
+#include "proto/usbip.h"
+#include "base/util.h"
 
 #define CLIENT_READ_CHUNK	65536
 

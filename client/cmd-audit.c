@@ -12,12 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "auditkey.h"
-#include "db.h"
+#include "db/audit.h"
+#include "db/auditkey.h"
+#include "db/db.h"
 #include "usbgw.h"
-#include "sqldb.h"
-#include "util.h"
+#include "db/sqldb.h"
+#include "base/util.h"
 
 static const struct cmd_opt list_opts[] = {
 	{ "since", 0, "TIME", "rows from TIME on (a time, or a duration ago: "

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "control/config.h"
 #include "usbgw.h"
-#include "util.h"
+#include "base/util.h"
 
 static int
 exporter_list_exec(struct cmd_ctx *ctx)

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctlproto.h"
-#include "jsontext.h"
+#include "proto/ctlproto.h"
+#include "base/jsontext.h"
 #include "usbgw.h"
 
 static const struct cmd_opt opts[] = {

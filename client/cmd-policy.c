@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
-#include "rule.h"
+#include "policy/policy.h"
+#include "policy/rule.h"
 #include "usbgw.h"
-#include "util.h"
+#include "base/util.h"
 
 #define POLICY_MAX_RULES	10000
 #define POLICY_MAX_LINE		4096

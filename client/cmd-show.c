@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "usbgw.h"
-#include "util.h"
+#include "base/util.h"
 
 static void
 field(const char *name, const char *value)

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "usbgw.h"
-#include "util.h"
+#include "base/util.h"
 
 #define PROMPT_MAX_QUEUE	256
 #define PROMPT_LINE_MAX		256

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "usbgw.h"
-#include "util.h"
+#include "base/util.h"
 
 #define RING		32
 #define RING_SIZE	1024

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
+#include "control/config.h"
 #include "usbgw.h"
 
 #define TIME_EXAMPLES	"18:00, 2025-01-31T18:00, 2025-01-31 18:00:00, " \

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "usbgw.h"
-#include "util.h"
+#include "base/util.h"
 
-#include "version.h"
+#include "base/version.h"
 
 static const struct cmd_entry *const cmd_table[] = {
 	&cmd_list_entry,

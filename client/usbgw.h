@@ -15,7 +15,7 @@
 #include <time.h>
 #include <jansson.h>
 
-#include "ctl.h"
+#include "proto/ctl.h"
 
 /* Exit statuses (usbgw(1) "EXIT STATUS"). */
 #define EXIT_OK		 0

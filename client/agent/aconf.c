@@ -2,7 +2,7 @@
  * usbgw-agent's configuration file (aconf.h).  Line-oriented, "KEY
  * VALUE", every error reported as FILE:LINE:COLUMN with what was
  * expected, all of them at once (bounded), in the manner of
- * gateway/config.c, whose address parsers it reuses; networks go
+ * gateway/control/config.c, whose address parsers it reuses; networks go
  * through host_match_parse() (protocol.md 3.6: host bits are an error)
  * and rules through rule.c (keep.c).
  */
@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "aconf.h"
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 #define PERR_LINE_MAX	768
 #define SHOWN_MAX	48

@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "config.h"		/* struct config_addr, its parsers */
-#include "decision.h"		/* struct host_match: 3.6's networks */
+#include "control/config.h"		/* struct config_addr, its parsers */
+#include "policy/decision.h"		/* struct host_match: 3.6's networks */
 #include "keep.h"
 
 #define ACONF_DEFAULT_PATH	"/etc/usbgw/usbgw-agent.conf"

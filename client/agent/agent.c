@@ -16,17 +16,17 @@
 
 #include "aconf.h"
 #include "ctlconn.h"
-#include "enrollc.h"
+#include "tls/enrollc.h"
 #include "export.h"
 #include "guard.h"
 #include "keep.h"
-#include "log.h"
-#include "tlsid.h"
+#include "base/log.h"
+#include "tls/tlsid.h"
 #include "usbdev.h"
-#include "util.h"
-#include "worker.h"
+#include "base/util.h"
+#include "base/worker.h"
 
-#include "version.h"
+#include "base/version.h"
 #define AGENT_VERSION	USBGW_VERSION
 #define AGENT_MAX_FLAGS	64
 

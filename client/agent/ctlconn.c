@@ -38,12 +38,12 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
-#include "agentproto.h"
+#include "proto/agentproto.h"
 #include "ctlconn.h"
 #include "export.h"
-#include "log.h"
-#include "tlsshim.h"
-#include "util.h"
+#include "base/log.h"
+#include "tls/tlsshim.h"
+#include "base/util.h"
 
 #define CC_TICK_S	1
 #define CC_MAX_GATEWAYS	8

@@ -43,8 +43,8 @@
 #include <event2/event.h>
 #include <openssl/ssl.h>
 
-#include "config.h"
-#include "usbip.h"
+#include "control/config.h"
+#include "proto/usbip.h"
 
 /* Each exportable, unheld device (usbdev_foreach_exportable). */
 typedef void (*ctlconn_foreach_fn)(void (*)(void *, const struct usbip_dev *,

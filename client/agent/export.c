@@ -28,11 +28,11 @@
 #include <event2/listener.h>
 
 #include "export.h"
-#include "hostlimit.h"
-#include "log.h"
-#include "tlsshim.h"
+#include "base/hostlimit.h"
+#include "base/log.h"
+#include "tls/tlsshim.h"
 #include "usbloop.h"
-#include "util.h"
+#include "base/util.h"
 
 #define EXPORT_MAX_LISTENERS	(2 * ACONF_MAX_LISTEN)
 #define EXPORT_BACKLOG		64

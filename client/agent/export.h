@@ -16,7 +16,7 @@
 #include <openssl/ssl.h>
 
 #include "aconf.h"
-#include "expsrv.h"
+#include "proto/expsrv.h"
 
 /* Audit lines a minute per address (IPv6: per /64), and in all. */
 #define EXPORT_AUDIT_PER_HOST	60

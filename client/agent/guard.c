@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "guard.h"
 #include "usbdev.h"
 

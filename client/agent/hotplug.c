@@ -19,12 +19,12 @@
 #include <event2/event.h>
 #include <libusb.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "urb.h"
 #include "usbdev.h"
 #include "usbdev_int.h"
 #include "usbloop.h"
-#include "util.h"
+#include "base/util.h"
 
 struct hp_pend {
 	libusb_device	*dev;

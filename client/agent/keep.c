@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "keep.h"
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 struct keep_entry {
 	struct rule	*rule;

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "identity.h"
-#include "rule.h"
+#include "base/identity.h"
+#include "policy/rule.h"
 
 #define KEEP_MAX_RULES	256	/* per list */
 

@@ -3,9 +3,9 @@
  */
 #include <stdlib.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "umem.h"
-#include "util.h"
+#include "base/util.h"
 
 #define UMEM_ROUND	(16u << 10)	/* smallest buffer made */
 #define UMEM_RETRY	64		/* gets skipped after a failed map */

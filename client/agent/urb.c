@@ -19,15 +19,15 @@
 #include <event2/event.h>
 #include <libusb.h>
 
-#include "desc.h"
-#include "expsrv.h"
-#include "log.h"
+#include "base/desc.h"
+#include "proto/expsrv.h"
+#include "base/log.h"
 #include "urb.h"
 #include "umem.h"
 #include "urbmap.h"
 #include "usbdev_int.h"
 #include "usbloop.h"
-#include "util.h"
+#include "base/util.h"
 
 #define URB_NQ		32			/* ep 0..15 x OUT/IN */
 /* 3/4 of usbfs_memory_mb, less what umem has mapped (charged by usbfs

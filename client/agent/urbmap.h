@@ -14,7 +14,7 @@
 
 #include <event2/buffer.h>
 
-#include "usbip.h"
+#include "proto/usbip.h"
 
 /* Linux transfer_flags the agent reads (include/linux/usb.h). */
 #define URBF_SHORT_NOT_OK	0x0001

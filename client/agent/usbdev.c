@@ -26,14 +26,14 @@
 #include <event2/event.h>
 #include <libusb.h>
 
-#include "desc.h"
-#include "identity.h"
-#include "log.h"
+#include "base/desc.h"
+#include "base/identity.h"
+#include "base/log.h"
 #include "umem.h"
 #include "usbdev_int.h"
-#include "usbip.h"
-#include "util.h"
-#include "worker.h"
+#include "proto/usbip.h"
+#include "base/util.h"
+#include "base/worker.h"
 
 #define SYSFS_USB	"/sys/bus/usb/devices"
 

@@ -19,9 +19,9 @@
 
 #include <event2/event.h>
 
-#include "expsrv.h"
-#include "identity.h"
-#include "usbip.h"
+#include "proto/expsrv.h"
+#include "base/identity.h"
+#include "proto/usbip.h"
 
 struct usbdev_hooks {
 	/*

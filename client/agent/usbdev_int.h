@@ -11,11 +11,11 @@
 
 #include <libusb.h>
 
-#include "desc.h"
-#include "expsrv.h"
-#include "identity.h"
+#include "base/desc.h"
+#include "proto/expsrv.h"
+#include "base/identity.h"
 #include "usbdev.h"
-#include "usbip.h"
+#include "proto/usbip.h"
 
 /* protocol.md 1.9.2's states; "new" is an arrival being examined or
  * claimed, offered to nobody. */

@@ -7,9 +7,9 @@
 #include <event2/event.h>
 #include <libusb.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "usbloop.h"
-#include "util.h"
+#include "base/util.h"
 
 struct ufd {
 	int		 fd;

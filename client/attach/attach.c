@@ -39,13 +39,13 @@
 #include <getopt.h>
 
 #include "attach.h"
-#include "enrollc.h"
-#include "log.h"
-#include "tlsid.h"
-#include "usbip.h"
-#include "util.h"
-#include "vhci.h"
-#include "version.h"
+#include "tls/enrollc.h"
+#include "base/log.h"
+#include "tls/tlsid.h"
+#include "proto/usbip.h"
+#include "base/util.h"
+#include "host/vhci.h"
+#include "base/version.h"
 
 #define CONNECT_TIMEOUT_S	10
 #define FOLLOW_MAX_GATEWAYS	8

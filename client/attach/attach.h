@@ -13,7 +13,7 @@
 
 #include <openssl/ssl.h>
 
-#include "usbip.h"
+#include "proto/usbip.h"
 
 #define ATT_EXIT_REFUSED	1
 #define ATT_EXIT_USAGE		2

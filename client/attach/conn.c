@@ -28,11 +28,11 @@
 #include <unistd.h>
 
 #include "attach.h"
-#include "config.h"
-#include "log.h"
-#include "tlsclient.h"
-#include "tlsid.h"
-#include "util.h"
+#include "control/config.h"
+#include "base/log.h"
+#include "tls/tlsclient.h"
+#include "tls/tlsid.h"
+#include "base/util.h"
 
 #define RELAY_BUF		(256 * 1024)	/* per direction */
 

@@ -50,11 +50,11 @@
 #include <openssl/err.h>
 
 #include "attach.h"
-#include "followproto.h"
-#include "log.h"
-#include "tlsclient.h"
-#include "util.h"
-#include "vhci.h"
+#include "proto/followproto.h"
+#include "base/log.h"
+#include "tls/tlsclient.h"
+#include "base/util.h"
+#include "host/vhci.h"
 
 #define SUB_FIRST_MS	1000
 #define ATT_FIRST_MS	500

@@ -14,8 +14,8 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "sim.h"
 
 #define CONF_MAX_SIZE	(1u << 20)

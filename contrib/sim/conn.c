@@ -1,7 +1,7 @@
 /*
  * The simulator's connections: each exporter (struct sim_exp, what one
  * usbipd would be) serves USB/IP through its own expsrv engine
- * (gateway/expsrv.c), with the exporter's emulated devices as the back
+ * (gateway/proto/expsrv.c), with the exporter's emulated devices as the back
  * end.  Here: the back-end ops over device.c, and what only the
  * simulator does: the PDU log, the faults of control `inject`, the
  * list-* and import-config lies, legacy status codes, max-connections
@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "util.h"
-#include "desc.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "base/desc.h"
 #include "sim.h"
 
 /*

@@ -26,8 +26,8 @@
 
 #include <event2/listener.h>
 
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "sim.h"
 
 #define CTL_MAX_ARGS	32

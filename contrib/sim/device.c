@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "util.h"
-#include "desc.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "base/desc.h"
 #include "sim.h"
 
 #define USB_DT_DEVICE_QUALIFIER	0x06

@@ -18,8 +18,8 @@
 
 #include <event2/listener.h>
 
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "sim.h"
 
 #define SIM_DEFAULT_LISTEN	"127.0.0.1:3240"

@@ -9,7 +9,7 @@
  *  - sim_dev: an exported device built from a spec: descriptors,
  *    endpoints and their runtime state; owned by at most one connection;
  *  - sim_exp: an exporter (one usbipd): its devices and its expsrv, the
- *    engine (gateway/expsrv.c) that serves its connections; conn.c is
+ *    engine (gateway/proto/expsrv.c) that serves its connections; conn.c is
  *    the simulator's back end to it, device.c the devices behind that;
  *  - sim_qurb: a URB (struct expsrv_urb) waiting on an endpoint.
  */
@@ -26,8 +26,8 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
-#include "expsrv.h"
-#include "usbip.h"
+#include "proto/expsrv.h"
+#include "proto/usbip.h"
 
 /* Limits (named, documented in usbgw-sim.1 and README.md). */
 #define SIM_MAX_DEVICES		256

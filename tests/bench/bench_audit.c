@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "db.h"
-#include "log.h"
-#include "sqldb.h"
+#include "db/audit.h"
+#include "db/db.h"
+#include "base/log.h"
+#include "db/sqldb.h"
 
 #define ROWS_PER_SIZE	2560
 

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "policy.h"
-#include "rule.h"
-#include "util.h"
+#include "policy/policy.h"
+#include "policy/rule.h"
+#include "base/util.h"
 
 #define TARGET_US	20.0
 #define LINEAR_SAMPLE	300

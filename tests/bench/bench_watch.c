@@ -25,11 +25,11 @@
 
 #include <event2/event.h>
 
-#include "config.h"
-#include "control.h"
-#include "ctlproto.h"
-#include "log.h"
-#include "util.h"
+#include "control/config.h"
+#include "control/control.h"
+#include "proto/ctlproto.h"
+#include "base/log.h"
+#include "base/util.h"
 
 #define TARGET_US	100000
 

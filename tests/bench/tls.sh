@@ -11,7 +11,7 @@
 #            machines; the server shows the gateway's gateway.pem and
 #            requires a client certificate from its CA (the host's, from
 #            tlsid-issue), TCP_NODELAY on every socket
-#   native   usbip-tc --tls-dir (its TLS relay, gateway/tlsclient.c, in a
+#   native   usbip-tc --tls-dir (its TLS relay, gateway/tls/tlsclient.c, in a
 #            thread behind a socketpair) -> usbgwd tls-listen -> usbgw-sim
 #
 # Both TLS paths run the same OpenSSL and TLS 1.3 cipher suite with the

@@ -15,7 +15,7 @@
  */
 #include <string.h>
 
-#include "agentproto.h"
+#include "proto/agentproto.h"
 #include "fuzz.h"
 
 static int

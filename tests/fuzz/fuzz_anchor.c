@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "auditkey.h"
+#include "db/auditkey.h"
 #include "fuzz.h"
 
 static int

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "control/config.h"
 #include "fuzz.h"
 
 #define TERMINATED(f)	CHECK(memchr((f), '\0', sizeof(f)) != NULL)

@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control.h"
-#include "ctlproto.h"
+#include "control/control.h"
+#include "proto/ctlproto.h"
 #include "arena.h"
 #include "fuzz.h"
 

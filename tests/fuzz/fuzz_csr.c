@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for tlsid_issue(), the one parser of untrusted input
- * in gateway/tlsid.c: a certificate request from an enrolling agent or
+ * in gateway/tls/tlsid.c: a certificate request from an enrolling agent or
  * vhci host (protocol.md 1.10).
  *
  * Input: one flags byte, then the CSR.  Flags: bit 0, the rest is DER
@@ -25,7 +25,7 @@
 #include <openssl/x509v3.h>
 
 #include "fuzz.h"
-#include "tlsid.h"
+#include "tls/tlsid.h"
 
 static struct tlsid_store *ca;
 

@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for the descriptor parsers the gateway runs over
- * what a device it probes returns (gateway/desc.c): device, configuration
+ * what a device it probes returns (gateway/base/desc.c): device, configuration
  * and string descriptors are untrusted bytes.
  *
  * Input: one byte choosing the parser, then the descriptor bytes.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
+#include "base/desc.h"
 #include "fuzz.h"
 
 int

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for enroll_decode() (gateway/enrollproto.c), the
+ * libFuzzer harness for enroll_decode() (gateway/proto/enrollproto.c), the
  * parser of what an enrolling client (and, on the client, the gateway)
  * sends (protocol.md 1.10.10).
  *
@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "enrollproto.h"
+#include "proto/enrollproto.h"
 #include "fuzz.h"
 
 static uint8_t again[ENROLL_MSG_MAX];

@@ -33,10 +33,10 @@
 #include <event2/event.h>
 #include <event2/buffer.h>
 
-#include "expsrv.h"
+#include "proto/expsrv.h"
 #include "fuzz.h"
-#include "log.h"
-#include "usbip.h"
+#include "base/log.h"
+#include "proto/usbip.h"
 
 #define MAXHELD		32
 #define MAXTRACK	1024

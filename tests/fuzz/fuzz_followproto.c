@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "followproto.h"
+#include "proto/followproto.h"
 #include "fuzz.h"
 
 static int

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "decision.h"
+#include "policy/decision.h"
 #include "fuzz.h"
 
 static bool

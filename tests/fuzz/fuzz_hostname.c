@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "hostname.h"
+#include "base/hostname.h"
 
 static void
 check_name(const char *in, size_t len, const char *out)

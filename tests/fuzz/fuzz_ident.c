@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the relay's descriptor check (gateway/ident.c):
+ * libFuzzer harness for the relay's descriptor check (gateway/policy/ident.c):
  * the data of a vhci host's GET_DESCRIPTOR reply are a hostile device's
  * bytes, compared with what the probe read (also the device's bytes).
  *
@@ -13,9 +13,9 @@
  */
 #include <string.h>
 
-#include "desc.h"
+#include "base/desc.h"
 #include "fuzz.h"
-#include "ident.h"
+#include "policy/ident.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

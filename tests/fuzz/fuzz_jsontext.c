@@ -23,7 +23,7 @@
 
 #include "arena.h"
 #include "fuzz.h"
-#include "jsontext.h"
+#include "base/jsontext.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "rule.h"
+#include "policy/rule.h"
 
 static int
 allowed_cb(void *arg, const struct rule *query)

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "usbip.h"
+#include "proto/usbip.h"
 
 static int
 dev_equal(const struct usbip_dev *a, const struct usbip_dev *b)

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "usbip.h"
+#include "proto/usbip.h"
 
 #define MAX_PDUS	64
 

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "log.h"
-#include "vhci.h"
+#include "base/log.h"
+#include "host/vhci.h"
 
 int	LLVMFuzzerInitialize(int *, char ***);
 

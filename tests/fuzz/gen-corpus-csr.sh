@@ -5,7 +5,7 @@
 #
 # Input format: see the comment at the top of tests/fuzz/fuzz_csr.c (one
 # flags byte, then the CSR: PEM, or DER with bit 0 set).  Made with the
-# openssl command, independently of gateway/tlsid.c; keys are fresh each
+# openssl command, independently of gateway/tls/tlsid.c; keys are fresh each
 # run (they sign nothing but these requests).  Files named regress-* are
 # left alone.
 set -eu

@@ -209,7 +209,7 @@ run "${IN[@]}" sh -c "$P/usr/sbin/usbgwd -V; $P/usr/bin/usbgw -V; $P/usr/sbin/us
 is "$OUT" "usbgwd ${VER%%-*}
 usbgw ${VER%%-*} (control protocol 1)
 usbgw-agent ${VER%%-*}
-usbgw-attach ${VER%%-*}" "every program's -V: the package's upstream version (gateway/version.h)"
+usbgw-attach ${VER%%-*}" "every program's -V: the package's upstream version (gateway/base/version.h)"
 
 # ---- the daemon ---------------------------------------------------------------
 start=$(execline usbgwd.service ExecStart)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One schema, two back ends (issue 16, item 1): schema.sql (SQLite) and
-# gateway/schema_pg.sql (PostgreSQL) describe the same tables and views.
+# gateway/db/schema_pg.sql (PostgreSQL) describe the same tables and views.
 # Both databases are made as usbgwd makes them (db_open: created and
 # migrated); tests/tools/db-schema.c compares every table's and view's
 # columns (names, order, coarse type), then fills both with the same rows

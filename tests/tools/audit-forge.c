@@ -3,7 +3,7 @@
  * tests.  It holds write access to the database file and nothing else
  * (no key file), and re-chains the log with plain SHA-256 as the
  * unkeyed chain is computed (protocol.md 1.8), written here again from
- * the documented format, not from gateway/audit.c.
+ * the documented format, not from gateway/db/audit.c.
  *
  *	audit-forge DB edit SQL		run SQL (UPDATE, DELETE) on the log
  *	audit-forge DB rechain SEQ	recompute prev_hash and hash of every

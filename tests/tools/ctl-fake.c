@@ -25,10 +25,10 @@
 
 #include <event2/event.h>
 
-#include "config.h"
-#include "control.h"
-#include "log.h"
-#include "util.h"
+#include "control/config.h"
+#include "control/control.h"
+#include "base/log.h"
+#include "base/util.h"
 
 #define FAKE_MAX_DEVS	64
 #define FAKE_MAX_RULES	64

@@ -25,11 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "log.h"
-#include "rule.h"
-#include "sqldb.h"
-#include "util.h"
+#include "db/db.h"
+#include "base/log.h"
+#include "policy/rule.h"
+#include "db/sqldb.h"
+#include "base/util.h"
 
 #define MAXCOLS	2048
 

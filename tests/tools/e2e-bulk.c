@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define EB_DESC_MAX		4096	/* device + configuration descriptors */
 #define EB_DEFAULT_MIB		8

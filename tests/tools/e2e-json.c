@@ -21,7 +21,7 @@
 
 #include <jansson.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define EJ_MAX_CONDS	16
 #define EJ_EXIT_NOMATCH	1

@@ -31,10 +31,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "enrollproto.h"
-#include "tlsclient.h"
-#include "tlsid.h"
-#include "util.h"
+#include "proto/enrollproto.h"
+#include "tls/tlsclient.h"
+#include "tls/tlsid.h"
+#include "base/util.h"
 
 #define IO_MS	60000
 

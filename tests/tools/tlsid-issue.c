@@ -40,8 +40,8 @@
 
 #include <sqlite3.h>
 
-#include "tlsid.h"
-#include "util.h"
+#include "tls/tlsid.h"
+#include "base/util.h"
 
 /* STOREDIR's sibling *.db with an agents table, if exactly one; or NULL. */
 static char *

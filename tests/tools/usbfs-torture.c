@@ -52,7 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define UT_DESC_MAX		4096
 #define UT_MAX_IFACES		32

@@ -8,7 +8,7 @@
  * copes.  Tests and benchmarks drive it; its output is one line per
  * step plus `RESULT key=value ...` lines for scripts.
  *
- * All USB/IP bytes go through the codec (gateway/usbip.h).  One TCP
+ * All USB/IP bytes go through the codec (gateway/proto/usbip.h).  One TCP
  * connection, non-blocking, driven by poll(); requests are remembered by
  * seqnum so replies are parsed and accepted in any order.
  */
@@ -37,11 +37,11 @@
 
 #include <jansson.h>
 
-#include "log.h"
-#include "tlsclient.h"
-#include "tlsid.h"
-#include "usbip.h"
-#include "util.h"
+#include "base/log.h"
+#include "tls/tlsclient.h"
+#include "tls/tlsid.h"
+#include "proto/usbip.h"
+#include "base/util.h"
 
 #define TC_DEFAULT_TIMEOUT_MS	5000
 #define TC_MAX_TIMEOUT_MS	3600000

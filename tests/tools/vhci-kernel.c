@@ -50,9 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desc.h"
-#include "usbip.h"
-#include "util.h"
+#include "base/desc.h"
+#include "proto/usbip.h"
+#include "base/util.h"
 
 #define VK_MAX_CTRL	8
 #define VK_MAX_HC	15

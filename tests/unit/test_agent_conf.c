@@ -12,7 +12,7 @@
 
 #include "../../client/agent/aconf.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 static struct aconf *
 parse(const char *text, char **errs)

@@ -31,10 +31,10 @@
 #include <event2/event.h>
 
 #include "../../client/agent/ctlconn.h"
-#include "agentproto.h"
-#include "log.h"
+#include "proto/agentproto.h"
+#include "base/log.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 static struct event_base *base;
 static int ndevs = 2;

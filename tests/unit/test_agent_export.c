@@ -23,10 +23,10 @@
 
 #include "../../client/agent/aconf.h"
 #include "../../client/agent/export.h"
-#include "log.h"
+#include "base/log.h"
 #include "tap.h"
-#include "usbip.h"
-#include "util.h"
+#include "proto/usbip.h"
+#include "base/util.h"
 
 static int fake_dev;
 static int n_import, n_release;

@@ -10,7 +10,7 @@
 
 #include "../../client/agent/keep.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 /* An identity: vid:pid, busid, then "cc:ss:pp" interfaces. */
 static struct usbgw_identity

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentproto.h"
+#include "proto/agentproto.h"
 #include "tap.h"
 
 typedef int (*dec_fn)(const uint8_t *, size_t, int, const char **);

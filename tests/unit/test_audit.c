@@ -13,12 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "db.h"
-#include "log.h"
-#include "sqldb.h"
+#include "db/audit.h"
+#include "db/db.h"
+#include "base/log.h"
+#include "db/sqldb.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 static char	dir[64];
 static int	have_shell;

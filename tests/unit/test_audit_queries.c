@@ -15,12 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "db.h"
-#include "log.h"
-#include "rule.h"
+#include "db/audit.h"
+#include "db/db.h"
+#include "base/log.h"
+#include "policy/rule.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 /* An attachment's legs: the host leg as given, the exporter leg tcp. */
 #define LEGS(t, c)	(&(struct db_legs){ (t), (c), "tcp", NULL })

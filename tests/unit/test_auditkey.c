@@ -18,12 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "auditkey.h"
-#include "db.h"
-#include "log.h"
+#include "db/audit.h"
+#include "db/auditkey.h"
+#include "db/db.h"
+#include "base/log.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 static char	dir[64];
 

@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "hooks.h"
-#include "log.h"
+#include "control/config.h"
+#include "control/hooks.h"
+#include "base/log.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 static struct config *
 parse(const char *text, char **errs)

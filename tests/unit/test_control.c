@@ -24,13 +24,13 @@
 
 #include <event2/event.h>
 
-#include "config.h"
-#include "control.h"
-#include "jsontext.h"
-#include "ctlproto.h"
-#include "log.h"
-#include "usbip.h"
-#include "util.h"
+#include "control/config.h"
+#include "control/control.h"
+#include "base/jsontext.h"
+#include "proto/ctlproto.h"
+#include "base/log.h"
+#include "proto/usbip.h"
+#include "base/util.h"
 #include "tap.h"
 
 #define NOBODY	65534

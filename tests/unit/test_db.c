@@ -12,14 +12,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "db.h"
-#include "log.h"
-#include "policy.h"
-#include "rule.h"
-#include "sqldb.h"
+#include "db/audit.h"
+#include "db/db.h"
+#include "base/log.h"
+#include "policy/policy.h"
+#include "policy/rule.h"
+#include "db/sqldb.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 /* An attachment's legs: the host leg as given, the exporter leg tcp. */
 #define LEGS(t, c)	(&(struct db_legs){ (t), (c), "tcp", NULL })

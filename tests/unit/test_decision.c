@@ -14,11 +14,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "decision.h"
-#include "policy.h"
-#include "rule.h"
+#include "policy/decision.h"
+#include "policy/policy.h"
+#include "policy/rule.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 #define NRULES	4
 #define NAPPR	4

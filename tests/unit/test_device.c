@@ -26,15 +26,15 @@
 
 #include <event2/event.h>
 
-#include "decision.h"
-#include "desc.h"
-#include "gw.h"
-#include "identity.h"
-#include "log.h"
-#include "policy.h"
-#include "rule.h"
+#include "policy/decision.h"
+#include "base/desc.h"
+#include "daemon/gw.h"
+#include "base/identity.h"
+#include "base/log.h"
+#include "policy/policy.h"
+#include "policy/rule.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 #define DAY	((int64_t)1699920000)	/* Tue 2023-11-14 00:00:00 UTC */
 #define T(h, m)	(DAY + (h) * 3600 + (m) * 60)

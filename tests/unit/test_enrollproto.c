@@ -1,5 +1,5 @@
 /*
- * The enrollment exchange's codec (gateway/enrollproto.c; protocol.md
+ * The enrollment exchange's codec (gateway/proto/enrollproto.c; protocol.md
  * 1.10.10): round trips of every message type, and each way a message can
  * be malformed (magic, version, type for the direction, body length,
  * field header, unknown / repeated / missing field, empty or overlong
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "enrollproto.h"
+#include "proto/enrollproto.h"
 #include "tap.h"
 
 static uint8_t buf[ENROLL_MSG_MAX + 64];

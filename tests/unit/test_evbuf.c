@@ -9,7 +9,7 @@
 
 #include <event2/buffer.h>
 
-#include "evbuf.h"
+#include "base/evbuf.h"
 #include "tap.h"
 
 #define LEN	64

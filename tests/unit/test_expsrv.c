@@ -23,11 +23,11 @@
 #include <event2/event.h>
 #include <event2/buffer.h>
 
-#include "expsrv.h"
-#include "log.h"
+#include "proto/expsrv.h"
+#include "base/log.h"
 #include "tap.h"
-#include "usbip.h"
-#include "util.h"
+#include "proto/usbip.h"
+#include "base/util.h"
 
 #define DEVID		(1u << 16 | 2)	/* busnum 1, devnum 2 */
 #define MAXHELD		64

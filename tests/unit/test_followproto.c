@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "followproto.h"
+#include "proto/followproto.h"
 #include "tap.h"
 
 static int

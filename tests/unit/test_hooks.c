@@ -17,10 +17,10 @@
 
 #include <event2/event.h>
 
-#include "config.h"
-#include "hooks.h"
-#include "log.h"
-#include "util.h"
+#include "control/config.h"
+#include "control/hooks.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "tap.h"
 
 static struct event_base *base;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hostlimit.h"
+#include "base/hostlimit.h"
 #include "tap.h"
 
 static uint64_t clock_ms = 1000000;

@@ -26,11 +26,11 @@
 
 #include <event2/event.h>
 
-#include "hostname.h"
-#include "log.h"
+#include "base/hostname.h"
+#include "base/log.h"
 #include "tap.h"
-#include "util.h"
-#include "worker.h"
+#include "base/util.h"
+#include "base/worker.h"
 
 /* --- the fake DNS ------------------------------------------------------ */
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
-#include "ident.h"
+#include "base/desc.h"
+#include "policy/ident.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 static uint8_t *
 dup(const void *p, size_t n)

@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decision.h"
-#include "desc.h"
-#include "ident.h"
-#include "ifmap.h"
+#include "policy/decision.h"
+#include "base/desc.h"
+#include "policy/ident.h"
+#include "policy/ifmap.h"
 #include "tap.h"
-#include "usbip.h"
+#include "proto/usbip.h"
 
 static size_t
 put_cfg(uint8_t *p, uint8_t value, uint8_t nintf)

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gw.h"
+#include "daemon/gw.h"
 #include "tap.h"
 
 int

@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "jsontext.h"
+#include "base/jsontext.h"
 #include "tap.h"
 
 static char *

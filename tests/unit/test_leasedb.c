@@ -1,5 +1,5 @@
 /*
- * Exporter lease statements (gateway/leasedb.c, protocol.md 4.4) on a
+ * Exporter lease statements (gateway/db/leasedb.c, protocol.md 4.4) on a
  * real PostgreSQL ($USBGW_PG_URI, emptied; without it nothing runs):
  * take a free lease, refuse one another gateway holds unexpired, renew
  * without a new epoch, take an expired or released one with the next
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "db.h"
-#include "leasedb.h"
-#include "sqldb.h"
+#include "db/db.h"
+#include "db/leasedb.h"
+#include "db/sqldb.h"
 #include "tap.h"
 
 static void

@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "tap.h"
 
 static FILE *cap;

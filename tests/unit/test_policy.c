@@ -11,10 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "policy.h"
-#include "rule.h"
+#include "policy/policy.h"
+#include "policy/rule.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 static struct rule *
 P(const char *s)

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "rule.h"
+#include "policy/rule.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 static const struct {
 	const char	*text;

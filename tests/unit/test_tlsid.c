@@ -32,8 +32,8 @@
 #include <openssl/x509v3.h>
 
 #include "tap.h"
-#include "tlsid.h"
-#include "util.h"
+#include "tls/tlsid.h"
+#include "base/util.h"
 
 static char	top[64];
 

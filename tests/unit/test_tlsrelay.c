@@ -1,5 +1,5 @@
 /*
- * The TLS relay (gateway/tlsclient.c, struct tlsrelay: usbip-tc's and
+ * The TLS relay (gateway/tls/tlsclient.c, struct tlsrelay: usbip-tc's and
  * usbgw-attach's relay, and the gateway's pump in tlsshim.c): records are
  * encrypted into a BIO pair and sent in large writes, and a side is read
  * only once it is readable again.  Through a socketpair with a small
@@ -29,8 +29,8 @@
 #include <openssl/x509.h>
 
 #include "tap.h"
-#include "tlsclient.h"
-#include "util.h"
+#include "tls/tlsclient.h"
+#include "base/util.h"
 
 #define NBYTES	(8u * 1024 * 1024)
 

@@ -24,11 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attach.h"
-#include "log.h"
-#include "usbip.h"
-#include "util.h"
-#include "vhci.h"
+#include "host/attach.h"
+#include "base/log.h"
+#include "proto/usbip.h"
+#include "base/util.h"
+#include "host/vhci.h"
 
 #include "tap.h"
 

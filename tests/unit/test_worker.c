@@ -12,10 +12,10 @@
 
 #include <event2/event.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "tap.h"
-#include "util.h"
-#include "worker.h"
+#include "base/util.h"
+#include "base/worker.h"
 
 static struct event_base *base;
 static pthread_t loop_thread;

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "usbip.h"
-#include "util.h"
+#include "proto/usbip.h"
+#include "base/util.h"
 #include "tap.h"
 
 #define UT_UNUSED	__attribute__((unused))
