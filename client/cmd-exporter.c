@@ -84,12 +84,12 @@ out:
 static int
 exporter_add_exec(struct cmd_ctx *ctx)
 {
-	struct config_addr a;
+	struct net_addr a;
 	const char *es;
 	json_t *res;
 	int st;
 
-	if (config_parse_addr(ctx->argv[1], CONFIG_DEFAULT_PORT, &a, &es) != 0 ||
+	if (parse_addr(ctx->argv[1], CONFIG_DEFAULT_PORT, &a, &es) != 0 ||
 	    a.host[0] == '\0')
 		return usage_error(ctx, "\"%s\": %s", ctx->argv[1],
 		    a.host[0] == '\0' && es == NULL ? "expected a host" : es);

@@ -1,7 +1,7 @@
 /*
  * Durations and times on the command line, parsed strictly:
  *
- *	duration	30s, 10m, 2h, 1d (config_parse_duration; whole seconds)
+ *	duration	30s, 10m, 2h, 1d (parse_duration; whole seconds)
  *	time		HH:MM[:SS]			(local; the next such time,
  *							 or the last for --since)
  *			YYYY-MM-DD[T| ]HH:MM[:SS]	(local)
@@ -27,7 +27,7 @@ parse_duration_s(const char *s, int64_t *secs, char *err, size_t errlen)
 	uint64_t ms;
 	const char *es;
 
-	if (config_parse_duration(s, (uint64_t)MAX_SECONDS * 1000, &ms,
+	if (parse_duration(s, (uint64_t)MAX_SECONDS * 1000, &ms,
 	    &es) != 0) {
 		snprintf(err, errlen, "\"%s\": expected a duration like 30s, "
 		    "10m, 2h or 1d (%s)", s, es);

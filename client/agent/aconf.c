@@ -141,9 +141,9 @@ aconf_finish(struct aconf *c)
 }
 
 size_t
-aconf_listen_addrs(const struct aconf *c, const struct config_addr **addrs)
+aconf_listen_addrs(const struct aconf *c, const struct net_addr **addrs)
 {
-	static const struct config_addr any = { "", ACONF_DEFAULT_PORT };
+	static const struct net_addr any = { "", ACONF_DEFAULT_PORT };
 
 	if (c->listen_none && c->nlisten == 0)
 		return 0;
@@ -186,12 +186,12 @@ aconf_allowed(const struct aconf *c, const struct sockaddr *sa)
 
 /* A listen address: numeric, or '*'.  Returns 0 or -1 with why. */
 static int
-listen_parse(const char *v, struct config_addr *a, char *why, size_t whylen)
+listen_parse(const char *v, struct net_addr *a, char *why, size_t whylen)
 {
 	struct usbgw_addr ua;
 	const char *errstr;
 
-	if (config_parse_listen(v, a, &errstr) == -1) {
+	if (parse_listen(v, a, &errstr) == -1) {
 		snprintf(why, whylen, "%s", errstr);
 		return -1;
 	}
@@ -228,7 +228,7 @@ allow_parse(const char *v, struct host_match *m, char *why, size_t whylen)
 int
 aconf_flag_listen(struct aconf *c, const char *v, char *err, size_t errlen)
 {
-	struct config_addr a;
+	struct net_addr a;
 	char why[256], sb[SHOWN_MAX + 8];
 
 	if (listen_parse(v, &a, why, sizeof(why)) == -1) {
@@ -405,7 +405,7 @@ static void
 parse_line(struct aconf *c, struct parse *p, char *s)
 {
 	char *rest, *key, *v, why[256], sb[SHOWN_MAX + 8];
-	struct config_addr a;
+	struct net_addr a;
 	const char *errstr;
 	long long n;
 	size_t i;
@@ -521,7 +521,7 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 			}
 			gtls = true;
 		}
-		if (config_parse_addr(v, ACONF_DEFAULT_PORT, &a, &errstr) == -1) {
+		if (parse_addr(v, ACONF_DEFAULT_PORT, &a, &errstr) == -1) {
 			perr(p, v, "gateway: %s, got '%s'", errstr,
 			    shown(v, sb, sizeof(sb)));
 			return;
@@ -555,7 +555,7 @@ parse_line(struct aconf *c, struct parse *p, char *s)
 		if ((v = one_value(p, key, &rest, "a duration")) == NULL ||
 		    once(p, key, v, &p->rcheck_line) == -1)
 			return;
-		if (config_parse_duration(v, 7 * 86400 * 1000ULL, &ms,
+		if (parse_duration(v, 7 * 86400 * 1000ULL, &ms,
 		    &errstr) == -1 || ms < 1000) {
 			perr(p, v, "tls-renew-check: expected a duration from "
 			    "1s to 7d (12h, 30m, 10s), got '%s'", shown(v, sb,

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "control/config.h"		/* struct config_addr, its parsers */
+#include "base/parse.h"		/* struct net_addr, its parsers */
 #include "policy/decision.h"		/* struct host_match: 3.6's networks */
 #include "keep.h"
 
@@ -45,7 +45,7 @@ struct aconf {
 	char		 name[ACONF_NAME_MAX];		/* "": the host name */
 
 	/* Listeners: none given means *:3240; listen_none means none. */
-	struct config_addr listen[ACONF_MAX_LISTEN];
+	struct net_addr listen[ACONF_MAX_LISTEN];
 	size_t		 nlisten;
 	bool		 listen_none;
 
@@ -58,7 +58,7 @@ struct aconf {
 
 	char		 audit_log[ACONF_PATH_MAX];	/* "": log only */
 	char		 state_file[ACONF_PATH_MAX];	/* "": none */
-	struct config_addr gateways[ACONF_MAX_GATEWAYS];  /* dial-out */
+	struct net_addr gateways[ACONF_MAX_GATEWAYS];  /* dial-out */
 	bool		 gateways_tls[ACONF_MAX_GATEWAYS];	/* "tls" */
 	size_t		 ngateways;
 	/*
@@ -113,7 +113,7 @@ void		 aconf_finish(struct aconf *);
 
 /* Where to listen (nlisten 0 and not none: *:3240); the count. */
 size_t		 aconf_listen_addrs(const struct aconf *,
-		    const struct config_addr **);
+		    const struct net_addr **);
 
 /* Is this peer in allow-from?  (An IPv4 network takes mapped IPv6.) */
 bool		 aconf_allowed(const struct aconf *, const struct sockaddr *);

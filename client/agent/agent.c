@@ -453,13 +453,13 @@ static struct {
 	bool		 gw_tls[ACONF_MAX_GATEWAYS];
 	size_t		 ngw;		/* the gateway lines dialled (at start:
 					   a reload does not change them) */
-	struct config_addr gws[ACONF_MAX_GATEWAYS];
+	struct net_addr gws[ACONF_MAX_GATEWAYS];
 	SSL_CTX		*ctx;		/* in force; one reference ours */
 } rn;
 
 struct renew_job {
 	struct enrollc_opts	 o;
-	char			 gateway[CONFIG_HOST_MAX + 16];
+	char			 gateway[NET_HOST_MAX + 16];
 	char			 dir[ACONF_PATH_MAX];
 	char			 name[TLSID_NAME_MAX + 1];
 	char			*out;
@@ -616,7 +616,7 @@ main(int argc, char *argv[])
 	};
 	static const int signums[] = { SIGHUP, SIGTERM, SIGINT };
 	struct event *sigs[nitems(signums)];
-	const struct config_addr *la;
+	const struct net_addr *la;
 	struct usbdev_conf uc;
 	SSL_CTX *tls_ctx;
 	bool gw_tls[ACONF_MAX_GATEWAYS];

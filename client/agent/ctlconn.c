@@ -83,7 +83,7 @@ static struct {
 	bool			 stopping;
 	struct event		*tick_ev;
 	/* dial-out */
-	struct config_addr	 gw[CC_MAX_GATEWAYS];
+	struct net_addr	 gw[CC_MAX_GATEWAYS];
 	size_t			 ngw, cur;	/* the gateway tried now */
 	struct ctl		 dial;
 	struct sockaddr_storage	 peer;		/* the control's address */
@@ -993,7 +993,7 @@ dial_next_ai(void)
 static void
 dial_resolved(int err, struct evutil_addrinfo *res, void *arg)
 {
-	const struct config_addr *a = &cc.gw[cc.cur];
+	const struct net_addr *a = &cc.gw[cc.cur];
 	char h[sizeof(a->host) * 4];
 
 	if (err == EVUTIL_EAI_CANCEL) {
@@ -1040,7 +1040,7 @@ dial_dns(void)
 static void
 dial_next(void)
 {
-	const struct config_addr *a = &cc.gw[cc.cur];
+	const struct net_addr *a = &cc.gw[cc.cur];
 	struct ctl *x = &cc.dial;
 	struct evutil_addrinfo hints;
 	struct evdns_getaddrinfo_request *req;
@@ -1247,7 +1247,7 @@ ctl_tick(evutil_socket_t fd, short what, void *arg)
 
 int
 ctlconn_init(struct event_base *base, const char *name,
-    const struct config_addr *gws, size_t n, ctlconn_foreach_fn foreach,
+    const struct net_addr *gws, size_t n, ctlconn_foreach_fn foreach,
     ctlconn_adopt_fn adopt)
 {
 	struct timeval tv = { CC_TICK_S, 0 };

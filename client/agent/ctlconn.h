@@ -43,7 +43,7 @@
 #include <event2/event.h>
 #include <openssl/ssl.h>
 
-#include "control/config.h"
+#include "base/parse.h"
 #include "proto/usbip.h"
 
 /* Each exportable, unheld device (usbdev_foreach_exportable). */
@@ -75,7 +75,7 @@ typedef void (*ctlconn_adopt_fn)(int fd, const struct sockaddr *, socklen_t,
  * (OPEN_IMPORT then fails).  0 or -1 (an invalid name).
  */
 int	ctlconn_init(struct event_base *, const char *name,
-	    const struct config_addr *gateways, size_t n, ctlconn_foreach_fn,
+	    const struct net_addr *gateways, size_t n, ctlconn_foreach_fn,
 	    ctlconn_adopt_fn);
 /*
  * Listen mode: the USB/IP engine offers a connection whose op code

@@ -664,7 +664,7 @@ listen_one(const char *host, const char *port, bool v6only)
 }
 
 int
-export_listen(const struct config_addr *a)
+export_listen(const struct net_addr *a)
 {
 	if (a->host[0] != '\0')
 		return listen_one(a->host, a->port, false);

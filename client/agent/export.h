@@ -35,7 +35,7 @@ int		 export_init(struct event_base *, const struct aconf *c,
 int		 export_set_conf(const struct aconf *c, char *err,
 		    size_t errlen);
 /* Listen on a (host "" = every IPv4 and IPv6 address).  0 or -1. */
-int		 export_listen(const struct config_addr *a);
+int		 export_listen(const struct net_addr *a);
 unsigned	 export_nlisteners(void);
 /*
  * A connection the agent opened itself to its gateway (ctlconn.c's

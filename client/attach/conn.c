@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "attach.h"
-#include "control/config.h"
+#include "base/parse.h"
 #include "base/log.h"
 #include "tls/tlsclient.h"
 #include "tls/tlsid.h"
@@ -56,10 +56,10 @@ att_mono_ms(void)
 int
 att_check_gateway(const char *hostport, char *err, size_t errsz)
 {
-	struct config_addr a;
+	struct net_addr a;
 	const char *why;
 
-	if (config_parse_addr(hostport, "3240", &a, &why) == -1) {
+	if (parse_addr(hostport, "3240", &a, &why) == -1) {
 		snprintf(err, errsz, "%s: expected host[:port] (%s)", hostport,
 		    why);
 		return -1;

@@ -300,9 +300,9 @@ config_tls_optional(const struct config *c)
 }
 
 size_t
-config_listen_addrs(const struct config *c, const struct config_addr **addrs)
+config_listen_addrs(const struct config *c, const struct net_addr **addrs)
 {
-	static const struct config_addr any = { "", CONFIG_DEFAULT_PORT };
+	static const struct net_addr any = { "", CONFIG_DEFAULT_PORT };
 
 	if (c->nlisten > 0) {
 		*addrs = c->listen;
@@ -310,47 +310,6 @@ config_listen_addrs(const struct config *c, const struct config_addr **addrs)
 	}
 	*addrs = &any;
 	return c->mode == CONFIG_MODE_LOCAL ? 0 : 1;
-}
-
-int
-config_parse_duration(const char *s, uint64_t max_ms, uint64_t *ms,
-    const char **errstr)
-{
-	unsigned long long v = 0, mult;
-	const char *p = s;
-
-	if (*p < '0' || *p > '9') {
-		*errstr = "expected a number followed by ms, s, m, h or d";
-		return -1;
-	}
-	while (*p >= '0' && *p <= '9') {
-		if (v > (ULLONG_MAX - 9) / 10) {
-			*errstr = "too large";
-			return -1;
-		}
-		v = v * 10 + (unsigned)(*p++ - '0');
-	}
-	if (strcmp(p, "ms") == 0)
-		mult = 1;
-	else if (*p == '\0' || strcmp(p, "s") == 0)
-		mult = MS_S;
-	else if (strcmp(p, "m") == 0)
-		mult = 60 * MS_S;
-	else if (strcmp(p, "h") == 0)
-		mult = 3600 * MS_S;
-	else if (strcmp(p, "d") == 0)
-		mult = MS_DAY;
-	else {
-		*errstr = "unit must be ms, s, m, h or d";
-		return -1;
-	}
-	if (v > DURATION_MAX / mult || v * mult > max_ms) {
-		*errstr = "too large";
-		return -1;
-	}
-	*ms = v * mult;
-	*errstr = NULL;
-	return 0;
 }
 
 static int
@@ -376,105 +335,6 @@ parse_size(const char *s, unsigned long long *out)
 	return 0;
 }
 
-static int
-host_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
-}
-
-static int parse_addr(const char *, const char *, struct config_addr *,
-    const char **, int);
-
-int
-config_parse_addr(const char *s, const char *dflt_port, struct config_addr *out,
-    const char **errstr)
-{
-	return parse_addr(s, dflt_port, out, errstr, 1);
-}
-
-int
-config_parse_listen(const char *s, struct config_addr *out, const char **errstr)
-{
-	return parse_addr(s, CONFIG_DEFAULT_PORT, out, errstr, 0);
-}
-
-/*
- * As config_parse_addr(), with port 0 allowed when min_port is 0: a
- * listener on port 0 takes any free port (usbgwd -P reports it).
- */
-static int
-parse_addr(const char *s, const char *dflt_port, struct config_addr *out,
-    const char **errstr, int min_port)
-{
-	const char *host, *port = NULL, *e;
-	size_t hlen, i;
-	long long pn;
-	const char *perrstr;
-	int v6 = 0;
-
-	memset(out, 0, sizeof(*out));
-	if (*s == '[') {
-		host = s + 1;
-		if ((e = strchr(host, ']')) == NULL) {
-			*errstr = "expected ']' after an IPv6 address";
-			return -1;
-		}
-		hlen = (size_t)(e - host);
-		if (e[1] == ':')
-			port = e + 2;
-		else if (e[1] != '\0') {
-			*errstr = "expected ':PORT' after ']'";
-			return -1;
-		}
-		v6 = 1;
-	} else {
-		host = s;
-		e = strchr(s, ':');
-		if (e != NULL && strchr(e + 1, ':') != NULL) {
-			*errstr = "expected [ADDRESS]:PORT for an IPv6 address";
-			return -1;
-		}
-		hlen = e != NULL ? (size_t)(e - s) : strlen(s);
-		if (e != NULL)
-			port = e + 1;
-	}
-	if (hlen == 1 && host[0] == '*')
-		hlen = 0;
-	else {
-		if (hlen == 0 && v6) {
-			*errstr = "expected an address between [ and ]";
-			return -1;
-		}
-		if (hlen >= sizeof(out->host)) {
-			*errstr = "host name too long";
-			return -1;
-		}
-		for (i = 0; i < hlen; i++)
-			if (!host_char(host[i]) &&
-			    !(v6 && (host[i] == ':' || host[i] == '%'))) {
-				*errstr = "expected a host name or address";
-				return -1;
-			}
-		memcpy(out->host, host, hlen);
-		out->host[hlen] = '\0';
-	}
-	if (port == NULL)
-		port = dflt_port;
-	if (port == NULL || *port == '\0') {
-		*errstr = "expected a port number";
-		return -1;
-	}
-	if (parse_num(port, min_port, 65535, &pn, &perrstr) != 0) {
-		*errstr = min_port == 0 ?
-		    "expected a port number from 0 to 65535" :
-		    "expected a port number from 1 to 65535";
-		return -1;
-	}
-	snprintf(out->port, sizeof(out->port), "%lld", pn);
-	*errstr = NULL;
-	return 0;
-}
 
 static int
 name_valid(const char *s, size_t max)
@@ -484,7 +344,7 @@ name_valid(const char *s, size_t max)
 	if (n == 0 || n >= max || s[0] == '-')
 		return 0;
 	for (i = 0; i < n; i++)
-		if (!host_char(s[i]) && !(s[i] == '$' && i == n - 1))
+		if (!parse_host_char(s[i]) && !(s[i] == '$' && i == n - 1))
 			return 0;
 	return 1;
 }
@@ -597,7 +457,7 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 	char lo[16], hi[16], buf[CONFIG_MAX_LINE + 1], shown[SHOWN_MAX];
 	char *save, *t;
 	struct config_privlist *pl;
-	struct config_addr a;
+	struct net_addr a;
 	int lvl;
 
 	(void)from_flag;
@@ -684,7 +544,7 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 		return 0;
 	case K_DURATION:
 	case K_SECONDS:
-		if (config_parse_duration(v, DURATION_MAX, &ms, &errstr) != 0) {
+		if (parse_duration(v, DURATION_MAX, &ms, &errstr) != 0) {
 			if (strcmp(errstr, "too large") != 0)
 				goto bad;
 			ms = UINT64_MAX;	/* said with the range */
@@ -815,7 +675,7 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 				return -1;
 			}
 		}
-		if (parse_addr(lbuf, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
+		if (parse_hostport(lbuf, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
 			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
 			return -1;
 		}
@@ -841,16 +701,16 @@ key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
 			char lb[64];
 
 			snprintf(lb, sizeof(lb), "127.0.0.1:%s", v);
-			if (parse_addr(lb, NULL, &a, &errstr, 1) != 0)
+			if (parse_hostport(lb, NULL, &a, &errstr, 1) != 0)
 				goto bad;
 		} else if (strchr(v, ':') == NULL ||
-		    parse_addr(v, NULL, &a, &errstr, 1) != 0)
+		    parse_hostport(v, NULL, &a, &errstr, 1) != 0)
 			goto bad;
 		c->metrics_listen = a;
 		c->metrics_on = 1;
 		return 0;
 	case K_TLSLISTEN:
-		if (parse_addr(v, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
+		if (parse_hostport(v, CONFIG_DEFAULT_PORT, &a, &errstr, 0) != 0) {
 			snprintf(err, errlen, "%s, got \"%s\"", errstr, shown);
 			return -1;
 		}
@@ -987,7 +847,7 @@ where_other(const struct config *c, const struct parse *p,
 /* A name or address declared before (any file of this configuration)? */
 static int
 exporter_dup(struct config *c, struct parse *p, int line, const char *what,
-    const char *name, const struct config_addr *a)
+    const char *name, const struct net_addr *a)
 {
 	const struct config_exporter *o;
 	char w[CONFIG_FILE_NAME_MAX + 16], shown[CONFIG_HOST_MAX + 16];
@@ -1031,7 +891,7 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 	const char *errstr, *form = p->mode == PM_IMPORT ?
 	    "NAME HOST[:PORT] [agent] [tls=required|off]" :
 	    "exporter NAME HOST[:PORT] [agent] [tls=required|off]";
-	struct config_addr a;
+	struct net_addr a;
 	int kind = 0, tls = 0;
 
 	name = strtok_r(rest, " \t", &save);
@@ -1065,7 +925,7 @@ parse_exporter(struct config *c, struct parse *p, int line, char *rest)
 		    "digits, '.', '-' or '_', got \"%s\"", name);
 		return;
 	}
-	if (config_parse_addr(addr, CONFIG_DEFAULT_PORT, &a, &errstr) != 0) {
+	if (parse_addr(addr, CONFIG_DEFAULT_PORT, &a, &errstr) != 0) {
 		perr(p, line, "exporter %s: %s, got \"%s\"", name, errstr, addr);
 		return;
 	}
@@ -1590,7 +1450,7 @@ dump_add(char **out, size_t *len, const char *fmt, ...)
 }
 
 static void
-fmt_addr(char *buf, size_t len, const struct config_addr *a)
+fmt_addr(char *buf, size_t len, const struct net_addr *a)
 {
 	if (a->host[0] == '\0')
 		snprintf(buf, len, "*:%s", a->port);

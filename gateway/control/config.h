@@ -21,13 +21,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/parse.h"
 #include "proto/ctl.h"
 
 #define CONFIG_DEFAULT_PATH	"/etc/usbgw/usbgwd.conf"
 #define CONFIG_DEFAULT_DB	"/var/lib/usbgw/usbgw.db"
 #define CONFIG_DEFAULT_SOCKET	"/run/usbgw/control.sock"
 #define CONFIG_DEFAULT_PIDFILE	"/run/usbgwd.pid"
-#define CONFIG_DEFAULT_PORT	"3240"
+#define CONFIG_DEFAULT_PORT	USBIP_DEFAULT_PORT
 #define CONFIG_DEFAULT_VHCI_ROOT "/sys/devices/platform"
 
 #define CONFIG_MAX_FILE		(1024 * 1024)	/* bytes in a config file */
@@ -40,7 +41,7 @@
 #define CONFIG_MAX_PRINCIPALS	64		/* per privilege class */
 #define CONFIG_MAX_HOOKS	16
 #define CONFIG_NAME_MAX		64		/* exporter, user, group names */
-#define CONFIG_HOST_MAX		256
+#define CONFIG_HOST_MAX		NET_HOST_MAX
 #define CONFIG_PATH_MAX		1024
 
 enum config_mode {
@@ -56,10 +57,6 @@ enum config_store_loss {
 #define CONFIG_STORE_GRACE_MS	10000	/* the lease time's default (4.4) */
 
 /* "HOST:PORT"; host "" means every address (wildcard). */
-struct config_addr {
-	char		host[CONFIG_HOST_MAX];
-	char		port[8];
-};
 
 /*
  * kind: 0 usbipd, 1 an agent in listen mode ("exporter NAME HOST agent"),
@@ -68,7 +65,7 @@ struct config_addr {
  */
 struct config_exporter {
 	char		name[CONFIG_NAME_MAX];
-	struct config_addr addr;
+	struct net_addr addr;
 	int		kind;
 	int		tls;		/* enum exp_tls: 0 off, 1 optional, 2 required */
 	int		line;		/* where it was declared: */
@@ -124,15 +121,15 @@ struct config {
 	struct config_privlist	priv[PRIV_ADMIN + 1];	/* [PRIV_READ..ADMIN] */
 
 	/* USB/IP side. */
-	struct config_addr	listen[CONFIG_MAX_LISTEN];	/* configured */
+	struct net_addr	listen[CONFIG_MAX_LISTEN];	/* configured */
 	size_t		nlisten;		/* 0: see config_listen_addrs() */
 	int		listen_tls[CONFIG_MAX_LISTEN];	/* 1: tls=optional */
 	/* TLS listeners for vhci hosts (server.c, tlsshim.c) and the store
 	 * of the gateway's CA, key and certificate (tlsid.c). */
 	/* Prometheus text endpoint (metrics.c): off unless set. */
-	struct config_addr	metrics_listen;
+	struct net_addr	metrics_listen;
 	int		metrics_on;
-	struct config_addr	tls_listen[CONFIG_MAX_LISTEN];
+	struct net_addr	tls_listen[CONFIG_MAX_LISTEN];
 	size_t		ntls_listen;
 	char		tls_dir[CONFIG_PATH_MAX];	/* "": DATABASE dir/tls */
 	/* Enrollment (enroll.c, protocol.md 1.10.10). */
@@ -228,21 +225,6 @@ int		 config_parse_buf(struct config *cfg, const char *name,
 int		 config_set(struct config *cfg, const char *key, const char *value,
 		    char *err, size_t errlen);
 
-/*
- * Durations: an integer followed by ms, s, m, h or d ("1500ms", "30s",
- * "10m", "2h", "1d"); a bare integer is seconds.  Result in milliseconds,
- * at most max_ms.  Returns 0, or -1 with *errstr set to a short reason.
- */
-int		 config_parse_duration(const char *s, uint64_t max_ms,
-		    uint64_t *ms, const char **errstr);
-
-/* "HOST:PORT", "[V6]:PORT", "*:PORT", ":PORT" or "HOST" (port dflt_port). */
-int		 config_parse_addr(const char *s, const char *dflt_port,
-		    struct config_addr *out, const char **errstr);
-
-/* The same for a listen address: port 0 (any free port) is allowed. */
-int		 config_parse_listen(const char *s, struct config_addr *out,
-		    const char **errstr);
 
 /*
  * Where the daemon serves USB/IP: the listen addresses configured (file
@@ -252,7 +234,7 @@ int		 config_parse_listen(const char *s, struct config_addr *out,
  */
 int		 config_tls_optional(const struct config *);
 size_t		 config_listen_addrs(const struct config *,
-		    const struct config_addr **addrs);
+		    const struct net_addr **addrs);
 
 /*
  * The exporters.d directory (exporters-dir; protocol.md 1.11.2): every

@@ -47,12 +47,17 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "core/agentgw.h"
-#include "core/lease.h"
-#include "proto/agentproto.h"
-#include "daemon/gw.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "core/agentgw.h"
+#include "core/device.h"
+#include "core/exporter.h"
+#include "core/lease.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/store.h"
+#include "core/upstream.h"
+#include "proto/agentproto.h"
 
 #define AC_BACKOFF_MAX_MS	60000
 #define AC_HELLO_MS		10000	/* connect + hello, at most */

@@ -26,16 +26,21 @@
 
 #include <event2/event.h>
 
-#include "control/control.h"
-#include "policy/decision.h"
 #include "base/desc.h"
 #include "base/identity.h"
 #include "base/jsontext.h"
-#include "daemon/gw.h"
-#include "policy/policy.h"
-#include "policy/rule.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "control/control.h"
+#include "core/device.h"
+#include "core/events.h"
+#include "core/loop.h"
+#include "core/store.h"
+#include "core/tiers.h"
+#include "core/upstream.h"
+#include "policy/decision.h"
+#include "policy/policy.h"
+#include "policy/rule.h"
 
 #define RECLAIM_FIRST_MS	100	/* after a release: the stub resets */
 #define RETRY_MAX_MS		30000	/* a failed claim's back-off, at most */

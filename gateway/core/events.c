@@ -9,11 +9,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "control/control.h"
-#include "daemon/gw.h"
-#include "control/hooks.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "control/control.h"
+#include "control/hooks.h"
+#include "core/events.h"
+#include "core/loop.h"
+#include "core/store.h"
 
 /* Announce to watchers and hooks; data is stolen. */
 void

@@ -23,10 +23,16 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "daemon/gw.h"
 #include "base/hostlimit.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "core/device.h"
+#include "core/events.h"
+#include "core/exporter.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/store.h"
+#include "core/upstream.h"
 
 #define EXP_BACKOFF_MAX_MS	60000
 #define EXP_JITTER_PCT		10	/* every poll interval, +- */

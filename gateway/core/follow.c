@@ -32,12 +32,18 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "core/follow.h"
-#include "proto/followproto.h"
-#include "daemon/gw.h"
 #include "base/hostlimit.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "core/device.h"
+#include "core/exporter.h"
+#include "core/follow.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/session.h"
+#include "core/store.h"
+#include "core/upstream.h"
+#include "proto/followproto.h"
 
 struct follower {
 	TAILQ_ENTRY(follower)	 entry;

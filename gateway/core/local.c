@@ -47,13 +47,20 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "host/attach.h"
-#include "control/config.h"
-#include "control/control.h"
-#include "db/db.h"
-#include "daemon/gw.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "control/config.h"
+#include "control/control.h"
+#include "core/device.h"
+#include "core/exporter.h"
+#include "core/local.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/session.h"
+#include "core/store.h"
+#include "core/upstream.h"
+#include "db/db.h"
+#include "host/attach.h"
 #include "host/vhci.h"
 
 #define LOCAL_CHECK_MS		2000	/* poll of an attachment's port */

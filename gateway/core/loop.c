@@ -19,10 +19,10 @@
 #include <event2/event.h>
 #include <event2/bufferevent.h>
 
-#include "daemon/gw.h"
 #include "base/log.h"
-#include "tls/tlsshim.h"
 #include "base/util.h"
+#include "core/loop.h"
+#include "tls/tlsshim.h"
 
 struct gw *gw;
 

@@ -12,12 +12,12 @@
 #include <event2/event.h>
 #include <event2/bufferevent.h>
 
+#include "policy/ident.h"
+
 struct tlsid_peer;
 
 #define GW_NAME_MAX		32	/* exporter names */
-#define GW_STR_MAX		128	/* descriptor strings, sanitized */
 #define GW_MAX_CONFIG_LEN	4096	/* one configuration descriptor */
-#define GW_MAX_CONFIGS		8
 #define GW_MAX_INFLIGHT		1024	/* URBs in flight per attachment */
 #define GW_RELAY_HIWAT		(4u << 20) /* output bytes before backpressure */
 #define GW_MAX_DOWNSTREAM	1024	/* downstream connections */

@@ -46,11 +46,16 @@
 #include "base/counters.h"
 #include "base/desc.h"
 #include "base/evbuf.h"
-#include "policy/ident.h"
-#include "policy/ifmap.h"
-#include "daemon/gw.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "core/device.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/session.h"
+#include "core/store.h"
+#include "core/upstream.h"
+#include "policy/ident.h"
+#include "policy/ifmap.h"
 
 #define IF_SUBMIT	1
 #define IF_UNLINK	2

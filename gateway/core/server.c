@@ -26,18 +26,24 @@
 #include <event2/listener.h>
 
 #include "base/counters.h"
-#include "core/agentgw.h"
-#include "proto/agentproto.h"
-#include "control/config.h"
-#include "core/enroll.h"
-#include "proto/enrollproto.h"
-#include "core/follow.h"
-#include "proto/followproto.h"
-#include "daemon/gw.h"
 #include "base/hostname.h"
 #include "base/log.h"
-#include "tls/tlsshim.h"
 #include "base/util.h"
+#include "control/config.h"
+#include "core/agentgw.h"
+#include "core/device.h"
+#include "core/enroll.h"
+#include "core/exporter.h"
+#include "core/follow.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/session.h"
+#include "core/store.h"
+#include "core/upstream.h"
+#include "proto/agentproto.h"
+#include "proto/enrollproto.h"
+#include "proto/followproto.h"
+#include "tls/tlsshim.h"
 
 #define TLS_HANDSHAKE_RECORD	0x16
 

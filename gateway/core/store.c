@@ -25,15 +25,16 @@
 #include <event2/event.h>
 
 #include "base/counters.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "control/config.h"
+#include "core/loop.h"
+#include "core/store.h"
 #include "db/audit.h"
 #include "db/auditkey.h"
-#include "control/config.h"
 #include "db/db.h"
-#include "policy/decision.h"
-#include "daemon/gw.h"
-#include "base/log.h"
 #include "db/sqldb.h"
-#include "base/util.h"
+#include "policy/decision.h"
 
 static struct db	*db;
 static int		 lock_fd = -1;

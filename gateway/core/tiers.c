@@ -9,12 +9,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "db/db.h"
-#include "daemon/gw.h"
 #include "base/log.h"
+#include "base/util.h"
+#include "core/events.h"
+#include "core/loop.h"
+#include "core/store.h"
+#include "core/tiers.h"
+#include "db/db.h"
 #include "policy/policy.h"
 #include "policy/rule.h"
-#include "base/util.h"
 
 static struct policy	*admin_pol, *op_pol;
 

@@ -31,9 +31,11 @@
 #include "base/counters.h"
 #include "base/desc.h"
 #include "base/identity.h"
-#include "daemon/gw.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "core/loop.h"
+#include "core/store.h"
+#include "core/upstream.h"
 
 enum probe_step {
 	PROBE_DEVICE,

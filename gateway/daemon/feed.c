@@ -341,7 +341,7 @@ int
 feed_start(struct event_base *base, const struct config *cfg)
 {
 	struct db_gateway g;
-	const struct config_addr *la;
+	const struct net_addr *la;
 	struct timeval tv = { FEED_TICK_MS / 1000, (FEED_TICK_MS % 1000) * 1000 };
 
 	memset(&feed, 0, sizeof(feed));

@@ -6,13 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/config.h"
-#include "control/control.h"
-#include "db/db.h"
-#include "daemon/feed.h"
-#include "daemon/gw.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "control/config.h"
+#include "control/control.h"
+#include "core/device.h"
+#include "core/exporter.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/store.h"
+#include "core/upstream.h"
+#include "daemon/feed.h"
+#include "daemon/gw.h"
+#include "db/db.h"
 
 #include <event2/event.h>
 

@@ -1,8 +1,8 @@
 /*
- * usbgwd's core objects, one header each, in the order of their layers
- * (gateway/LAYERS): the loop's context, claims, devices, exporters,
- * sessions and the relay; storage, events and the rule tiers; local
- * mode and the control commands.  One libevent loop, one thread.
+ * The gateway assembled (gw.c): exporters from the configuration and the
+ * store, shutdown, the store's loss.  Not an umbrella: each module
+ * includes the core headers it uses (gateway/README.md has the map).
+ * One libevent loop, one thread.
  *
  * Ownership: the gateway owns exporters; an exporter owns its devices; a
  * device owns at most one upstream session (its claim at the exporter)
@@ -18,17 +18,11 @@
 #ifndef USBGW_GW_H
 #define USBGW_GW_H
 
-#include "core/loop.h"
-#include "core/upstream.h"
-#include "core/device.h"
-#include "core/exporter.h"
-#include "core/session.h"
-#include "core/relay.h"
-#include "core/store.h"
-#include "core/events.h"
-#include "core/tiers.h"
-#include "core/local.h"
-#include "daemon/commands.h"
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct exporter;
 
 struct config;
 

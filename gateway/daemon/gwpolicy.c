@@ -12,17 +12,25 @@
 
 #include <event2/event.h>
 
-#include "db/audit.h"
-#include "db/auditkey.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "control/config.h"
 #include "control/control.h"
+#include "core/device.h"
+#include "core/events.h"
+#include "core/exporter.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/store.h"
+#include "core/tiers.h"
+#include "core/upstream.h"
+#include "daemon/commands.h"
+#include "db/audit.h"
+#include "db/auditkey.h"
 #include "db/db.h"
-#include "daemon/gw.h"
-#include "base/log.h"
+#include "db/sqldb.h"
 #include "policy/policy.h"
 #include "policy/rule.h"
-#include "db/sqldb.h"
-#include "base/util.h"
 
 #define ERR(code, ...) do { snprintf(err, errlen, __VA_ARGS__); return code; } while (0)
 #define POLICY_MAX_RULES	100000

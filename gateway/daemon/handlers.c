@@ -11,19 +11,27 @@
 
 #include <event2/event.h>
 
+#include "base/jsontext.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "control/config.h"
 #include "control/control.h"
-#include "proto/ctlproto.h"
-#include "db/db.h"
+#include "control/hooks.h"
+#include "core/device.h"
 #include "core/enroll.h"
+#include "core/exporter.h"
+#include "core/lease.h"
+#include "core/local.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/store.h"
+#include "core/upstream.h"
+#include "daemon/commands.h"
 #include "daemon/feed.h"
 #include "daemon/gw.h"
-#include "control/hooks.h"
-#include "base/jsontext.h"
-#include "core/lease.h"
-#include "base/log.h"
+#include "db/db.h"
 #include "db/sqldb.h"
-#include "base/util.h"
+#include "proto/ctlproto.h"
 
 #define ERR(code, ...) do { snprintf(err, errlen, __VA_ARGS__); return code; } while (0)
 

@@ -17,21 +17,31 @@
 
 #include <event2/event.h>
 
+#include "base/hostname.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "control/config.h"
 #include "control/control.h"
+#include "control/hooks.h"
 #include "core/agentgw.h"
+#include "core/device.h"
+#include "core/enroll.h"
+#include "core/exporter.h"
+#include "core/lease.h"
+#include "core/local.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/session.h"
+#include "core/store.h"
+#include "core/tiers.h"
+#include "core/upstream.h"
+#include "daemon/commands.h"
 #include "daemon/feed.h"
 #include "daemon/gw.h"
-#include "base/hostname.h"
-#include "core/lease.h"
-#include "db/leasedb.h"
-#include "control/hooks.h"
 #include "daemon/metrics.h"
-#include "base/log.h"
+#include "db/leasedb.h"
 #include "db/sqldb.h"
 #include "tls/tlsid.h"
-#include "core/enroll.h"
-#include "base/util.h"
 
 #include "base/version.h"
 #define USBGWD_VERSION	USBGW_VERSION
@@ -112,11 +122,11 @@ load_config(int reload)
 	for (i = 0; i < nflags; i++) {
 		if (strcmp(flag_keys[i], "listen") == 0 && nlisten++ > 0) {
 			/* further -l flags add addresses */
-			struct config_addr a;
+			struct net_addr a;
 			const char *es;
 
 			if (cfg->nlisten >= CONFIG_MAX_LISTEN ||
-			    config_parse_listen(flag_vals[i], &a, &es) == -1) {
+			    parse_listen(flag_vals[i], &a, &es) == -1) {
 				fprintf(stderr, "usbgwd: -l %s: invalid address\n",
 				    flag_vals[i]);
 				config_free(cfg);
@@ -577,7 +587,7 @@ main(int argc, char *argv[])
 	size_t nctl;
 	int ch, foreground = 0, check_only = 0, sigs[] = { SIGHUP, SIGTERM, SIGINT };
 	struct hostname_opts ho;
-	const struct config_addr *la;
+	const struct net_addr *la;
 	char err[512], lease_name[LEASEDB_HOLDER_MAX];
 	size_t i, nla;
 

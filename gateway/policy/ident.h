@@ -10,7 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/loop.h"
+
+#define GW_MAX_CONFIGS		8	/* configurations read per device */
+#define GW_STR_MAX		128	/* descriptor strings, sanitized */
 
 /* What the probe read from the device. */
 struct gw_ident {

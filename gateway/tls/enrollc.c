@@ -18,7 +18,7 @@
 
 #include <openssl/err.h>
 
-#include "control/config.h"
+#include "base/parse.h"
 #include "tls/enrollc.h"
 #include "proto/enrollproto.h"
 #include "tls/tlsclient.h"

@@ -22,7 +22,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 
-#include "control/config.h"
+#include "base/parse.h"
 #include "tls/tlsclient.h"
 #include "tls/tlsid.h"
 #include "base/util.h"
@@ -506,12 +506,12 @@ tlsclient_pipe(SSL *ssl, int netfd, const char *prog, pthread_t *tid)
 int
 tlsclient_dial(const char *hostport, int timeout_s, char *err, size_t errsz)
 {
-	struct config_addr a;
+	struct net_addr a;
 	struct addrinfo	 hints, *res, *ai;
 	const char	*why;
 	int		 fd = -1, r, one = 1;
 
-	if (config_parse_addr(hostport, "3240", &a, &why) == -1) {
+	if (parse_addr(hostport, "3240", &a, &why) == -1) {
 		snprintf(err, errsz, "%s: expected host[:port] (%s)", hostport,
 		    why);
 		return -1;

@@ -1,46 +1,90 @@
 #!/usr/bin/env bash
-# Calls run downward: every call between the daemon's modules, read from
-# the built objects' symbol tables (nm), goes to the same layer or a
-# lower one of gateway/LAYERS.  A module missing from LAYERS fails too.
+# Calls and #include lines run downward, for every program: the layering
+# map gateway/LAYERS, checked by tests/tools/layers.py against every
+# #include "..." line of gateway/, client/, client/agent/, client/attach/
+# and contrib/sim/, and every call between the built objects (nm).
+# Fixtures first: a tiny tree with one upward #include, one upward call,
+# one call up the core's order, and a clean one; the checker must name
+# the file, the line and the rule of each, and pass the clean one.
 . "$(dirname "$0")/../lib/common.sh"
 
-LAYERS=$TOP/gateway/LAYERS
-OBJ=$USBGW_BUILD/gateway
-[ -d "$OBJ" ] || bail_out "no objects in $OBJ (build first)"
 command -v nm >/dev/null || skip_all "nm not installed"
+command -v python3 >/dev/null || skip_all "python3 not installed"
+L=$TOP/tests/tools/layers.py
+OBJ=$USBGW_BUILD
+[ -d "$OBJ/gateway/base" ] || bail_out "no objects in $OBJ/gateway (build first)"
 
-# module -> layer
-declare -A layer
-while read -r n mods; do
-	case $n in ''|'#'*) continue ;; esac
-	for m in $mods; do layer[$m]=$n; done
-done <"$LAYERS"
-[ "${#layer[@]}" -gt 20 ]
-check $? "gateway/LAYERS lists the modules (${#layer[@]})"
+# ---- fixtures ------------------------------------------------------------
+F=$T/fx
+mkdir -p "$F/gateway/base" "$F/gateway/core" "$F/o/gateway/base" "$F/o/gateway/core"
+cat >"$F/gateway/LAYERS" <<'MAP'
+unit base uses -
+unit core uses base
+order core 1 low
+order core 2 high
+MAP
+printf 'int util_x(void);\n' >"$F/gateway/base/util.h"
+printf '#include "base/util.h"\nint util_x(void) { return 1; }\n' >"$F/gateway/base/util.c"
+printf 'int low_f(void);\n' >"$F/gateway/core/low.h"
+printf '#include "core/low.h"\n#include "base/util.h"\nint low_f(void) { return util_x(); }\n' >"$F/gateway/core/low.c"
+printf 'int high_f(void);\n' >"$F/gateway/core/high.h"
+printf '#include "core/high.h"\n#include "core/low.h"\nint high_f(void) { return low_f(); }\n' >"$F/gateway/core/high.c"
+fx_build() {
+	local c
+	for c in base/util core/low core/high; do
+		cc -I"$F/gateway" -c "$F/gateway/$c.c" -o "$F/o/gateway/$c.o" || return 1
+	done
+}
+fx_run() { run python3 "$L" --src "$F" --obj "$F/o"; }
 
-# symbol -> defining module
-declare -A def
-for o in "$OBJ"/*.o; do
-	m=$(basename "$o" .o)
-	while read -r _ _ s; do def[$s]=$m; done < <(nm -g --defined-only "$o")
-done
+fx_build || bail_out "cannot compile the fixture"
+fx_run
+is "$RC" 0 "fixture: a clean tree passes"
+like "$OUT" '3 objects, 0 violations' "... having read its 3 objects"
 
-for src in "$TOP"/gateway/*.c; do
-	m=$(basename "$src" .c)
-	if [ -z "${layer[$m]:-}" ]; then
-		fail "$m is in gateway/LAYERS"
-		continue
-	fi
-	[ -f "$OBJ/$m.o" ] || { fail "$m.o built"; continue; }
-	up=""
-	while read -r _ s; do
-		t=${def[$s]:-}
-		[ -n "$t" ] && [ "$t" != "$m" ] || continue
-		if [ "${layer[$t]}" -gt "${layer[$m]}" ]; then
-			up="$up $t:$s"
-		fi
-	done < <(nm -u "$OBJ/$m.o")
-	is "${up# }" "" "$m (layer ${layer[$m]}) calls nothing above it"
-done
+# an upward #include: base includes a core header
+printf '#include "base/util.h"\n#include "core/low.h"\nint util_x(void) { return 1; }\n' >"$F/gateway/base/util.c"
+fx_build
+fx_run
+is "$RC" 1 "fixture: an upward #include fails"
+like "$OUT" 'gateway/base/util.c:2: #include "core/low.h": base may not use core' \
+    "... naming the file, the line and the rule"
 
+# an upward call: base calls a core function
+printf '#include "base/util.h"\nint low_f(void);\nint util_x(void) { return low_f(); }\n' >"$F/gateway/base/util.c"
+fx_build
+fx_run
+is "$RC" 1 "fixture: an upward call fails (no #include needed for it)"
+like "$OUT" 'gateway/base/util.c:2: calls low_f\(\) of gateway/core/low.c: base may not use core' \
+    "... naming the file, the line and the rule"
+
+# up the core's order: low calls high
+printf '#include "base/util.h"\nint util_x(void) { return 1; }\n' >"$F/gateway/base/util.c"
+printf '#include "core/low.h"\nint high_f(void);\nint low_f(void) { return high_f(); }\n' >"$F/gateway/core/low.c"
+fx_build
+fx_run
+is "$RC" 1 "fixture: a call up the core's order fails"
+like "$OUT" 'gateway/core/low.c:2: calls high_f\(\) of gateway/core/high.c: high \(core line 2\) is above low \(line 1\)' \
+    "... naming the file, the line and the order"
+
+# a known edge that no longer exists fails, so the list only shrinks
+printf '#include "core/low.h"\nint low_f(void) { return 0; }\n' >"$F/gateway/core/low.c"
+fx_build
+echo "known gateway/core/low.c gateway/core/high.h" >>"$F/gateway/LAYERS"
+fx_run
+is "$RC" 1 "fixture: a stale known line fails"
+like "$OUT" 'known gateway/core/low.c gateway/core/high.h: no such edge any more' "... saying so"
+
+# a bad map line is named
+echo "units core uses base" >>"$F/gateway/LAYERS"
+fx_run
+is "$RC" 2 "fixture: a bad map line is an error"
+like "$ERR$OUT" 'LAYERS:[0-9]+: expected "unit", "order" or "known", got "units"' "... naming its line"
+
+# ---- the tree ----------------------------------------------------------------
+run python3 "$L" --src "$TOP" --obj "$OBJ"
+is "$RC" 0 "the tree: every #include and call runs downward (gateway/LAYERS)"
+[ "$RC" = 0 ] || diag "$OUT"
+n=$(echo "$OUT" | sed -n 's/^layers: [0-9]* files, \([0-9]*\) objects.*/\1/p')
+num_cmp "${n:-0}" -ge 90 "... having read every program's objects (${n:-0})"
 done_testing

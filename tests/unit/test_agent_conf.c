@@ -67,7 +67,7 @@ peer_ok(const struct aconf *c, const char *addr)
 static void
 t_defaults(void)
 {
-	const struct config_addr *la;
+	const struct net_addr *la;
 	struct aconf *c;
 	char *errs = NULL;
 
@@ -90,7 +90,7 @@ t_defaults(void)
 static void
 t_keys(void)
 {
-	const struct config_addr *la;
+	const struct net_addr *la;
 	struct aconf *c;
 	char *errs = NULL, err[256];
 

@@ -539,7 +539,7 @@ test_dialout(void)
 {
 	struct sockaddr_in sin;
 	socklen_t sl = sizeof(sin);
-	struct config_addr gw;
+	struct net_addr gw;
 	struct agp_hello h;
 	struct agp_msg m;
 	uint8_t b[AGP_HELLO_MAX];
@@ -616,7 +616,7 @@ fake_adopt(int fd, const struct sockaddr *sa, socklen_t len,
 }
 
 static int
-listener(struct config_addr *gw)
+listener(struct net_addr *gw)
 {
 	struct sockaddr_in sin;
 	socklen_t sl = sizeof(sin);
@@ -676,7 +676,7 @@ open_import(int fd, uint32_t seq, const char *busid)
 static void
 test_dialback(void)
 {
-	struct config_addr gw[2];
+	struct net_addr gw[2];
 	struct agp_msg m;
 	uint8_t b[AGP_HELLO_MAX];
 	char busid[16];

@@ -270,7 +270,7 @@ int
 main(void)
 {
 	struct aconf *open_conf, *narrow, *narrow2, *ll;
-	struct config_addr la;
+	struct net_addr la;
 	struct sockaddr_in gwsa;
 	char err[256];
 	uint16_t port;

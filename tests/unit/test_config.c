@@ -55,7 +55,7 @@ test_listen_addrs(void)
 {
 	static const char local[] = "mode = local\n";
 	static const char local_l[] = "mode = local\nlisten = 127.0.0.1:0\n";
-	const struct config_addr *a;
+	const struct net_addr *a;
 	struct config *c;
 	char *errs, err[256];
 	size_t n;
@@ -608,25 +608,25 @@ test_durations(void)
 	uint64_t ms;
 	const char *es;
 
-	is_int(config_parse_duration("30s", UINT64_MAX, &ms, &es), 0, "30s");
+	is_int(parse_duration("30s", UINT64_MAX, &ms, &es), 0, "30s");
 	is_int(ms, 30000, "30s in ms");
-	is_int(config_parse_duration("10m", UINT64_MAX, &ms, &es), 0, "10m");
+	is_int(parse_duration("10m", UINT64_MAX, &ms, &es), 0, "10m");
 	is_int(ms, 600000, "10m in ms");
-	is_int(config_parse_duration("2h", UINT64_MAX, &ms, &es), 0, "2h");
+	is_int(parse_duration("2h", UINT64_MAX, &ms, &es), 0, "2h");
 	is_int(ms, 7200000, "2h in ms");
-	is_int(config_parse_duration("1d", UINT64_MAX, &ms, &es), 0, "1d");
+	is_int(parse_duration("1d", UINT64_MAX, &ms, &es), 0, "1d");
 	is_int(ms, 86400000, "1d in ms");
-	is_int(config_parse_duration("45", UINT64_MAX, &ms, &es), 0, "bare");
+	is_int(parse_duration("45", UINT64_MAX, &ms, &es), 0, "bare");
 	is_int(ms, 45000, "bare number is seconds");
-	is_int(config_parse_duration("1500ms", UINT64_MAX, &ms, &es), 0, "ms");
+	is_int(parse_duration("1500ms", UINT64_MAX, &ms, &es), 0, "ms");
 	is_int(ms, 1500, "1500ms");
-	ok(config_parse_duration("", UINT64_MAX, &ms, &es) == -1, "empty");
-	ok(config_parse_duration("-1s", UINT64_MAX, &ms, &es) == -1, "negative");
-	ok(config_parse_duration("1.5h", UINT64_MAX, &ms, &es) == -1, "fraction");
-	ok(config_parse_duration("1 h", UINT64_MAX, &ms, &es) == -1, "space");
-	ok(config_parse_duration("1w", UINT64_MAX, &ms, &es) == -1, "weeks");
+	ok(parse_duration("", UINT64_MAX, &ms, &es) == -1, "empty");
+	ok(parse_duration("-1s", UINT64_MAX, &ms, &es) == -1, "negative");
+	ok(parse_duration("1.5h", UINT64_MAX, &ms, &es) == -1, "fraction");
+	ok(parse_duration("1 h", UINT64_MAX, &ms, &es) == -1, "space");
+	ok(parse_duration("1w", UINT64_MAX, &ms, &es) == -1, "weeks");
 	is_str(es, "unit must be ms, s, m, h or d", "unit message");
-	ok(config_parse_duration("2h", 3600000, &ms, &es) == -1, "over max");
+	ok(parse_duration("2h", 3600000, &ms, &es) == -1, "over max");
 	is_str(es, "too large", "over max message");
 }
 

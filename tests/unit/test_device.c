@@ -26,15 +26,23 @@
 
 #include <event2/event.h>
 
-#include "policy/decision.h"
 #include "base/desc.h"
-#include "daemon/gw.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "base/util.h"
+#include "core/device.h"
+#include "core/events.h"
+#include "core/exporter.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/session.h"
+#include "core/store.h"
+#include "core/tiers.h"
+#include "core/upstream.h"
+#include "policy/decision.h"
 #include "policy/policy.h"
 #include "policy/rule.h"
 #include "tap.h"
-#include "base/util.h"
 
 #define DAY	((int64_t)1699920000)	/* Tue 2023-11-14 00:00:00 UTC */
 #define T(h, m)	(DAY + (h) * 3600 + (m) * 60)

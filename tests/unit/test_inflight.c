@@ -8,7 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/gw.h"
+#include "core/device.h"
+#include "core/exporter.h"
+#include "core/loop.h"
+#include "core/relay.h"
+#include "core/session.h"
+#include "core/store.h"
+#include "core/upstream.h"
 #include "tap.h"
 
 int
