@@ -83,7 +83,7 @@ BENCHES   := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 FUZZERS   := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 PRELOADS  := $(PRELOAD_SRCS:tests/preload/%.c=$(B)/preload/%.so)
 
-.PHONY: all check test unit integration asan fuzz fuzz-smoke bench bench-agent e2e install install-agent clean deps demo ci deb
+.PHONY: all check test unit integration asan fuzz fuzz-smoke bench bench-compare bench-agent e2e install install-agent clean deps demo ci deb
 .DEFAULT_GOAL := all
 
 all: $(PROGS) $(UNITS) $(BENCHES) $(PRELOADS)
@@ -254,6 +254,12 @@ fuzz-build: $(FUZZERS)
 bench: all
 	USBGW_BUILD=$(abspath $(B)) tests/bench/run.sh
 
+# The relay and scale benchmarks of BASE=REV and of this tree, side by
+# side in one run (tests/bench/compare.sh): for a change that must not
+# move them.
+bench-compare: all
+	USBGW_BUILD=$(abspath $(B)) BASE=$(BASE) tests/bench/compare.sh
+
 # issue 14's item 9 over several qemu runs (BENCH_AGENT_RUNS, default 10;
 # about 2 minutes each): the agent's read ratio to usbip-host as medians.
 bench-agent: all
@@ -310,6 +316,6 @@ deb:
 	@ls -1 $(DEB_DIR)/*.deb
 
 clean:
-	rm -rf build build-asan build-fuzz build-deb
+	rm -rf build build-asan build-fuzz build-deb build-compare
 
 -include $(shell find $(B) build-fuzz -name '*.d' 2>/dev/null)

@@ -195,6 +195,7 @@ cmd_show_exec(struct cmd_ctx *ctx)
 		    json_integer_value(json_object_get(res, "refused")));
 		field("refused", buf);
 	}
+	field("claim", jstr(res, "claim"));
 	if (*jstr(res, "up_transport") != '\0') {
 		snprintf(buf, sizeof(buf), "%s%s%s%s", jstr(res, "up_transport"),
 		    *jstr(res, "up_cert") != '\0' ? " (certificate " : "",

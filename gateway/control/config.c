@@ -427,11 +427,7 @@ fmt_duration(char *buf, size_t len, uint64_t ms)
 		snprintf(buf, len, "%llums", (unsigned long long)ms);
 }
 
-/*
- * Apply one key.  Returns 0, or -1 with a message (without the key name)
- * in err.
- */
-#define SHOWN_MAX	64
+#define SHOWN_MAX	64	/* a value quoted in an error message */
 
 /* A value as quoted in an error message: bounded, "..." when cut. */
 static void
@@ -445,6 +441,10 @@ shorten(char *out, size_t len, const char *v)
 	memcpy(out + len - 4, "...", 4);
 }
 
+/*
+ * Apply one key.  Returns 0, or -1 with a message (without the key name)
+ * in err.
+ */
 static int
 key_apply(struct config *c, const struct key *k, const char *v, int from_flag,
     int *listen_seen, char *err, size_t errlen)

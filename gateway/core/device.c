@@ -293,12 +293,6 @@ device_claim(struct device *dev)
 }
 
 /*
- * The probe is done: record the identity, find the operator's standing
- * decisions for it, and announce a changed identity.  A different
- * identity at the same port is a different device: what was decided
- * for the old one does not carry over.
- */
-/*
  * The whole identity as one digest: what makes a device row (exporter,
  * its busid there, the descriptor hash and the three strings), so that
  * --identity names exactly one identity.  The descriptor hash alone
@@ -320,6 +314,12 @@ identity_digest(struct device *dev)
 		fatalx("SHA-256 failed");
 }
 
+/*
+ * The probe is done: record the identity, find the operator's standing
+ * decisions for it, and announce a changed identity.  A different
+ * identity at the same port is a different device: what was decided
+ * for the old one does not carry over.
+ */
 static void
 device_identified(struct device *dev)
 {
@@ -771,6 +771,23 @@ observers_text(const struct device *dev, struct jtext *b)
 	json_decref(o);
 }
 
+static const char *
+device_claim_name(const struct device *dev)
+{
+	if (dev->up == NULL)
+		return device_reclaim_pending(dev) ? "being taken" : "none";
+	switch (dev->up->state) {
+	case UP_IDLE:
+		return dev->ds == NULL ? "held" : "in use";
+	case UP_RELAYING:
+		return "in use";
+	case UP_CLOSED:
+		return "none";
+	default:
+		return "being taken";
+	}
+}
+
 void
 device_json_text(const struct device *dev, struct jtext *b)
 {
@@ -817,6 +834,13 @@ device_json_text(const struct device *dev, struct jtext *b)
 		jt_kint(b, "urbs", (int64_t)dev->urbs);
 		jt_kint(b, "refused", (int64_t)dev->refused);
 	}
+	/*
+	 * The claim at the exporter: "held" (idle: an import or an attach
+	 * can have it now), "in use" (a vhci host's), "being taken" (the
+	 * claim is being made or made again, as after an attachment ended:
+	 * imports and `attach` wait for it), "none".
+	 */
+	jt_kstr(b, "claim", device_claim_name(dev));
 	/* the exporter leg: the claim's connection, while it has one */
 	if (upstream_transport(dev->up) != NULL) {
 		jt_kstr(b, "up_transport", upstream_transport(dev->up));

@@ -363,9 +363,6 @@ ds_wait_timeout(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * A device's decision changed: answer the imports held for it.
- */
-/*
  * dev is gone (or about to be freed): every import held for it is
  * answered now, and no session keeps a pointer to it.  A held import
  * belongs to its device.
@@ -398,6 +395,7 @@ server_device_gone(struct device *dev)
 	}
 }
 
+/* A device's decision changed: answer the imports held for it. */
 static void
 server_device_decided(struct device *dev)
 {

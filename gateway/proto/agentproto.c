@@ -54,49 +54,6 @@ agp_name_valid(const char *s)
 	return i > 0;
 }
 
-/*
- * A fixed-size NUL-padded string: a NUL inside the field and only NULs
- * after it (a sender that leaks stack bytes there is refused).
- */
-static int
-get_padded(const uint8_t *p, size_t size, char *out)
-{
-	const uint8_t *nul = memchr(p, '\0', size);
-	size_t n, i;
-
-	if (nul == NULL)
-		return -1;
-	n = (size_t)(nul - p);
-	for (i = n; i < size; i++)
-		if (p[i] != 0)
-			return -1;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	return 0;
-}
-
-static void
-put_padded(uint8_t *p, size_t size, const char *s)
-{
-	size_t n = strnlen(s, size - 1);
-
-	memset(p, 0, size);
-	memcpy(p, s, n);
-}
-
-static void
-put_be64(uint8_t *p, uint64_t v)
-{
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
-}
-
-static uint64_t
-get_be64(const uint8_t *p)
-{
-	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
-
 bool
 agp_is_hello(const uint8_t *buf, size_t len, bool req)
 {

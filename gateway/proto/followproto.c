@@ -59,33 +59,6 @@ flp_is_hello(const uint8_t *buf, size_t len)
 	    get_be16(buf + 2) == OP_REQ_FOLLOW;
 }
 
-/* A NUL inside the field and only NULs after it. */
-static int
-get_padded(const uint8_t *p, size_t size, char *out)
-{
-	const uint8_t *nul = memchr(p, '\0', size);
-	size_t n, i;
-
-	if (nul == NULL)
-		return -1;
-	n = (size_t)(nul - p);
-	for (i = n; i < size; i++)
-		if (p[i] != 0)
-			return -1;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	return 0;
-}
-
-static void
-put_padded(uint8_t *p, size_t size, const char *s)
-{
-	size_t n = strnlen(s, size - 1);
-
-	memset(p, 0, size);
-	memcpy(p, s, n);
-}
-
 int
 flp_hello_decode(const uint8_t *buf, size_t len, enum usbip_flow flow,
     struct flp_hello *h, const char **why)

@@ -665,3 +665,29 @@ usbip_urb_hdr_equal(const struct usbip_urb_hdr *a,
 	}
 	return false;
 }
+
+int
+get_padded(const uint8_t *p, size_t size, char *out)
+{
+	const uint8_t *nul = memchr(p, '\0', size);
+	size_t n, i;
+
+	if (nul == NULL)
+		return -1;
+	n = (size_t)(nul - p);
+	for (i = n; i < size; i++)
+		if (p[i] != 0)
+			return -1;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return 0;
+}
+
+void
+put_padded(uint8_t *p, size_t size, const char *s)
+{
+	size_t n = strnlen(s, size - 1);
+
+	memset(p, 0, size);
+	memcpy(p, s, n);
+}

@@ -224,6 +224,29 @@ put_be32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
+static inline uint64_t
+get_be64(const uint8_t *p)
+{
+	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+static inline void
+put_be64(uint8_t *p, uint64_t v)
+{
+	put_be32(p, (uint32_t)(v >> 32));
+	put_be32(p + 4, (uint32_t)v);
+}
+
+/*
+ * Fixed-size NUL-padded strings of the extensions' PDUs (agentproto,
+ * followproto): get_padded() wants a NUL inside the field and only NULs
+ * after it (a sender that leaks stack bytes there is refused), 0 or -1;
+ * out holds size bytes.  put_padded() writes at most size - 1 bytes of s
+ * and pads with NULs.
+ */
+int		 get_padded(const uint8_t *p, size_t size, char *out);
+void		 put_padded(uint8_t *p, size_t size, const char *s);
+
 /* ---- names ----------------------------------------------------------- */
 const char	*usbip_op_name(uint16_t code);
 const char	*usbip_st_name(uint32_t status);

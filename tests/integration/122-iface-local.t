@@ -23,7 +23,7 @@
 
 VK=$USBGW_BUILD/vhci-kernel
 need_prog "$SIM" "$USBGWD" "$USBGW" "$VK" "$TC" socat sqlite3
-plan 25
+plan 27
 
 cat >"$T/sim.conf" <<'EOF2'
 device 1-3 { type composite; keys ""; serial "S13"; }
@@ -123,12 +123,14 @@ is "$(gw_sql gw "SELECT mode || ' ' || iface_refused || ' ' || urbs_to_device
 # exporter goes on in a second): the attach waits for the claim (issue
 # 29: it failed "not ready (being claimed again)" before)
 is "$(gw_state gw sim1:1-3)" authorized "authorized again while its claim is being taken"
+is "$(gw_field gw sim1:1-3 claim)" "being taken" "... and show says its claim is being taken"
 ( sleep 1; kill -CONT "$(bg_pid sim)" ) &
 cont=$!
 gwctl gw attach sim1:1-3
 is "$RC" 0 "usbgw attach while the claim is being taken again: it waits, attached directly"
 kill -CONT "$(bg_pid sim)"
 wait "$cont"
+is "$(gw_field gw sim1:1-3 claim)" "in use" "attached: its claim is in use"
 gw_wait_state gw sim1:1-3 attached
 gwctl gw detach sim1:1-3
 gw_wait_sql gw "$ENDED" 2
