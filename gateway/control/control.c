@@ -811,7 +811,8 @@ conn_update_timeouts(struct ctl_conn *c)
 		return;
 	tv = ms_timeval(C.cfg->control_timeout_ms);
 	partial = evbuffer_get_length(bufferevent_get_input(c->bev)) > 0;
-	if (c->watching && !partial)
+	/* a parked request: the peer waits for its answer (conn_park) */
+	if ((c->watching && !partial) || c->parked != NULL)
 		bufferevent_set_timeouts(c->bev, NULL, &tv);
 	else
 		bufferevent_set_timeouts(c->bev, &tv, &tv);

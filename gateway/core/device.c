@@ -771,20 +771,43 @@ observers_text(const struct device *dev, struct jtext *b)
 	json_decref(o);
 }
 
+/*
+ * The claim is on its way: being made now (queued, connecting, importing,
+ * probing), or released by an attachment's end and about to be made
+ * again.  Not a claim that failed and waits out its back-off.
+ */
+bool
+device_claim_coming(const struct device *dev)
+{
+	if (dev->dead)
+		return false;
+	if (dev->up == NULL)
+		return device_reclaim_pending(dev);
+	switch (dev->up->state) {
+	case UP_QUEUED:
+	case UP_CONNECTING:
+	case UP_IMPORTING:
+	case UP_PROBING:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static const char *
 device_claim_name(const struct device *dev)
 {
-	if (dev->up == NULL)
-		return device_reclaim_pending(dev) ? "being taken" : "none";
+	if (device_claim_coming(dev))
+		return "being taken";
+	if (dev->up == NULL || dev->dead)
+		return "none";
 	switch (dev->up->state) {
 	case UP_IDLE:
 		return dev->ds == NULL ? "held" : "in use";
 	case UP_RELAYING:
 		return "in use";
-	case UP_CLOSED:
-		return "none";
 	default:
-		return "being taken";
+		return "none";
 	}
 }
 

@@ -71,6 +71,7 @@ struct device_observer {
 void		 device_observe(const struct device_observer *);
 const struct decision *device_decision(const struct device *);
 bool		 device_reclaim_pending(const struct device *);
+bool		 device_claim_coming(const struct device *);
 void		 device_forget(struct device *);
 int		 device_allowed_matches(void *dev, const struct rule *);
 int64_t		 device_now(void);

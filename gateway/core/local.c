@@ -1257,6 +1257,12 @@ local_find(json_t *args, struct device **devp, char *err, size_t errlen)
 	return CTL_OK;
 }
 
+/*
+ * A wait (CTL_E_AGAIN) pins the device it found: control.c runs this
+ * again with the same args, which then name that device exactly (its
+ * full busid and its identity digest, "waited_for"), so that a device that
+ * took the busid meanwhile is not attached in its place.
+ */
 enum ctl_err
 local_ctl_attach(json_t *args, const struct actor *who, json_t **res,
     char *err, size_t errlen)
@@ -1264,13 +1270,25 @@ local_ctl_attach(json_t *args, const struct actor *who, json_t **res,
 	struct local_att *la;
 	struct device *dev;
 	enum ctl_err e;
+	json_t *pin;
 	char why[160];
 
 	if ((e = local_find(args, &dev, err, errlen)) != CTL_OK)
 		return e;
-	if ((la = att_find(dev)) != NULL)
+	pin = json_object_get(args, "waited_for");
+	if (pin != NULL && (!json_is_string(pin) ||
+	    strcmp(json_string_value(pin), dev->ident.identity) != 0))
+		ERR(CTL_E_REFUSED, "%s is another device now (it changed while "
+		    "the attach waited for its claim)", dev->busid);
+	if ((la = att_find(dev)) != NULL) {
+		/* attached meanwhile (local-auto-attach): what was asked */
+		if (pin != NULL) {
+			*res = device_json(dev);
+			return CTL_OK;
+		}
 		ERR(CTL_E_REFUSED, "%s is attached to vhci port %d already",
 		    dev->busid, la->ctx.port);
+	}
 	if (dev->state != DEV_AUTHORIZED)
 		ERR(CTL_E_REFUSED, "%s is %s, not authorized", dev->busid,
 		    dev_state_name(dev->state));
@@ -1280,14 +1298,23 @@ local_ctl_attach(json_t *args, const struct actor *who, json_t **res,
 	if (dev->ds != NULL)
 		ERR(CTL_E_REFUSED, "%s is in use by %s", dev->busid,
 		    dev->ds->peer);
-	/* its claim is being taken again: control.c asks again shortly */
-	if (!local_ready(dev))
-		ERR(CTL_E_AGAIN, "%s is not ready: its claim was not taken "
-		    "again in time", dev->busid);
 	if (!L.per_interface && local_has_ipol(dev))
 		ERR(CTL_E_REFUSED, "%s: its rule has an interface-policy: local "
 		    "mode keeps denied interfaces from their drivers only with "
 		    "vhci-per-interface = yes", dev->busid);
+	if (!local_ready(dev)) {
+		if (!device_claim_coming(dev))
+			ERR(CTL_E_REFUSED, "%s is not ready: the gateway holds "
+			    "no claim on it at its exporter (claim %s)",
+			    dev->busid, dev->up == NULL ? "none" :
+			    "not idle");
+		/* its claim is being taken (again): control.c asks again */
+		json_object_set_new(args, "busid", json_string(dev->busid));
+		json_object_set_new(args, "waited_for",
+		    json_string(dev->ident.identity));
+		ERR(CTL_E_AGAIN, "%s is not ready: its claim was not taken "
+		    "in time", dev->busid);
+	}
 	hold_clear(dev);
 	if (local_attach(dev, who, why, sizeof(why)) == -1) {
 		store_audit_device(dev, "local-attach-failed", who, why);

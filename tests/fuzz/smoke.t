@@ -8,9 +8,13 @@ cd "$(dirname "$0")/../.." || exit 1
 secs=${USBGW_FUZZ_SMOKE:-8}
 jobs=${USBGW_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
 case $secs$jobs in *[!0-9]*|'')
-	echo "1..0 # SKIP USBGW_FUZZ_SMOKE and USBGW_FUZZ_JOBS take whole numbers"
+	echo "1..1"
+	echo "not ok 1 - USBGW_FUZZ_SMOKE and USBGW_FUZZ_JOBS take whole numbers (got '$secs', '$jobs')"
 	exit 1 ;;
 esac
+[ "$jobs" -ge 1 ] || jobs=1
+# a crashing input is kept here (the work folders are removed)
+keep=${USBGW_FUZZ_ARTIFACTS:-build-fuzz/smoke-artifacts}
 fuzzers=$(ls build-fuzz/fuzz_* 2>/dev/null | grep -v '\.' || true)
 n=$(echo "$fuzzers" | grep -c . || true)
 if [ "$n" -eq 0 ]; then
@@ -36,7 +40,11 @@ smoke_one() {
 		execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/log" | grep -o '[0-9]*$' || true)
 		echo "ok - fuzz_$name ${secs}s${execs:+, $execs execs}" >"$work.res"
 	else
-		{ echo "not ok - fuzz_$name"; tail -40 "$work/log" | sed 's/^/# /'; } >"$work.res"
+		mkdir -p "$keep/$name"
+		cp "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* \
+		    "$keep/$name/" 2>/dev/null
+		{ echo "not ok - fuzz_$name (inputs kept in $keep/$name)"
+		  tail -40 "$work/log" | sed 's/^/# /'; } >"$work.res"
 	fi
 }
 

@@ -109,10 +109,15 @@ ENDED="SELECT count(*) FROM attachments WHERE ended_at IS NOT NULL"
 # GET_STATUS to the device (forwarded); tc raw puts the devid in DEVID.
 urbs=$(printf '00000001%08xDEVID%08x%08x00000000%08x000000000000000000000000%s' \
     $((0x6101)) 1 2 512 0000000000000000 $((0x6102)) 1 0 2 8000000000000200)
-run "$TC" raw "$(gw_addr gw)" sim1:1-3 --hex "$urbs" --wait 1500
-# the exporter holds still while the gateway takes its claim again (its
-# first try is 100 ms after the relay ends): the claim cannot finish
+# The exporter holds still (SIGSTOP) from before the relay ends, so the
+# gateway's new claim cannot finish: stopped once it has the forwarded
+# GET_STATUS (and 300 ms to answer it), while the client still waits.
+start_bg tcraw "$TC" raw "$(gw_addr gw)" sim1:1-3 --hex "$urbs" --wait 1500
+sim_wait_pdu sim 'cmd=CMD_SUBMIT .*setup=8000000000000200' 10
+sleep 0.3
 kill -STOP "$(bg_pid sim)"
+wait_bg tcraw 15
+OUT=$(cat "$(bg_log tcraw)")
 like "$OUT" "data=$(printf '00000003%08x%024dffffffe0' $((0x6101)) 0)" \
     "relayed over the listener: the storage URB stalled by the gateway"
 gw_wait_sql gw "$ENDED" 1

@@ -8,10 +8,14 @@ the same unit or to one the map lets it use; inside a folder with an
 order (the core's, the agent's), to the same line or one above.  Each
 violation is printed as FILE:LINE: what it uses: the rule it breaks.
 
-usage: layers.py [--map FILE] [--src DIR] [--obj DIR] [--graph]
+usage: layers.py [--map FILE] [--src DIR] [--obj DIR] [--require-objects]
+                 [--graph]
   --src  the tree (default: this script's ../..)
   --obj  the build folder whose objects are read (default SRC/build);
-         without objects (none found) only #include lines are checked
+         without objects (none found) only #include lines are checked;
+         --require-objects: a .c without its object is a violation
+Every .c and .h below gateway/, client/ and contrib/sim/ must be in a
+unit's folder, and every module of an ordered unit on a line of its order.
   --graph  print the unit-level graph that was found, and exit 0
 A "known FILE TARGET" line of the map lets one listed upward edge pass
 (printed as known); one that no longer exists is a violation, so the
@@ -23,7 +27,10 @@ import re
 import subprocess
 import sys
 
-INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+INC = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)')
+# where the programs' sources live: every .c and .h below these must be
+# in a unit's folder
+ROOTS = ('gateway', 'client', 'contrib/sim')
 
 
 def die(msg):
@@ -116,15 +123,32 @@ class Checker:
                             u.startswith('contrib/')) else 'gateway/' + u)
 
     def sources(self):
+        folders = {}
         for u, d in self.dirs():
-            full = os.path.join(self.src, d)
-            if not os.path.isdir(full):
+            folders[d] = u
+            if not os.path.isdir(os.path.join(self.src, d)):
                 self.bad.append('%s: unit %s has no folder %s' %
                                 (self.map, u, d))
-                continue
-            for n in sorted(os.listdir(full)):
-                if n.endswith(('.c', '.h')):
-                    yield u, os.path.join(d, n)
+        for root in ROOTS:
+            top = os.path.join(self.src, root)
+            for dirpath, dirnames, files in os.walk(top):
+                dirnames.sort()
+                rel_dir = os.path.relpath(dirpath, self.src)
+                for n in sorted(files):
+                    if not n.endswith(('.c', '.h')):
+                        continue
+                    rel = os.path.join(rel_dir, n)
+                    u = folders.get(rel_dir)
+                    if u is None:
+                        self.bad.append('%s: in no unit of %s (a folder '
+                                        'of its own needs a "unit" line)'
+                                        % (rel, self.map))
+                        continue
+                    if u in self.order and \
+                            module(rel) not in self.order[u]:
+                        self.bad.append('%s: %s is not in %s\'s order (%s)'
+                                        % (rel, module(rel), u, self.map))
+                    yield u, rel
 
     def rank(self, u, m):
         return self.order.get(u, {}).get(m)
@@ -170,13 +194,15 @@ class Checker:
                     mo = INC.match(line)
                     if not mo:
                         continue
-                    inc = mo.group(1)
+                    inc = mo.group(1) or mo.group(2)
                     here = os.path.normpath(os.path.join(
                         os.path.dirname(rel), inc))
                     if here in known:
                         target = here
                     elif os.path.normpath('gateway/' + inc) in known:
                         target = os.path.normpath('gateway/' + inc)
+                    elif mo.group(2) is not None:
+                        continue    # a system header
                     else:
                         continue    # a test's or generated header
                     if rel.startswith('gateway/') and '/' not in inc:
@@ -188,13 +214,16 @@ class Checker:
                               (rel, target))
         self.known = known
 
-    def check_calls(self, obj):
+    def check_calls(self, obj, require):
         objs = {}
         for rel, u in self.known.items():
             if rel.endswith('.c'):
                 o = os.path.join(obj, rel[:-2] + '.o')
                 if os.path.exists(o):
                     objs[rel] = o
+                elif require:
+                    self.bad.append('%s: no object %s (build first): its '
+                                    'calls cannot be checked' % (rel, o))
         if not objs:
             return 0
         defs = {}
@@ -226,7 +255,7 @@ def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     src = os.path.normpath(os.path.join(here, '..', '..'))
     mapfile = obj = None
-    graph = False
+    graph = require = False
     i = 1
     while i < len(argv):
         a = argv[i]
@@ -242,14 +271,17 @@ def main(argv):
         elif a == '--graph':
             graph = True
             i += 1
+        elif a == '--require-objects':
+            require = True
+            i += 1
         else:
             die('usage: layers.py [--map FILE] [--src DIR] [--obj DIR] '
-                '[--graph] (got "%s")' % a)
+                '[--require-objects] [--graph] (got "%s")' % a)
     mapfile = mapfile or os.path.join(src, 'gateway', 'LAYERS')
     obj = obj or os.path.join(src, 'build')
     c = Checker(src, mapfile)
     c.check_includes()
-    nobj = c.check_calls(obj)
+    nobj = c.check_calls(obj, require)
     if graph:
         for u in sorted(c.graph):
             print('%-14s %s' % (u, ' '.join(sorted(c.graph[u] - {u}))))
