@@ -2,9 +2,10 @@
 # The whole test suite, as CI runs it (`make check`):
 #   1. warning-clean builds with gcc and clang (-Werror);
 #   2. the real-kernel end-to-end suite in qemu (tests/e2e) on the gcc
-#      build, unless USBGW_SKIP_E2E=1 -- started as soon as that build is
-#      done, in the background: qemu's TCG keeps one core busy for ten
-#      minutes, and everything below mostly waits;
+#      build, unless USBGW_SKIP_E2E=1 -- its downloads fetched while that
+#      build runs, started as soon as it is done, in the background and
+#      at niceness -3: qemu's TCG keeps a core busy for over ten minutes,
+#      the longest stage, while everything below mostly waits;
 #   3. the unit tests and 127-deb-package (packages are built once) on the
 #      gcc build;
 #   4. the unit and integration tests on an ASan+UBSan build, in full;
