@@ -35,7 +35,7 @@ fx_build() {
 		cc -I"$F/gateway" -c "$F/gateway/$c.c" -o "$F/o/gateway/$c.o" || return 1
 	done
 }
-fx_run() { run python3 "$L" --src "$F" --obj "$F/o"; }
+fx_run() { run -t 120 python3 "$L" --src "$F" --obj "$F/o"; }
 
 fx_build || bail_out "cannot compile the fixture"
 fx_run
@@ -106,7 +106,7 @@ is "$RC" 2 "fixture: a bad map line is an error"
 like "$ERR$OUT" 'LAYERS:[0-9]+: expected "unit", "order" or "known", got "units"' "... naming its line"
 
 # ---- the tree ----------------------------------------------------------------
-run python3 "$L" --src "$TOP" --obj "$OBJ" --require-objects
+run -t 120 python3 "$L" --src "$TOP" --obj "$OBJ" --require-objects
 is "$RC" 0 "the tree: every #include and call runs downward (gateway/LAYERS), every .c's object read"
 [ "$RC" = 0 ] || diag "$OUT"
 n=$(echo "$OUT" | sed -n 's/^layers: [0-9]* files, \([0-9]*\) objects.*/\1/p')

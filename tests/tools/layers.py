@@ -226,28 +226,31 @@ class Checker:
                                     'calls cannot be checked' % (rel, o))
         if not objs:
             return 0
-        defs = {}
-        for rel, o in objs.items():
-            out = subprocess.run(['nm', '-g', '--defined-only', o],
+        # two runs of nm over every object (-A: each line names its file)
+        byobj = {o: rel for rel, o in objs.items()}
+
+        def nm(flags):
+            out = subprocess.run(['nm', '-A'] + flags + sorted(byobj),
                                  capture_output=True, text=True).stdout
             for line in out.splitlines():
-                p = line.split()
-                if len(p) == 3:
-                    defs.setdefault(p[2], rel)
-        for rel, o in objs.items():
-            out = subprocess.run(['nm', '-u', o], capture_output=True,
-                                 text=True).stdout
-            for line in out.splitlines():
-                p = line.split()
-                if not p:
-                    continue
-                s = p[-1]
-                t = defs.get(s)
-                if t is None or t == rel:
-                    continue
-                self.edge(self.known[rel], module(rel), self.known[t],
-                          module(t), CallSite(self.src, rel, s),
-                          'calls %s() of %s' % (s, t))
+                path, _, rest = line.partition(': ')
+                if path not in byobj:
+                    path, _, rest = line.partition(':')
+                p = rest.split()
+                if path in byobj and p:
+                    yield byobj[path], p
+        defs = {}
+        for rel, p in nm(['-g', '--defined-only']):
+            if len(p) == 3:
+                defs.setdefault(p[2], rel)
+        for rel, p in nm(['-u']):
+            s = p[-1]
+            t = defs.get(s)
+            if t is None or t == rel:
+                continue
+            self.edge(self.known[rel], module(rel), self.known[t],
+                      module(t), CallSite(self.src, rel, s),
+                      'calls %s() of %s' % (s, t))
         return len(objs)
 
 
