@@ -742,7 +742,6 @@ main(int argc, char *argv[])
 	if (metrics_start(base, cfg) == -1)
 		fatalx("cannot listen for metrics on %s:%s",
 		    cfg->metrics_listen.host, cfg->metrics_listen.port);
-	write_portfile();
 	write_pidfile(cfg->pidfile);
 
 	for (i = 0; i < nitems(sigs); i++) {
@@ -759,6 +758,8 @@ main(int argc, char *argv[])
 	gw_sync_exporters(cfg);		/* and from the files */
 	lease_start();			/* PostgreSQL: the exporters we may use */
 	local_start();			/* local mode: vhci, reconciliation */
+	/* ready (-P): after local mode's lock-down is in force */
+	write_portfile();
 	log_info("usbgwd %s started (pid %ld)", USBGWD_VERSION, (long)getpid());
 	store_audit("daemon-start", NULL, "usbgwd", USBGWD_VERSION);
 
